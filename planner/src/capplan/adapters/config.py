@@ -1,0 +1,139 @@
+"""Read the configuration cascade: defaults -> capplan.toml / [tool.capplan] -> CAPPLAN_* -> flags.
+
+Where the file is found, in order: ``--config FILE``; ``$CAPPLAN_CONFIG``; ``capplan.toml`` in
+the working directory or the nearest parent; ``[tool.capplan]`` of the nearest pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from capplan.core.config import Config, config_from_mapping
+from capplan.core.suggest import closest
+from capplan.errors import ConfigError
+
+__all__ = ["CONFIG_ENV", "OTHER_ENV", "find_config_file", "load_config"]
+
+# Environment variables that set config keys (comma-separated lists where the key is a list).
+CONFIG_ENV: dict[str, tuple[str, str]] = {
+    "CAPPLAN_GPUS": ("fleet", "gpus"),
+    "CAPPLAN_CUDA": ("policy", "cuda"),
+    "CAPPLAN_SYSTEM": ("policy", "system"),
+    "CAPPLAN_FAT": ("policy", "fat"),
+    "CAPPLAN_PTX": ("policy", "ptx"),
+    "CAPPLAN_SHARE": ("policy", "share"),
+    "CAPPLAN_RUNNERS": ("policy", "runners"),
+}
+_LISTS = {"CAPPLAN_GPUS", "CAPPLAN_CUDA"}
+# Variables capplan reads that are not config keys.
+OTHER_ENV = (
+    "CAPPLAN_CACHE_TOKEN",
+    "CAPPLAN_CONFIG",
+    "CAPPLAN_DEBUG",
+    "CAPPLAN_KB_DIR",
+    "CAPPLAN_NVIDIA_SMI",
+    "CAPPLAN_TORCH_SOURCE_URL",
+)
+
+
+def find_config_file(explicit: Path | None, cwd: Path, environ: Mapping[str, str]) -> Path | None:
+    if explicit is not None:
+        return explicit
+    if environ.get("CAPPLAN_CONFIG"):
+        return Path(environ["CAPPLAN_CONFIG"])
+    for folder in (cwd, *cwd.parents):
+        for name in ("capplan.toml", "pyproject.toml"):
+            candidate = folder / name
+            if candidate.is_file() and (name == "capplan.toml" or _has_tool_table(candidate)):
+                return candidate
+    return None
+
+
+def _has_tool_table(path: Path) -> bool:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return isinstance(data.get("tool"), dict) and "capplan" in data["tool"]
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"config file not found: {path}", hint="pass an existing file to --config"
+        ) from None
+    except OSError as error:
+        raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        # tomllib's message ends with "(at line L, column C)".
+        raise ConfigError(
+            f"{path}: invalid TOML: {error}", hint="fix the syntax at that line and column"
+        ) from None
+    if path.name == "pyproject.toml":
+        tool = data.get("tool", {})
+        section = tool.get("capplan") if isinstance(tool, dict) else None
+        if not isinstance(section, dict):
+            raise ConfigError(
+                f"{path} has no [tool.capplan] table", hint="add one, or use a capplan.toml"
+            )
+        return section
+    return data
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    layer: dict[str, dict[str, Any]] = {}
+    known = sorted([*CONFIG_ENV, *OTHER_ENV])
+    for name, value in sorted(environ.items()):
+        if not name.startswith("CAPPLAN_"):
+            continue
+        if name not in CONFIG_ENV:
+            if name not in OTHER_ENV:
+                raise ConfigError(
+                    f"unknown environment variable {name}",
+                    hint=closest(name, known, what="variable"),
+                )
+            continue
+        section, key = CONFIG_ENV[name]
+        parsed: Any = value
+        if name in _LISTS:
+            parsed = [item.strip() for item in value.split(",") if item.strip()]
+        layer.setdefault(section, {})[key] = parsed
+    return layer
+
+
+def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in layer.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_config(
+    explicit: Path | None,
+    *,
+    cwd: Path,
+    environ: Mapping[str, str],
+    flags: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[Config, Path | None]:
+    """The validated config and the file it came from (None: defaults only)."""
+    path = find_config_file(explicit, cwd, environ)
+    data: dict[str, Any] = _read_toml(path) if path is not None else {}
+    origin = str(path) if path is not None else "configuration"
+    data = _merge(data, _from_env(environ))
+    if flags:
+        data = _merge(data, {k: dict(v) for k, v in flags.items() if v})
+    return config_from_mapping(data, origin=origin), path
+
+
+def default_config() -> Config:
+    return Config()

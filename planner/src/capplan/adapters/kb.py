@@ -1,0 +1,107 @@
+"""Load the knowledge base from its JSON files (packaged in ``capplan/kb/``, or a directory).
+
+A broken file gives one :class:`DataError` naming the file, the entry and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from capplan.core.kb import (
+    CapabilitiesFile,
+    CudaFile,
+    GpusFile,
+    KnowledgeBase,
+    PackagesFile,
+    TorchFile,
+)
+from capplan.errors import DataError
+
+__all__ = ["KB_FILES", "kb_path", "load_kb", "load_kb_file"]
+
+M = TypeVar("M", bound=BaseModel)
+
+KB_FILES: dict[str, type[BaseModel]] = {
+    "capabilities.json": CapabilitiesFile,
+    "cuda.json": CudaFile,
+    "gpus.json": GpusFile,
+    "packages.json": PackagesFile,
+    "torch.json": TorchFile,
+}
+
+
+def kb_path(name: str, directory: Path | None = None) -> Path:
+    """Where a KB file lives: ``directory`` when given, else the installed package data."""
+    if directory is not None:
+        return directory / name
+    return Path(str(resources.files("capplan").joinpath("kb", name)))
+
+
+def load_kb_file(name: str, model: type[M], directory: Path | None = None) -> M:
+    path = kb_path(name, directory)
+    label = f"kb/{name}" if directory is None else str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise DataError(
+            f"cannot read knowledge-base file {label}: {error.strerror or error}",
+            hint="reinstall capplan, or point CAPPLAN_KB_DIR at a complete copy",
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise DataError(
+            f"knowledge-base file {label} is not valid JSON: {error.msg} at line {error.lineno} "
+            f"column {error.colno}",
+            hint="fix the file or restore it from the capplan repository",
+        ) from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise DataError(_describe(label, data, error), hint="fix that entry") from None
+
+
+def _describe(label: str, data: Any, error: ValidationError) -> str:
+    first = error.errors()[0]
+    loc = list(first["loc"])
+    # Name the entry by its identifying field when there is one (e.g. gpus[3] "NVIDIA L4").
+    entry = ""
+    node = data
+    walked: list[str] = []
+    for part in loc:
+        in_dict = isinstance(node, dict) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+        if in_dict or in_list:
+            node = node[part]
+        else:
+            break
+        walked.append(f"[{part}]" if isinstance(part, int) else f".{part}")
+        if isinstance(node, dict) and not entry:
+            for key in ("capability", "name", "version"):
+                if isinstance(node.get(key), str):
+                    entry = f" ({key} '{node[key]}')"
+                    break
+    where = "".join(walked).lstrip(".") or "top level"
+    return f"knowledge-base file {label}: entry {where}{entry}: {first['msg']}"
+
+
+@lru_cache(maxsize=4)
+def load_kb(directory: Path | None = None) -> KnowledgeBase:
+    caps = load_kb_file("capabilities.json", CapabilitiesFile, directory)
+    cuda = load_kb_file("cuda.json", CudaFile, directory)
+    gpus = load_kb_file("gpus.json", GpusFile, directory)
+    packages = load_kb_file("packages.json", PackagesFile, directory)
+    torch = load_kb_file("torch.json", TorchFile, directory)
+    return KnowledgeBase(
+        capabilities=caps.capabilities,
+        cuda_releases=tuple(sorted(cuda.releases, key=lambda r: r.version)),
+        gpus=gpus.gpus,
+        packages=dict(sorted(packages.packages.items())),
+        torch_releases=torch.releases,
+    )

@@ -1,0 +1,62 @@
+"""``capplan generate``: write overlays/plan.json from the plan (``--check``: only compare)."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import click
+
+from capplan.adapters.config import find_config_file
+from capplan.adapters.files import atomic_write_text
+from capplan.cli.output import err_console, to_json_text
+from capplan.cli.planning import config_option, load_plan
+from capplan.core.matrix import plan_json
+from capplan.errors import StaleError
+
+__all__ = ["generate"]
+
+
+@click.command()
+@config_option
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to write (default: overlays/plan.json beside the config file).",
+)
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 11 with a diff when the file is stale."
+)
+def generate(config_path: Path | None, output: Path | None, check: bool) -> None:
+    """Write overlays/plan.json, the data the flake and overlay read."""
+    import os
+
+    plan = load_plan(config_path)
+    text = to_json_text(plan_json(plan))
+    if output is None:
+        found = find_config_file(config_path, Path.cwd(), os.environ)
+        root = found.parent if found is not None else Path.cwd()
+        output = root / "overlays" / "plan.json"
+    if check:
+        try:
+            current = output.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            current = ""
+        if current != text:
+            diff = difflib.unified_diff(
+                current.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                fromfile=f"{output} (committed)",
+                tofile=f"{output} (from the plan)",
+            )
+            click.echo("".join(diff), nl=False)
+            raise StaleError(
+                f"{output} is stale", hint="run 'capplan generate' and commit the result"
+            )
+        err_console().print(f"{output} is up to date", markup=False, highlight=False)
+        return
+    atomic_write_text(output, text)
+    err_console().print(
+        f"wrote {output} ({len(plan.variants)} variants)", markup=False, highlight=False
+    )

@@ -1,0 +1,202 @@
+"""``capplan matrix``: the build matrix for CI, minus what binary caches already hold."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from capplan.cli.output import emit_json, err_console, make_table, out_console, progress
+from capplan.cli.planning import config_option, flag_layer, load_plan, policy_options
+from capplan.core.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix, github_matrices
+from capplan.core.plan import Plan
+from capplan.errors import InvalidInputError
+
+__all__ = ["matrix"]
+
+
+@click.command()
+@config_option
+@policy_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "github"]),
+    default="table",
+    show_default=True,
+)
+@click.option(
+    "--runners",
+    type=click.IntRange(1, 10_000),
+    default=None,
+    help="CI runners to schedule onto (default: policy.runners).",
+)
+@click.option(
+    "--max-jobs",
+    type=click.IntRange(1, GITHUB_MAX_JOBS),
+    default=GITHUB_MAX_JOBS,
+    show_default=True,
+    help="Jobs per GitHub matrix.",
+)
+@click.option(
+    "--cache", "caches", multiple=True, metavar="URL", help="Binary cache to query (repeatable)."
+)
+@click.option(
+    "--skip-cached", is_flag=True, help="Drop jobs whose outputs every --cache check finds present."
+)
+@click.option(
+    "--trusted-key",
+    "trusted_keys",
+    multiple=True,
+    metavar="NAME:KEY",
+    help="Only count narinfos signed by these keys.",
+)
+@click.option(
+    "--jobs",
+    "jobs_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="nix-eval-jobs JSON lines with the output paths (instead of nix eval).",
+)
+@click.option(
+    "--flake", default=".", show_default=True, help="Flake whose packages give the output paths."
+)
+@click.option(
+    "--override-input",
+    "override_inputs",
+    nargs=2,
+    multiple=True,
+    metavar="INPUT REF",
+    help="Passed to nix eval.",
+)
+@click.option("--offline", is_flag=True, help="Skip every cache check.")
+def matrix(
+    config_path: Path | None,
+    cuda: str | None,
+    share: str | None,
+    fat: str | None,
+    ptx: str | None,
+    gpus: tuple[str, ...],
+    fmt: str,
+    runners: int | None,
+    max_jobs: int,
+    caches: tuple[str, ...],
+    skip_cached: bool,
+    trusted_keys: tuple[str, ...],
+    jobs_file: Path | None,
+    flake: str,
+    override_inputs: tuple[tuple[str, str], ...],
+    offline: bool,
+) -> None:
+    """Print the build matrix (table, JSON, or GitHub Actions' strategy.matrix)."""
+    plan = load_plan(config_path, flag_layer(cuda, share, fat, ptx, gpus, runners))
+    cached: dict[str, str] = {}
+    if skip_cached and not caches:
+        raise InvalidInputError(
+            "--skip-cached needs at least one --cache URL", hint="add --cache https://..."
+        )
+    if skip_cached and not offline:
+        cached = _cached_jobs(plan, caches, trusted_keys, jobs_file, flake, dict(override_inputs))
+    if cached:
+        plan = _without(plan, set(cached))
+        for name, url in sorted(cached.items()):
+            err_console().print(
+                f"skipped {name}: every output is in {url}", markup=False, highlight=False
+            )
+    result = build_matrix(plan, runners or _policy_runners(config_path))
+    if fmt == "json":
+        data = result.to_json()
+        data["summary"]["skipped_cached"] = sorted(cached)
+        emit_json(data)
+    elif fmt == "github":
+        chunks = github_matrices(result, max_jobs)
+        emit_json(chunks[0] if len(chunks) == 1 else {"matrices": chunks})
+    else:
+        _table(result)
+
+
+def _policy_runners(config_path: Path | None) -> int:
+    from capplan.cli.planning import load_settings
+
+    return load_settings(config_path)[1].policy.runners
+
+
+def _without(plan: Plan, drop: set[str]) -> Plan:
+    """The plan minus cached jobs; a kept job's cached needs are built already: drop those edges."""
+    from dataclasses import replace
+
+    kept = tuple(
+        replace(v, needs=tuple(n for n in v.needs if n not in drop))
+        for v in plan.variants
+        if v.name not in drop
+    )
+    return replace(plan, variants=kept)
+
+
+def _cached_jobs(
+    plan: Plan,
+    caches: tuple[str, ...],
+    trusted_keys: tuple[str, ...],
+    jobs_file: Path | None,
+    flake: str,
+    overrides: dict[str, str],
+) -> dict[str, str]:
+    from capplan.adapters.binary_cache import output_paths_from_jobs, query_caches
+    from capplan.adapters.nix import flake_output_paths
+
+    names = list(plan.identifiers())
+    if jobs_file is not None:
+        outputs = output_paths_from_jobs(jobs_file)
+    else:
+        outputs = flake_output_paths(flake, names, overrides)
+    paths = sorted({p for name in names for p in outputs.get(name, [])})
+    token = os.environ.get("CAPPLAN_CACHE_TOKEN") or None
+    with progress(len(paths) * len(caches), "querying binary caches") as bar:
+        result = query_caches(
+            paths,
+            list(caches),
+            trusted_keys=list(trusted_keys),
+            token=token,
+            on_progress=bar.advance,
+        )
+    for warning in result.warnings:
+        err_console().print(f"warning: {warning}", markup=False, highlight=False)
+    cached: dict[str, str] = {}
+    for name in names:
+        job_paths = outputs.get(name, [])
+        if job_paths and all(p in result.present for p in job_paths):
+            cached[name] = result.present[job_paths[0]]
+    return cached
+
+
+def _table(result: Matrix) -> None:
+    console = out_console()
+    table = make_table("stage", "job", "capabilities", "CUDA", "PTX", "needs", "minutes", "runner")
+    for job in result.jobs():
+        table.add_row(
+            str(job["stage"]),
+            job["name"],
+            ", ".join(job["capabilities"]) or "any",
+            job["cuda"],
+            ", ".join(job["ptx"]) or "-",
+            ", ".join(job["needs"]) or "-",
+            f"{job['estimated_minutes']:g}",
+            str(job["runner"]),
+        )
+    console.print(table)
+    s: dict[str, Any] = result.summary()
+    console.print(
+        f"{s['jobs']} jobs in {s['stages']} stages, {s['total_minutes']:g} build minutes; on "
+        f"{s['runners']} runners the schedule takes {s['makespan_minutes']:g} min (lower bound "
+        f"{s['lower_bound_minutes']:g}, ratio {s['makespan_over_lower_bound']:g})"
+    )
+    base = s["baselines"]
+    console.print(
+        f"nixpkgs default: {base['nixpkgs_default']['jobs']} fat jobs, "
+        f"{base['nixpkgs_default']['minutes']:g} min; naive: {base['naive']['jobs']} jobs, "
+        f"{base['naive']['minutes']:g} min"
+    )
+    for u in s["unserved"]:
+        console.print(f"[yellow]unserved[/yellow] {u['package']}: {u['gpu']}: {u['reason']}")

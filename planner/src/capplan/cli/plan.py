@@ -1,0 +1,84 @@
+"""``capplan plan``: per-package variants, which GPUs each serves and how, and the costs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from capplan.cli.output import emit_json, make_table, out_console
+from capplan.cli.planning import config_option, flag_layer, load_plan, policy_options
+from capplan.core.matrix import plan_dict
+from capplan.core.plan import Plan
+
+__all__ = ["plan"]
+
+
+@click.command()
+@config_option
+@policy_options
+@click.option("--json", "as_json", is_flag=True, help="Print the whole plan as JSON.")
+@click.option("--print-identifiers", is_flag=True, help="Print one variant name per line and exit.")
+def plan(
+    config_path: Path | None,
+    cuda: str | None,
+    share: str | None,
+    fat: str | None,
+    ptx: str | None,
+    gpus: tuple[str, ...],
+    as_json: bool,
+    print_identifiers: bool,
+) -> None:
+    """Plan which variants to build for the fleet, and why."""
+    result = load_plan(config_path, flag_layer(cuda, share, fat, ptx, gpus))
+    if print_identifiers:
+        click.echo("\n".join(result.identifiers()))
+        return
+    if as_json:
+        emit_json(plan_dict(result))
+        return
+    _print(result)
+
+
+def _print(result: Plan) -> None:
+    console = out_console()
+    for package in sorted({v.package for v in result.variants if not v.independent}):
+        table = make_table("variant", "capabilities", "CUDA", "PTX", "serves", title=package)
+        for v in result.variants_of(package):
+            serves = ", ".join(f"{s.gpu} ({s.level.value})" for s in v.serves) or "(dependency)"
+            caps = ", ".join(map(str, v.capabilities))
+            table.add_row(v.name, caps, str(v.cuda), ", ".join(map(str, v.ptx)) or "-", serves)
+        console.print(table)
+    shared = [v for v in result.variants if v.independent]
+    if shared:
+        table = make_table("job", "CUDA", "serves", title="capability-independent (one build each)")
+        for v in shared:
+            table.add_row(v.name, str(v.cuda), "every GPU" if v.serves else "(dependency)")
+        console.print(table)
+    if result.decisions:
+        console.print("[bold]Decisions[/bold]")
+        for d in result.decisions:
+            console.print(f"  {d.package}: {d.subject}: {d.action}: {d.reason}", markup=False)
+    for d in result.unserved:
+        console.print(f"[yellow]unserved[/yellow] {d.package}: {d.subject}: {d.reason}")
+    b = result.baselines
+    costs = make_table("strategy", "jobs", "build minutes", "output MB", title="Costs")
+    costs.add_row("this plan", str(b.plan_jobs), f"{b.plan_minutes:g}", f"{b.plan_size_mb:g}")
+    costs.add_row(
+        "nixpkgs default (one fat build)",
+        str(b.nixpkgs_default_jobs),
+        f"{b.nixpkgs_default_minutes:g}",
+        f"{b.nixpkgs_default_size_mb:g}",
+    )
+    costs.add_row(
+        "naive (one variant per fleet capability)",
+        str(b.naive_jobs),
+        f"{b.naive_minutes:g}",
+        f"{b.naive_size_mb:g}",
+    )
+    console.print(costs)
+    if result.share == "compatible":
+        console.print(
+            f"share=compatible builds {sum(1 for v in result.variants if not v.fat)} "
+            f"variants where exact builds {b.exact_jobs}"
+        )

@@ -1,0 +1,135 @@
+"""What several commands share: loading the KB and config, planning, resolving devices."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from capplan.adapters.config import load_config
+from capplan.adapters.kb import load_kb
+from capplan.core.capability import Capability, Target
+from capplan.core.config import Config
+from capplan.core.gpus import resolve_device as _resolve_device
+from capplan.core.kb import KnowledgeBase
+from capplan.core.plan import Plan
+from capplan.core.planner import make_plan
+from capplan.errors import InvalidInputError
+
+__all__ = [
+    "config_option",
+    "current_kb",
+    "load_plan",
+    "policy_options",
+    "resolve_device",
+    "variant_targets",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def current_kb() -> KnowledgeBase:
+    directory = os.environ.get("CAPPLAN_KB_DIR")
+    return load_kb(Path(directory) if directory else None)
+
+
+def config_option(func: F) -> F:
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="capplan.toml or pyproject.toml ([tool.capplan]); default: the nearest one.",
+    )(func)
+
+
+def policy_options(func: F) -> F:
+    """Flags that override [policy] keys (the last layer of the config cascade)."""
+    for option in reversed(
+        [
+            click.option(
+                "--cuda",
+                "cuda",
+                default=None,
+                help="Allowed CUDA versions, preferred first (comma-separated).",
+            ),
+            click.option(
+                "--share",
+                type=click.Choice(["exact", "compatible"]),
+                default=None,
+                help="Variant sharing policy.",
+            ),
+            click.option(
+                "--fat", type=click.Choice(["none", "fleet"]), default=None, help="Fat builds."
+            ),
+            click.option(
+                "--ptx", type=click.Choice(["none", "newest"]), default=None, help="PTX policy."
+            ),
+            click.option(
+                "--gpu",
+                "gpus",
+                multiple=True,
+                help="Replace the fleet with these GPUs (repeatable).",
+            ),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def flag_layer(
+    cuda: str | None = None,
+    share: str | None = None,
+    fat: str | None = None,
+    ptx: str | None = None,
+    gpus: tuple[str, ...] = (),
+    runners: int | None = None,
+) -> dict[str, dict[str, Any]]:
+    policy: dict[str, Any] = {}
+    if cuda:
+        policy["cuda"] = [c.strip() for c in cuda.split(",") if c.strip()]
+    for key, value in (("share", share), ("fat", fat), ("ptx", ptx), ("runners", runners)):
+        if value is not None:
+            policy[key] = value
+    fleet: dict[str, Any] = {"gpus": list(gpus)} if gpus else {}
+    return {"policy": policy, "fleet": fleet}
+
+
+def load_settings(
+    config_path: Path | None, flags: Mapping[str, Mapping[str, Any]] | None = None
+) -> tuple[KnowledgeBase, Config]:
+    config, _ = load_config(config_path, cwd=Path.cwd(), environ=os.environ, flags=flags)
+    return current_kb(), config
+
+
+def load_plan(
+    config_path: Path | None, flags: Mapping[str, Mapping[str, Any]] | None = None
+) -> Plan:
+    kb, config = load_settings(config_path, flags)
+    return make_plan(kb, config)
+
+
+def variant_targets(name: str, config: Path | None) -> tuple[Target, ...]:
+    """The targets a planned variant must contain (for ``capplan verify --variant``)."""
+    plan = load_plan(config)
+    variant = plan.variant(name)
+    if variant is None:
+        from capplan.core.suggest import closest
+
+        raise InvalidInputError(
+            f"no variant '{name}' in the plan",
+            hint=closest(name, list(plan.identifiers()), what="variant"),
+        )
+    if variant.independent:
+        raise InvalidInputError(
+            f"variant '{name}' is capability-independent: it has no planned device code",
+            hint="verify a capability-dependent variant such as torch-sm86",
+        )
+    return variant.targets
+
+
+def resolve_device(text: str) -> Capability:
+    return _resolve_device(text, current_kb().gpus)[0]

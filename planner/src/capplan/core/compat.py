@@ -1,0 +1,137 @@
+"""How a build's device code runs on a device: a ranked answer with a reason.
+
+The rules are CUDA's (restated in ../shared/CUDA.md, "Where compiled code runs"):
+
+- SASS ``sm_XY`` runs on a device X.Z with Z >= Y, same major only;
+- ``sm_XYa`` runs only on exactly X.Y; ``sm_XYf`` runs within its family (same major) on minors
+  >= Y;
+- PTX ``compute_XY`` is JIT-compiled for any device >= X.Y, across majors; ``compute_XYf`` PTX
+  stays in its family, ``compute_XYa`` PTX runs only on X.Y;
+- Jetson (Tegra) devices are not promised the minor-version SASS rule: only an exact build counts.
+
+Explaining never raises: every "no" carries a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+
+from capplan.core.capability import Capability
+
+__all__ = ["RunLevel", "Verdict", "how_runs", "sass_runs_on"]
+
+
+class RunLevel(Enum):
+    """How well a build runs on a device, best first."""
+
+    NATIVE = "native"
+    COMPATIBLE = "compatible"
+    PTX_JIT = "ptx-jit"
+    CANNOT_RUN = "cannot-run"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+
+_RANK = {
+    RunLevel.NATIVE: 0,
+    RunLevel.COMPATIBLE: 1,
+    RunLevel.PTX_JIT: 2,
+    RunLevel.CANNOT_RUN: 3,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    level: RunLevel
+    via: Capability | None
+    reason: str
+
+
+def sass_runs_on(sass: Capability, device: Capability, *, jetson: bool = False) -> bool:
+    """Whether SASS for ``sass`` runs on ``device`` (exactly or by a compatibility rule)."""
+    if device.suffix:
+        # A physical device has no suffix; be lenient and judge by its base capability.
+        device = device.base
+    if sass.base == device:
+        return True
+    if jetson or sass.major != device.major or sass.minor > device.minor:
+        return False
+    # Same major, lower minor: baseline and family SASS carry over, arch-specific does not.
+    return sass.suffix in ("", "f")
+
+
+def _ptx_runs_on(ptx: Capability, device: Capability) -> bool:
+    if ptx.suffix == "a":
+        return ptx.base == device
+    if ptx.suffix == "f":
+        return ptx.major == device.major and ptx.minor <= device.minor
+    return device >= ptx
+
+
+def how_runs(
+    device: Capability,
+    sass: Iterable[Capability],
+    ptx: Iterable[Capability],
+    *,
+    jetson: bool = False,
+) -> Verdict:
+    """The best way a build holding ``sass`` and ``ptx`` code runs on ``device``."""
+    device = device.base
+    sass_list = sorted(set(sass))
+    ptx_list = sorted(set(ptx))
+    exact = [s for s in sass_list if s.base == device]
+    if exact:
+        # Prefer the arch-specific build on its own device: it may use a-only features.
+        best = max(exact)
+        return Verdict(RunLevel.NATIVE, best, f"{best.sm} is SASS for exactly {device}")
+    compatible = [s for s in sass_list if sass_runs_on(s, device, jetson=jetson)]
+    if compatible:
+        best = max(compatible)
+        rule = (
+            f"family SASS {best.sm} runs on later {best.major}.x minors"
+            if best.suffix == "f"
+            else f"SASS {best.sm} runs on {device} (same major {device.major}, lower minor)"
+        )
+        return Verdict(RunLevel.COMPATIBLE, best, rule)
+    jit = [p for p in ptx_list if _ptx_runs_on(p, device)]
+    if jit:
+        best = max(jit)
+        return Verdict(
+            RunLevel.PTX_JIT,
+            best,
+            f"no SASS runs on {device}; the driver JIT-compiles {best.compute} PTX at start-up "
+            "(slower first launch, no arch-specific features, needs a driver that knows the PTX "
+            "version)",
+        )
+    return Verdict(RunLevel.CANNOT_RUN, None, _why_not(device, sass_list, ptx_list, jetson))
+
+
+def _why_not(
+    device: Capability, sass: list[Capability], ptx: list[Capability], jetson: bool
+) -> str:
+    if not sass and not ptx:
+        return "the build holds no device code at all"
+    parts: list[str] = []
+    for s in sass:
+        if s.major != device.major:
+            parts.append(f"{s.sm} is for major {s.major}, SASS never crosses majors")
+        elif s.minor > device.minor:
+            parts.append(f"{s.sm} is newer than {device}")
+        elif s.suffix == "a":
+            parts.append(f"{s.sm} is arch-specific and runs only on {s.base}")
+        elif jetson:
+            parts.append(f"{s.sm}: Jetson devices need SASS for exactly {device}")
+    for p in ptx:
+        if p.suffix == "a":
+            parts.append(f"{p.compute} PTX is arch-specific to {p.base}")
+        elif p.suffix == "f" and p.major != device.major:
+            parts.append(f"{p.compute} PTX stays in the {p.major}.x family")
+        else:
+            parts.append(f"{p.compute} PTX needs a device >= {p.base}")
+    if not ptx:
+        parts.append("no PTX to JIT from")
+    return f"nothing runs on {device}: " + "; ".join(parts)

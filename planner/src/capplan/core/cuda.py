@@ -1,0 +1,49 @@
+"""CUDA toolkit versions as a value type (``12.9``, ``13.0``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from capplan.errors import InvalidInputError
+
+__all__ = ["CudaVersion"]
+
+_VERSION = re.compile(
+    r"(?:cuda|cu)?[-_ ]?(?P<major>[0-9]{1,2})\.(?P<minor>[0-9]{1,2})(?:\.[0-9]+)?"
+)
+_COMPACT = re.compile(r"(?:cuda|cu)[-_ ]?(?P<major>1[0-9])(?P<minor>[0-9])")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class CudaVersion:
+    """A CUDA toolkit major.minor version; orders numerically (12.10 would sort after 12.9)."""
+
+    major: int
+    minor: int
+
+    @classmethod
+    def parse(cls, text: str) -> CudaVersion:
+        """Accept ``12.9``, ``12.9.1`` (patch ignored), ``cuda12.9`` and ``cu129``."""
+        raw = text.strip()
+        lowered = raw.lower()
+        match = _VERSION.fullmatch(lowered) or _COMPACT.fullmatch(lowered)
+        if not match:
+            raise InvalidInputError(
+                f"malformed CUDA version '{raw}'",
+                hint="write it as MAJOR.MINOR, like 12.9 or 13.0",
+            )
+        return cls(int(match["major"]), int(match["minor"]))
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    @property
+    def set_name(self) -> str:
+        """nixpkgs' attribute for this CUDA's package set: ``cudaPackages_12_9``."""
+        return f"cudaPackages_{self.major}_{self.minor}"
+
+    @property
+    def slug(self) -> str:
+        """Variant-name suffix: ``cu129``."""
+        return f"cu{self.major}{self.minor}"

@@ -1,0 +1,283 @@
+"""The knowledge base: validated, frozen models of the data files in ``capplan/kb/``.
+
+Every entry carries a ``source``. The models are strict (``extra="forbid"``) so a typo in a data
+file is an error, not a silently ignored field. Loading from disk lives in
+:mod:`capplan.adapters.kb`; this module only validates and answers questions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, WithJsonSchema
+
+from capplan.core.capability import Capability
+from capplan.core.cuda import CudaVersion
+from capplan.errors import CapplanError, InvalidInputError
+
+__all__ = [
+    "CapField",
+    "CapabilitiesFile",
+    "CapabilityInfo",
+    "Cost",
+    "CudaField",
+    "CudaFile",
+    "CudaRelease",
+    "GpuModel",
+    "GpusFile",
+    "KnowledgeBase",
+    "Limits",
+    "PackageInfo",
+    "PackagesFile",
+    "SourceNote",
+    "TorchFile",
+    "TorchRelease",
+]
+
+
+def _as_capability(value: Any) -> Capability:
+    if isinstance(value, Capability):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"expected a capability string like '8.6', got {value!r}")
+    try:
+        return Capability.parse(value)
+    except CapplanError as error:
+        raise ValueError(error.one_line()) from None
+
+
+def _as_cuda(value: Any) -> CudaVersion:
+    if isinstance(value, CudaVersion):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"expected a CUDA version string like '12.9', got {value!r}")
+    try:
+        return CudaVersion.parse(value)
+    except CapplanError as error:
+        raise ValueError(error.one_line()) from None
+
+
+CapField = Annotated[
+    Capability,
+    PlainValidator(_as_capability),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string", "examples": ["8.6", "9.0a", "sm_86"]}),
+]
+CudaField = Annotated[
+    CudaVersion,
+    PlainValidator(_as_cuda),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string", "examples": ["12.9"]}),
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SourceNote(_Frozen):
+    """What another source says where it disagrees with the entry's main source."""
+
+    source: str
+    min_cuda: CudaField | None = None
+    max_cuda: CudaField | None = None
+    note: str = ""
+
+
+class CapabilityInfo(_Frozen):
+    capability: CapField
+    arch: str
+    min_cuda: CudaField
+    max_cuda: CudaField | None  # inclusive; None: still supported by the newest toolkit
+    jetson: bool
+    dont_default_after: CudaField | None
+    nixpkgs: bool  # whether nixpkgs' capability table has this entry
+    note: str
+    source: str
+    other_sources: tuple[SourceNote, ...] = ()
+
+    def supported_by(self, cuda: CudaVersion) -> bool:
+        return self.min_cuda <= cuda and (self.max_cuda is None or cuda <= self.max_cuda)
+
+    def default_for(self, cuda: CudaVersion) -> bool:
+        """nixpkgs' default-list rule (_cuda/lib: Jetson, ``a`` and ``f`` are never defaults)."""
+        if self.jetson or self.capability.suffix or not self.supported_by(cuda):
+            return False
+        return self.dont_default_after is None or cuda <= self.dont_default_after
+
+
+class CapabilitiesFile(_Frozen):
+    source: str
+    capabilities: tuple[CapabilityInfo, ...]
+
+
+class CudaRelease(_Frozen):
+    version: CudaField
+    min_driver: str  # minor-version compatibility minimum for this major
+    toolkit_driver: str  # the driver the toolkit ships with: full support incl. new PTX
+    nixpkgs_set: str | None
+    source: str
+
+
+class CudaFile(_Frozen):
+    source: str
+    releases: tuple[CudaRelease, ...]
+
+
+Segment = Literal["datacenter", "workstation", "consumer", "embedded"]
+
+
+class GpuModel(_Frozen):
+    name: str
+    aliases: tuple[str, ...]
+    capability: CapField
+    segment: Segment
+    source: str
+
+
+class GpusFile(_Frozen):
+    source: str
+    gpus: tuple[GpuModel, ...]
+
+
+SuffixField = Literal["", "a", "f"]
+
+
+class Limits(_Frozen):
+    allow_from: str | None = None  # "torch@2.12": the allowlist of that release in torch.json
+    allow: tuple[CapField, ...] | None = None
+    exclude: tuple[CapField, ...] = ()
+    min: CapField | None = None
+    max: CapField | None = None
+    suffixes: tuple[SuffixField, ...] = ("", "a", "f")
+    cuda: tuple[CudaField, ...] | None = None
+    source: str
+
+
+class Cost(_Frozen):
+    base_minutes: float
+    per_target_minutes: float
+    base_size_mb: float
+    per_target_size_mb: float
+    source: str
+
+
+PackageKind = Literal["capability-dependent", "capability-independent", "ignores-capabilities"]
+PtxMode = Literal["gpu-targets", "forward-compat", "none"]
+
+
+class PackageInfo(_Frozen):
+    attr: str
+    kind: PackageKind
+    depends: tuple[str, ...] = ()
+    ptx: PtxMode
+    limits: Limits
+    cost: Cost
+    big_parallel: bool = False
+    note: str = ""
+    source: str
+
+    @property
+    def capability_dependent(self) -> bool:
+        return self.kind == "capability-dependent"
+
+
+class PackagesFile(_Frozen):
+    source: str
+    packages: dict[str, PackageInfo]
+
+
+class TorchRelease(_Frozen):
+    version: str
+    supported: tuple[CapField, ...]
+    named: dict[str, tuple[str, ...]]
+    ptx_suffix: bool
+    cuda: tuple[CudaField, ...]
+    source: str
+
+
+class TorchFile(_Frozen):
+    source: str
+    releases: tuple[TorchRelease, ...]
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    """All data files, validated, with the lookups the planner and the CLI need."""
+
+    capabilities: tuple[CapabilityInfo, ...]
+    cuda_releases: tuple[CudaRelease, ...]
+    gpus: tuple[GpuModel, ...]
+    packages: Mapping[str, PackageInfo]
+    torch_releases: tuple[TorchRelease, ...]
+    _by_cap: dict[Capability, CapabilityInfo] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_cap", {c.capability: c for c in self.capabilities})
+
+    # -- capabilities -------------------------------------------------------------------------
+    def capability(self, cap: Capability) -> CapabilityInfo:
+        info = self._by_cap.get(cap)
+        if info is None:
+            known = ", ".join(
+                str(c.capability) for c in self.capabilities if not c.capability.suffix
+            )
+            raise InvalidInputError(
+                f"unknown capability '{cap}'", hint=f"known capabilities: {known}"
+            )
+        return info
+
+    def knows(self, cap: Capability) -> bool:
+        return cap in self._by_cap
+
+    def supported(self, cuda: CudaVersion) -> tuple[CapabilityInfo, ...]:
+        return tuple(c for c in self.capabilities if c.supported_by(cuda))
+
+    def defaults(self, cuda: CudaVersion) -> tuple[Capability, ...]:
+        """The capability list nixpkgs builds when ``cudaCapabilities = []`` for this CUDA."""
+        return tuple(sorted(c.capability for c in self.capabilities if c.default_for(cuda)))
+
+    def cuda_supporting(self, cap: Capability) -> tuple[CudaVersion, ...]:
+        info = self.capability(cap)
+        return tuple(r.version for r in self.cuda_releases if info.supported_by(r.version))
+
+    # -- CUDA releases ------------------------------------------------------------------------
+    def cuda_release(self, version: CudaVersion) -> CudaRelease:
+        for release in self.cuda_releases:
+            if release.version == version:
+                return release
+        known = ", ".join(str(r.version) for r in self.cuda_releases)
+        raise InvalidInputError(f"unknown CUDA version '{version}'", hint=f"known: {known}")
+
+    def nixpkgs_cuda(self) -> tuple[CudaVersion, ...]:
+        """CUDA versions nixpkgs has a package set for, oldest first."""
+        return tuple(r.version for r in self.cuda_releases if r.nixpkgs_set)
+
+    # -- packages -----------------------------------------------------------------------------
+    def package(self, name: str) -> PackageInfo:
+        info = self.packages.get(name)
+        if info is None:
+            from capplan.core.suggest import closest
+
+            raise InvalidInputError(
+                f"unknown package '{name}'",
+                hint=closest(name, sorted(self.packages), what="package"),
+            )
+        return info
+
+    def torch_release(self, version: str) -> TorchRelease:
+        for release in self.torch_releases:
+            if release.version == version or _minor(release.version) == _minor(version):
+                return release
+        known = ", ".join(r.version for r in self.torch_releases)
+        raise InvalidInputError(f"unknown torch release '{version}'", hint=f"known: {known}")
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def caps_sorted(caps: Iterable[Capability]) -> tuple[Capability, ...]:
+    return tuple(sorted(set(caps)))

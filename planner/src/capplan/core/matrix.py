@@ -1,0 +1,195 @@
+"""The build matrix: plan variants as CI jobs, with stages, needs, costs and a schedule.
+
+Shapes follow the engines we feed (NIXPKGS.md §8): GitHub Actions ``{"include": [...]}`` with
+nix-github-actions' keys (``name``, ``system``, ``os``, ``attr``), at most 256 jobs per matrix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from capplan.core.graph import JobGraph, build_job_graph
+from capplan.core.plan import Plan, Variant
+from capplan.core.schedule import Schedule, list_schedule
+
+__all__ = ["GITHUB_MAX_JOBS", "Matrix", "build_matrix", "github_matrices", "plan_dict", "plan_json"]
+
+GITHUB_MAX_JOBS = 256
+_RUNNER_OS = {"x86_64-linux": "ubuntu-latest", "aarch64-linux": "ubuntu-24.04-arm"}
+
+
+@dataclass(frozen=True)
+class Matrix:
+    plan: Plan
+    graph: JobGraph
+    schedule: Schedule
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return [self._job(self.plan.variant(name)) for name in self.graph.order]  # type: ignore[arg-type]
+
+    def _job(self, v: Variant) -> dict[str, Any]:
+        return {
+            "name": v.name,
+            "package": v.package,
+            "attr": f"packages.{self.plan.system}.{v.name}",
+            "nixpkgs_attr": v.attr,
+            "system": self.plan.system,
+            "capabilities": [str(c) for c in v.capabilities],
+            "cuda": str(v.cuda),
+            "ptx": [str(c) for c in v.ptx],
+            "needs": list(self.graph.needs[v.name]),
+            "stage": self.graph.stage[v.name],
+            "estimated_minutes": v.minutes,
+            "estimated_size_mb": v.size_mb,
+            "required_system_features": ["big-parallel"] if v.big_parallel else [],
+            "runner": self.schedule.runner[v.name],
+            "start_minute": round(self.schedule.start[v.name], 2),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        b = self.plan.baselines
+        s = self.schedule
+        return {
+            "jobs": len(self.graph.order),
+            "stages": (max(self.graph.stage.values()) + 1) if self.graph.stage else 0,
+            "runners": s.runners,
+            "total_minutes": round(s.total_work, 2),
+            "makespan_minutes": round(s.makespan, 2),
+            "lower_bound_minutes": round(s.lower_bound, 2),
+            "critical_path_minutes": round(s.critical_path, 2),
+            "makespan_over_lower_bound": round(s.ratio, 4),
+            "total_size_mb": b.plan_size_mb,
+            "baselines": {
+                "nixpkgs_default": {
+                    "jobs": b.nixpkgs_default_jobs,
+                    "minutes": b.nixpkgs_default_minutes,
+                    "size_mb": b.nixpkgs_default_size_mb,
+                },
+                "naive": {
+                    "jobs": b.naive_jobs,
+                    "minutes": b.naive_minutes,
+                    "size_mb": b.naive_size_mb,
+                },
+            },
+            "unserved": [
+                {"package": d.package, "gpu": d.subject, "reason": d.reason}
+                for d in self.plan.unserved
+            ],
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jobs": self.jobs(), "summary": self.summary()}
+
+
+def build_matrix(plan: Plan, runners: int) -> Matrix:
+    graph = build_job_graph(plan.variants)
+    minutes = {v.name: v.minutes for v in plan.variants}
+    schedule = list_schedule(graph.order, minutes, graph.needs, graph.dependents, runners)
+    return Matrix(plan, graph, schedule)
+
+
+def github_matrices(matrix: Matrix, max_jobs: int = GITHUB_MAX_JOBS) -> list[dict[str, Any]]:
+    """``{"include": [...]}`` objects of at most ``max_jobs`` jobs, in stage order.
+
+    Chunks follow the topological order, so a job never sits in an earlier chunk than a job it
+    needs: running the matrices one after another respects every dependency.
+    """
+    rows = []
+    for job in matrix.jobs():
+        row = {
+            "name": job["name"],
+            "system": job["system"],
+            "os": [_RUNNER_OS.get(job["system"], "ubuntu-latest")],
+            "attr": job["attr"],
+            "capabilities": job["capabilities"],
+            "cuda": job["cuda"],
+            "stage": job["stage"],
+            "needs": job["needs"],
+            "estimated_minutes": job["estimated_minutes"],
+            "required_system_features": job["required_system_features"],
+        }
+        rows.append(row)
+    return [{"include": rows[i : i + max_jobs]} for i in range(0, len(rows), max_jobs)] or [
+        {"include": []}
+    ]
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    """overlays/plan.json: the data overlays/default.nix reads with builtins.fromJSON."""
+    return {
+        "version": 1,
+        "system": plan.system,
+        "variants": {
+            v.name: {
+                "package": v.package,
+                "attr": list(v.attr_path),
+                "capabilities": [str(c) for c in v.capabilities],
+                "cuda": str(v.cuda),
+                "cuda_set": v.cuda_set,
+                "forward_compat": v.forward_compat,
+                "gpu_targets": list(v.gpu_targets),
+                "independent": v.independent,
+            }
+            for v in plan.variants
+        },
+    }
+
+
+def plan_dict(plan: Plan) -> dict[str, Any]:
+    """The whole plan as JSON data (``capplan plan --json``)."""
+    b = plan.baselines
+    return {
+        "system": plan.system,
+        "share": plan.share,
+        "cuda_policy": [str(c) for c in plan.cuda_policy],
+        "fleet": [
+            {
+                "gpu": g.label,
+                "capability": str(g.capability),
+                "model": g.model,
+                "jetson": g.jetson,
+                "count": g.count,
+            }
+            for g in plan.fleet
+        ],
+        "packages": list(plan.packages),
+        "variants": [
+            {
+                "name": v.name,
+                "package": v.package,
+                "attr": v.attr,
+                "capabilities": [str(c) for c in v.capabilities],
+                "cuda": str(v.cuda),
+                "ptx": [str(c) for c in v.ptx],
+                "gpu_targets": list(v.gpu_targets),
+                "forward_compat": v.forward_compat,
+                "independent": v.independent,
+                "fat": v.fat,
+                "needs": list(v.needs),
+                "estimated_minutes": v.minutes,
+                "estimated_size_mb": v.size_mb,
+                "serves": [
+                    {"gpu": s.gpu, "level": s.level.value, "reason": s.reason} for s in v.serves
+                ],
+            }
+            for v in plan.variants
+        ],
+        "decisions": [
+            {"package": d.package, "subject": d.subject, "action": d.action, "reason": d.reason}
+            for d in plan.decisions
+        ],
+        "unserved": [
+            {"package": d.package, "gpu": d.subject, "reason": d.reason} for d in plan.unserved
+        ],
+        "costs": {
+            "plan": {"jobs": b.plan_jobs, "minutes": b.plan_minutes, "size_mb": b.plan_size_mb},
+            "nixpkgs_default": {
+                "jobs": b.nixpkgs_default_jobs,
+                "minutes": b.nixpkgs_default_minutes,
+                "size_mb": b.nixpkgs_default_size_mb,
+            },
+            "naive": {"jobs": b.naive_jobs, "minutes": b.naive_minutes, "size_mb": b.naive_size_mb},
+            "exact_jobs": b.exact_jobs,
+        },
+    }

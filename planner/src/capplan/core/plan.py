@@ -1,0 +1,121 @@
+"""The Plan: what to build, for which GPUs, and why. Plain frozen values, sorted, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from capplan.core.capability import Capability, Target
+from capplan.core.compat import RunLevel
+from capplan.core.cuda import CudaVersion
+
+__all__ = [
+    "Baselines",
+    "Decision",
+    "FleetGpu",
+    "Plan",
+    "Serve",
+    "Variant",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FleetGpu:
+    """One fleet entry as the user wrote it, resolved to a capability."""
+
+    label: str
+    capability: Capability
+    model: str | None  # the KB model name when the label named a GPU
+    jetson: bool
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Serve:
+    """How one variant serves one fleet GPU."""
+
+    gpu: str
+    level: RunLevel
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One recorded planning decision: kept / substituted / ptx / dropped / unserved / cuda."""
+
+    package: str
+    subject: str
+    action: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One build job: a package built for a capability list with one CUDA version."""
+
+    name: str
+    package: str
+    attr: str
+    capabilities: tuple[Capability, ...]  # sorted; () for capability-independent jobs
+    cuda: CudaVersion
+    cuda_set: str | None  # None: nixpkgs' default CUDA package set
+    ptx: tuple[Capability, ...]  # capabilities that also get PTX
+    forward_compat: bool
+    gpu_targets: tuple[str, ...]  # torch-style targets when PTX must be asked for explicitly
+    independent: bool
+    fat: bool
+    needs: tuple[str, ...]  # names of the variants this one builds against
+    minutes: float
+    size_mb: float
+    big_parallel: bool
+    serves: tuple[Serve, ...] = ()
+
+    @property
+    def targets(self) -> tuple[Target, ...]:
+        ptx = set(self.ptx)
+        return tuple(Target(c, c in ptx) for c in self.capabilities)
+
+    @property
+    def attr_path(self) -> tuple[str, ...]:
+        return tuple(self.attr.split("."))
+
+
+@dataclass(frozen=True, slots=True)
+class Baselines:
+    """Total build minutes and output size of the plan and of the two reference strategies."""
+
+    plan_minutes: float
+    plan_size_mb: float
+    plan_jobs: int
+    nixpkgs_default_minutes: float
+    nixpkgs_default_size_mb: float
+    nixpkgs_default_jobs: int
+    naive_minutes: float
+    naive_size_mb: float
+    naive_jobs: int
+    exact_jobs: int  # what share="exact" would build (the saving of "compatible" is against it)
+
+
+@dataclass(frozen=True)
+class Plan:
+    system: str
+    cuda_policy: tuple[CudaVersion, ...]
+    fleet: tuple[FleetGpu, ...]
+    packages: tuple[str, ...]  # the requested packages, sorted
+    variants: tuple[Variant, ...]  # sorted by name
+    decisions: tuple[Decision, ...]
+    unserved: tuple[Decision, ...]
+    baselines: Baselines
+    share: str
+    _index: dict[str, Variant] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {v.name: v for v in self.variants})
+
+    def variant(self, name: str) -> Variant | None:
+        return self._index.get(name)
+
+    def identifiers(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.variants)
+
+    def variants_of(self, package: str) -> tuple[Variant, ...]:
+        return tuple(v for v in self.variants if v.package == package)

@@ -1,0 +1,115 @@
+"""The one error family and every exit code capplan uses.
+
+Core, adapters and the CLI all raise subclasses of :class:`CapplanError`; the CLI turns each into
+one line on stderr (what was wrong, the bad value, how to fix it) and the class's exit code.
+The table of exit codes is documented in README.md ("Exit codes") and printed by
+``capplan --help``; tests check the two agree.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+__all__ = [
+    "BinaryFormatError",
+    "CapplanError",
+    "ConfigError",
+    "DataError",
+    "ExitCode",
+    "GraphError",
+    "InfeasibleError",
+    "InvalidInputError",
+    "NetworkError",
+    "NixError",
+    "NoGpuError",
+    "NothingToDo",
+    "StaleError",
+    "VerifyError",
+]
+
+
+class ExitCode(IntEnum):
+    """Process exit codes. Stable: scripts depend on them."""
+
+    OK = 0
+    FAILURE = 1  # an unexpected internal error (a bug: please report it, rerun with --debug)
+    USAGE = 2  # click's own usage errors: unknown option, missing argument
+    NOTHING_TO_DO = 3  # e.g. an empty fleet: there is nothing to build
+    INVALID_INPUT = 4  # unknown capability, GPU, package, malformed --cuda
+    CONFIG = 5  # capplan.toml: invalid TOML, unknown key, bad value
+    DATA = 6  # a knowledge-base or input data file is corrupt
+    INFEASIBLE = 7  # the request cannot be planned (no CUDA version supports it, all excluded)
+    NETWORK = 8  # a download or cache query failed where the command needs it
+    VERIFY_FAILED = 9  # `capplan verify`: the binary does not hold what was planned
+    NO_GPU = 10  # `capplan detect`: no NVIDIA GPU found
+    STALE = 11  # `capplan generate --check`: the committed plan.json is out of date
+    BAD_BINARY = 12  # not an ELF / wheel without the member / unreadable binary
+    GRAPH = 13  # dependency cycle or unknown dependency
+    NIX = 14  # nix is missing or a nix command failed
+
+
+class CapplanError(Exception):
+    """Base of every error capplan reports to a user.
+
+    ``message`` says what was wrong and quotes the bad value; ``hint`` says how to fix it.
+    Both are single lines, so the CLI can print ``capplan: error: <message> (<hint>)``.
+    """
+
+    exit_code: ExitCode = ExitCode.FAILURE
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = " ".join(message.split())
+        self.hint = " ".join(hint.split()) if hint else None
+
+    def one_line(self) -> str:
+        """The message and hint as one line."""
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class NothingToDo(CapplanError):
+    exit_code = ExitCode.NOTHING_TO_DO
+
+
+class InvalidInputError(CapplanError):
+    exit_code = ExitCode.INVALID_INPUT
+
+
+class ConfigError(CapplanError):
+    exit_code = ExitCode.CONFIG
+
+
+class DataError(CapplanError):
+    exit_code = ExitCode.DATA
+
+
+class InfeasibleError(CapplanError):
+    exit_code = ExitCode.INFEASIBLE
+
+
+class NetworkError(CapplanError):
+    exit_code = ExitCode.NETWORK
+
+
+class VerifyError(CapplanError):
+    exit_code = ExitCode.VERIFY_FAILED
+
+
+class NoGpuError(CapplanError):
+    exit_code = ExitCode.NO_GPU
+
+
+class StaleError(CapplanError):
+    exit_code = ExitCode.STALE
+
+
+class BinaryFormatError(CapplanError):
+    exit_code = ExitCode.BAD_BINARY
+
+
+class GraphError(CapplanError):
+    exit_code = ExitCode.GRAPH
+
+
+class NixError(CapplanError):
+    exit_code = ExitCode.NIX
