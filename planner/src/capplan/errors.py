@@ -58,9 +58,9 @@ class CapplanError(Exception):
     exit_code: ExitCode = ExitCode.FAILURE
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message)
         self.message = " ".join(message.split())
         self.hint = " ".join(hint.split()) if hint else None
+        super().__init__(self.one_line())
 
     def one_line(self) -> str:
         """The message and hint as one line."""

@@ -41,13 +41,14 @@ def cli(debug: bool) -> None:
 
 
 def _register() -> None:
-    from capplan.cli import caps, explain, generate, gpus, matrix, plan, schema
+    from capplan.cli import caps, explain, generate, gpus, limits, matrix, plan, schema
 
     for command in (
         caps.caps,
         explain.explain,
         generate.generate,
         gpus.gpus,
+        limits.limits,
         matrix.matrix,
         plan.plan,
         schema.schema,

@@ -34,10 +34,9 @@ def dependency_closure(kb: KnowledgeBase, packages: Iterable[str]) -> tuple[str,
                 )
             graph.add_edge(name, dep)
             todo.append(dep)
-    try:
-        cycle = nx.find_cycle(graph)
-    except nx.NetworkXNoCycle:
+    if nx.is_directed_acyclic_graph(graph):
         return tuple(sorted(seen))
+    cycle = nx.find_cycle(graph)
     path = " -> ".join([str(edge[0]) for edge in cycle] + [str(cycle[0][0])])
     raise GraphError(f"dependency cycle: {path}", hint="break the cycle in kb/packages.json")
 
@@ -53,10 +52,14 @@ class JobGraph:
 
 
 def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
-    """One node per variant; checks every edge is consistent (same capabilities and CUDA)."""
+    """One node per variant; checks every edge is consistent (same capabilities and CUDA).
+
+    Stages come from Kahn's algorithm over plain dicts (tens of thousands of jobs stay well
+    under a second); networkx is only asked to name a cycle when there is one.
+    """
     by_name = {v.name: v for v in variants}
-    graph: nx.DiGraph[str] = nx.DiGraph()
-    graph.add_nodes_from(by_name)
+    needs: dict[str, tuple[str, ...]] = {}
+    dependents: dict[str, list[str]] = {name: [] for name in by_name}
     for v in variants:
         for need in v.needs:
             dep = by_name.get(need)
@@ -71,22 +74,38 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
                     f"({_desc(dep)})",
                     hint="a capability-dependent dependency must share capabilities and CUDA",
                 )
-            graph.add_edge(need, v.name)
-    if not nx.is_directed_acyclic_graph(graph):
+            dependents[need].append(v.name)
+        needs[v.name] = tuple(sorted(set(v.needs)))
+    waiting = {name: len(needs[name]) for name in by_name}
+    generation = sorted(name for name, n in waiting.items() if n == 0)
+    order: list[str] = []
+    stage: dict[str, int] = {}
+    depth = 0
+    while generation:
+        following: list[str] = []
+        for name in generation:
+            order.append(name)
+            stage[name] = depth
+            for dep in dependents[name]:
+                waiting[dep] -= 1
+                if waiting[dep] == 0:
+                    following.append(dep)
+        generation = sorted(following)
+        depth += 1
+    if len(order) != len(by_name):
+        graph: nx.DiGraph[str] = nx.DiGraph()
+        graph.add_edges_from((need, v) for v, ns in needs.items() for need in ns)
         cycle = nx.find_cycle(graph)
         raise GraphError(
             "dependency cycle between jobs: " + " -> ".join(str(e[0]) for e in cycle),
             hint="break the cycle in kb/packages.json",
         )
-    order: list[str] = []
-    stage: dict[str, int] = {}
-    for depth, generation in enumerate(nx.topological_generations(graph)):
-        for name in sorted(generation):
-            order.append(name)
-            stage[name] = depth
-    needs = {n: tuple(sorted(graph.predecessors(n))) for n in order}
-    dependents = {n: tuple(sorted(graph.successors(n))) for n in order}
-    return JobGraph(tuple(order), stage, needs, dependents)
+    return JobGraph(
+        tuple(order),
+        stage,
+        needs,
+        {name: tuple(sorted(ds)) for name, ds in dependents.items()},
+    )
 
 
 def _desc(v: Variant) -> str:

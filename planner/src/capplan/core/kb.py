@@ -7,7 +7,7 @@ file is an error, not a silently ignored field. Loading from disk lives in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -102,8 +102,8 @@ class CapabilityInfo(_Frozen):
         return self.min_cuda <= cuda and (self.max_cuda is None or cuda <= self.max_cuda)
 
     def default_for(self, cuda: CudaVersion) -> bool:
-        """nixpkgs' default-list rule (_cuda/lib: Jetson, ``a`` and ``f`` are never defaults)."""
-        if self.jetson or self.capability.suffix or not self.supported_by(cuda):
+        """nixpkgs' default-list rule over its own table (Jetson, ``a``, ``f``: never defaults)."""
+        if not self.nixpkgs or self.jetson or self.capability.suffix or not self.supported_by(cuda):
             return False
         return self.dont_default_after is None or cuda <= self.dont_default_after
 
@@ -213,9 +213,11 @@ class KnowledgeBase:
     packages: Mapping[str, PackageInfo]
     torch_releases: tuple[TorchRelease, ...]
     _by_cap: dict[Capability, CapabilityInfo] = field(init=False, repr=False, compare=False)
+    _by_cuda: dict[CudaVersion, CudaRelease] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_cap", {c.capability: c for c in self.capabilities})
+        object.__setattr__(self, "_by_cuda", {r.version: r for r in self.cuda_releases})
 
     # -- capabilities -------------------------------------------------------------------------
     def capability(self, cap: Capability) -> CapabilityInfo:
@@ -245,9 +247,9 @@ class KnowledgeBase:
 
     # -- CUDA releases ------------------------------------------------------------------------
     def cuda_release(self, version: CudaVersion) -> CudaRelease:
-        for release in self.cuda_releases:
-            if release.version == version:
-                return release
+        release = self._by_cuda.get(version)
+        if release is not None:
+            return release
         known = ", ".join(str(r.version) for r in self.cuda_releases)
         raise InvalidInputError(f"unknown CUDA version '{version}'", hint=f"known: {known}")
 
@@ -277,7 +279,3 @@ class KnowledgeBase:
 
 def _minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
-
-
-def caps_sorted(caps: Iterable[Capability]) -> tuple[Capability, ...]:
-    return tuple(sorted(set(caps)))

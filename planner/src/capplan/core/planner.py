@@ -15,8 +15,9 @@ Rules (issue "Planner", restated):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
 
 from capplan.core.capability import Capability
 from capplan.core.compat import RunLevel, how_runs, sass_runs_on
@@ -94,15 +95,20 @@ class _Rules:
     config: Config
     system: str
     policy_cuda: tuple[CudaVersion, ...]
-    _memo: dict[tuple[str, Capability, CudaVersion], str | None]
+    _memo: dict[tuple[str, Capability, CudaVersion], str | None] = field(default_factory=dict)
+    _cuda_memo: dict[str, tuple[CudaVersion, ...]] = field(default_factory=dict)
 
     def package_cuda(self, package: str) -> tuple[CudaVersion, ...]:
-        pin = self.config.packages.get(package)
-        if pin is not None and pin.cuda is not None:
-            version = CudaVersion.parse(pin.cuda)
-            self.kb.cuda_release(version)
-            return (version,)
-        return self.policy_cuda
+        found = self._cuda_memo.get(package)
+        if found is None:
+            pin = self.config.packages.get(package)
+            found = self.policy_cuda
+            if pin is not None and pin.cuda is not None:
+                version = CudaVersion.parse(pin.cuda)
+                self.kb.cuda_release(version)
+                found = (version,)
+            self._cuda_memo[package] = found
+        return found
 
     def why_not(self, package: str, cap: Capability, cuda: CudaVersion) -> str | None:
         """None when ``package`` builds for ``cap`` under ``cuda``; else the reason it cannot."""
@@ -115,6 +121,10 @@ class _Rules:
         if not self.kb.knows(cap):
             return f"{cap} is not a known capability"
         info = self.kb.capability(cap)
+        if not info.nixpkgs:
+            # nixpkgs asserts on capabilities outside its table ("Requested unrecognized CUDA
+            # capabilities"), so nothing can be built for them however real they are.
+            return f"{cap} is not in nixpkgs' capability table"
         if info.jetson and self.system != "aarch64-linux":
             return f"{cap} is a Jetson capability: it evaluates only on aarch64-linux"
         if not info.supported_by(cuda):
@@ -184,19 +194,26 @@ class _Choice:
     reason: str
 
 
-def _candidates(rules: _Rules, package: str) -> list[Capability]:
+def _candidates(rules: _Rules, package: str) -> Callable[[], list[Capability]]:
+    """Every buildable capability of ``package``, computed only when a rule needs it."""
+    return cache(lambda: _buildable(rules, package))
+
+
+def _buildable(rules: _Rules, package: str) -> list[Capability]:
     caps = [c.capability for c in rules.kb.capabilities]
     return [c for c in caps if rules.buildable(package, c)]
 
 
-def _serve_gpu(rules: _Rules, package: str, gpu: FleetGpu, pool: list[Capability]) -> _Choice:
+def _serve_gpu(
+    rules: _Rules, package: str, gpu: FleetGpu, pool: Callable[[], list[Capability]]
+) -> _Choice:
     dev = gpu.capability
     cuda, why = rules.first_cuda(package, (dev,))
     if cuda is not None:
         return _Choice(gpu, dev, RunLevel.NATIVE, f"{dev} is built exactly")
     if gpu.jetson:
         return _Choice(gpu, None, RunLevel.CANNOT_RUN, why)
-    sass = [c for c in pool if c.suffix != "a" and sass_runs_on(c, dev)]
+    sass = [c for c in pool() if c.suffix != "a" and sass_runs_on(c, dev)]
     if sass:
         best = max(sass)
         return _Choice(
@@ -207,7 +224,7 @@ def _serve_gpu(rules: _Rules, package: str, gpu: FleetGpu, pool: list[Capability
         )
     if rules.kb.package(package).ptx == "none":
         return _Choice(gpu, None, RunLevel.CANNOT_RUN, f"{why}; {package} cannot embed PTX")
-    ptx = [c for c in pool if not c.suffix and c <= dev]
+    ptx = [c for c in pool() if not c.suffix and c <= dev]
     if ptx:
         best = max(ptx)
         return _Choice(
@@ -221,7 +238,7 @@ def _serve_gpu(rules: _Rules, package: str, gpu: FleetGpu, pool: list[Capability
 
 
 def _share_compatible(
-    rules: _Rules, package: str, choices: list[_Choice], pool: list[Capability]
+    rules: _Rules, package: str, choices: list[_Choice], pool: Callable[[], list[Capability]]
 ) -> list[_Choice]:
     """Replace SASS-served choices with a minimum set cover of capabilities."""
     sass_served = [ch for ch in choices if ch.level in (RunLevel.NATIVE, RunLevel.COMPATIBLE)]
@@ -230,7 +247,7 @@ def _share_compatible(
         d: sum(ch.gpu.count for ch in sass_served if ch.gpu.capability == d) for d in devices
     }
     options = {
-        c: frozenset(d for d in devices if sass_runs_on(c, d)) for c in pool if c.suffix != "a"
+        c: frozenset(d for d in devices if sass_runs_on(c, d)) for c in pool() if c.suffix != "a"
     }
     options = {c: covered for c, covered in options.items() if covered}
     chosen = min_cover(devices, options, weights)
@@ -261,6 +278,7 @@ class _Builder:
     rules: _Rules
     variants: dict[str, Variant]
     decisions: list[Decision]
+    serves: dict[str, list[Serve]] = field(default_factory=dict)
 
     @property
     def kb(self) -> KnowledgeBase:
@@ -375,8 +393,10 @@ class _Builder:
         )
 
     def add_serve(self, name: str, serve: Serve) -> None:
-        variant = self.variants[name]
-        self.variants[name] = replace(variant, serves=(*variant.serves, serve))
+        self.serves.setdefault(name, []).append(serve)
+
+    def finished(self) -> list[Variant]:
+        return [replace(v, serves=tuple(self.serves.get(n, ()))) for n, v in self.variants.items()]
 
 
 def _plan_package(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) -> list[Decision]:
@@ -526,18 +546,25 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
         raise NothingToDo(
             "the fleet is empty: nothing to build", hint="list GPUs in [fleet] gpus = [...]"
         )
-    dependency_closure(kb, requested)  # unknown dependencies and cycles fail here, clearly
-    rules = _Rules(kb, config, config.policy.system, policy_cuda, {})
+    for gpu in fleet:
+        info = kb.capability(gpu.capability)
+        if not any(info.supported_by(cuda) for cuda in policy_cuda):
+            allowed = ", ".join(str(c) for c in policy_cuda)
+            raise InfeasibleError(
+                f"fleet GPU '{gpu.label}' ({gpu.capability}) is supported by no allowed CUDA "
+                f"version ({allowed}); CUDA supports it from {info.min_cuda} to "
+                f"{info.max_cuda or 'the newest'}",
+                hint="add a CUDA version that supports it to policy.cuda, or drop the GPU",
+            )
+    closure = dependency_closure(kb, requested)  # unknown dependencies and cycles fail here
+    rules = _Rules(kb, config, config.policy.system, policy_cuda)
     builder = _Builder(rules, {}, [])
     unserved: list[Decision] = []
     for package in requested:
         unserved.extend(_plan_package(builder, package, fleet))
+    planned = {v.package for v in builder.variants.values()}
     for package in requested:
-        if (
-            fleet
-            and kb.package(package).capability_dependent
-            and not any(v.package == package for v in builder.variants.values())
-        ):
+        if fleet and kb.package(package).capability_dependent and package not in planned:
             reasons = "; ".join(
                 f"{d.subject}: {d.reason}" for d in unserved if d.package == package
             )
@@ -546,8 +573,8 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
                 f"({reasons})",
                 hint=f"widen packages.{package} (exclude/cuda) or policy.cuda, or drop {package}",
             )
-    variants = tuple(sorted(builder.variants.values(), key=_variant_order))
-    baselines = _baselines(kb, requested, fleet, variants, config)
+    variants = tuple(sorted(builder.finished(), key=_variant_order))
+    baselines = _baselines(kb, closure, fleet, variants, config)
     decisions = tuple(sorted(builder.decisions, key=lambda d: (d.package, d.subject, d.action)))
     return Plan(
         system=config.policy.system,
@@ -569,12 +596,11 @@ def _variant_order(v: Variant) -> tuple[object, ...]:
 
 def _baselines(
     kb: KnowledgeBase,
-    requested: tuple[str, ...],
+    closure: tuple[str, ...],
     fleet: tuple[FleetGpu, ...],
     variants: tuple[Variant, ...],
     config: Config,
 ) -> Baselines:
-    closure = dependency_closure(kb, requested)
     defaults = kb.defaults(NIXPKGS_DEFAULT_CUDA)
     fleet_caps = sorted({g.capability for g in fleet if not g.jetson})
     default_minutes = default_size = naive_minutes = naive_size = 0.0

@@ -1,0 +1,130 @@
+"""Benchmark: plan + matrix for a synthetic package universe (issue "Planner", Performance).
+
+A synthetic knowledge base of N packages with a realistic dependency shape (10% capability-
+independent base libraries; every other package builds against 1-3 earlier ones) is planned
+for a fleet of 14 GPU capabilities plus one extra arch-specific target (15 capabilities),
+with half the packages pinned to CUDA 12.8 and half on 12.9 (2 CUDA versions), then turned
+into a scheduled matrix on 64 runners. Each size runs in a fresh process so peak RSS is
+honest. Prints a table; asserts nothing.
+
+    python3 bench/bench_plan.py            # 200, 2,000 and 20,000 packages
+    python3 bench/bench_plan.py 2000       # one size
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import resource
+import subprocess
+import sys
+import time
+
+FLEET = ["5.0", "5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3",
+         "12.0", "12.1"]  # fmt: skip
+RUNNERS = 64
+
+
+def synthetic(n: int) -> tuple[object, object]:
+    from capplan.adapters.kb import load_kb
+    from capplan.core.config import config_from_mapping
+    from capplan.core.kb import Cost, Limits, PackageInfo
+
+    kb = load_kb()
+    rng = random.Random(n)
+    packages: dict[str, PackageInfo] = {}
+    limits = Limits(source="synthetic")
+    base = max(1, n // 10)
+    for i in range(n):
+        name = f"pkg{i:05d}"
+        independent = i < base
+        depends = (
+            ()
+            if i == 0
+            else tuple(sorted({f"pkg{rng.randrange(0, i):05d}" for _ in range(rng.randint(1, 3))}))
+        )
+        if independent:
+            depends = tuple(d for d in depends if int(d[3:]) < base)
+        packages[name] = PackageInfo(
+            attr=f"synthetic.{name}",
+            kind="capability-independent" if independent else "capability-dependent",
+            depends=depends,
+            ptx="forward-compat",
+            limits=limits,
+            cost=Cost(
+                base_minutes=rng.uniform(2, 60),
+                per_target_minutes=0 if independent else rng.uniform(1, 20),
+                base_size_mb=rng.uniform(1, 200),
+                per_target_size_mb=0 if independent else rng.uniform(1, 50),
+                source="synthetic",
+            ),
+            source="synthetic",
+        )
+    kb = dataclasses.replace(kb, packages=packages)
+    config = config_from_mapping(
+        {
+            "fleet": {"gpus": FLEET},
+            "packages": {
+                name: ({"cuda": "12.8"} if j % 2 else {}) | {"extra": ["9.0a"]}
+                for j, name in enumerate(packages)
+                if packages[name].kind == "capability-dependent"
+            },
+            "policy": {"cuda": ["12.9", "12.8"], "runners": RUNNERS},
+        },
+        origin="synthetic",
+    )
+    return kb, config
+
+
+def run_one(n: int) -> dict[str, float]:
+    from capplan.core.matrix import build_matrix
+    from capplan.core.planner import make_plan
+
+    kb, config = synthetic(n)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    plan = make_plan(kb, config)  # type: ignore[arg-type]
+    planned = time.perf_counter()
+    matrix = build_matrix(plan, RUNNERS)
+    text = json.dumps(matrix.to_json(), sort_keys=True)
+    done = time.perf_counter()
+    cudas = {str(v.cuda) for v in plan.variants}
+    return {
+        "packages": n,
+        "jobs": len(plan.variants),
+        "cuda_versions": len(cudas),
+        "plan_s": planned - start,
+        "matrix_s": done - planned,
+        "total_s": done - start,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_before_mb": before / 1024,
+        "makespan_over_lb": matrix.schedule.ratio,
+        "json_mb": len(text) / 1e6,
+    }
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--one":
+        print(json.dumps(run_one(int(sys.argv[2]))))
+        return
+    sizes = [int(a) for a in sys.argv[1:]] or [200, 2000, 20000]
+    print(
+        f"{'packages':>9} {'jobs':>7} {'CUDA':>4} {'plan s':>7} {'matrix s':>8} {'total s':>7} "
+        f"{'peak RSS MB':>11} {'makespan/LB':>11}"
+    )
+    for n in sizes:
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", str(n)], capture_output=True, text=True, check=True
+        )
+        r = json.loads(out.stdout)
+        print(
+            f"{r['packages']:>9} {r['jobs']:>7} {r['cuda_versions']:>4} {r['plan_s']:>7.2f} "
+            f"{r['matrix_s']:>8.2f} {r['total_s']:>7.2f} {r['peak_rss_mb']:>11.0f} "
+            f"{r['makespan_over_lb']:>11.4f}"
+        )
+    print("targets (2,000 packages): total < 2 s, peak RSS < 500 MB, makespan within 5% of LB")
+
+
+if __name__ == "__main__":
+    main()

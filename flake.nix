@@ -1,0 +1,151 @@
+{
+  description = "capplan: per-capability CUDA variants and fat builds for nixpkgs, from a plan";
+
+  # Pinned in flake.lock (nixos-unstable, NIXPKGS.md section 9).  Tests replace it with the
+  # stand-in: --override-input nixpkgs path:./tests/nixpkgs
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
+
+  # Only builtins and the items NIXPKGS.md lists are used from nixpkgs, plus the Python
+  # packaging items pkgs/capplan.nix, the devShell and the formatter need.
+  outputs =
+    { self, nixpkgs }:
+    let
+      variantLib = import ./pkgs/variant.nix;
+      plan = variantLib.checkPlan (builtins.fromJSON (builtins.readFile ./overlays/plan.json));
+
+      # The variants are planned for one system (plan.json "system"); the tool is built for
+      # every system below.
+      systems = [
+        "x86_64-linux"
+        "aarch64-linux"
+      ];
+      genAttrs =
+        names: f:
+        builtins.listToAttrs (
+          map (name: {
+            inherit name;
+            value = f name;
+          }) names
+        );
+      pkgsFor = system: nixpkgs.legacyPackages.${system};
+
+      # One lazy nixpkgs instance per distinct variant config; nothing is imported until a
+      # variant is evaluated.
+      planned = variantLib.mkVariants {
+        inherit nixpkgs plan;
+      };
+
+      capplanFor = system: import ./pkgs/capplan.nix { inherit (pkgsFor system) python3Packages; };
+
+      variantsFor = system: if system == plan.system then planned.packages else { };
+
+      # A derivation that depends on every variant's .drv file but not on its outputs: building
+      # it proves every variant evaluates, without building any of them.
+      variantsEvaluate = builtins.derivation {
+        name = "capplan-variants-evaluate";
+        inherit (plan) system;
+        builder = "/bin/sh";
+        args = [
+          "-c"
+          ''printf '%s\n' "$variants" > "$out"''
+        ];
+        variants = builtins.toJSON (
+          builtins.mapAttrs (_: drv: builtins.unsafeDiscardOutputDependency drv.drvPath) planned.packages
+        );
+      };
+
+      # `capplan generate --check` exits non-zero (with a diff) when overlays/plan.json is stale.
+      planCurrent =
+        system:
+        builtins.derivation {
+          name = "capplan-plan-current";
+          inherit system;
+          builder = "/bin/sh";
+          args = [
+            "-c"
+            ''cd "$src" && "$capplan/bin/capplan" generate --check && printf 'plan.json is current\n' > "$out"''
+          ];
+          src = self.outPath;
+          capplan = capplanFor system;
+          NO_COLOR = "1";
+          HOME = "/homeless-shelter";
+        };
+    in
+    {
+      overlays.default = import ./overlays;
+
+      lib = {
+        inherit (variantLib)
+          mkOverlay
+          mkVariants
+          variantConfig
+          checkPlan
+          ;
+        inherit plan;
+      };
+
+      packages = genAttrs systems (
+        system:
+        variantsFor system
+        // {
+          capplan = capplanFor system;
+          default = capplanFor system;
+        }
+      );
+
+      apps = genAttrs systems (system: {
+        default = {
+          type = "app";
+          program = "${capplanFor system}/bin/capplan";
+        };
+      });
+
+      # Hydra: one job per variant, for the plan's system; and the tool.
+      hydraJobs = builtins.mapAttrs (_: drv: { ${plan.system} = drv; }) planned.packages // {
+        capplan = genAttrs systems capplanFor;
+      };
+
+      checks = genAttrs systems (
+        system:
+        {
+          capplan = capplanFor system;
+          plan-current = planCurrent system;
+        }
+        // (if system == plan.system then { variants-evaluate = variantsEvaluate; } else { })
+      );
+
+      devShells = genAttrs systems (
+        system:
+        let
+          pkgs = pkgsFor system;
+        in
+        {
+          default = pkgs.mkShell {
+            packages = [
+              (pkgs.python3.withPackages (
+                ps: with ps; [
+                  click
+                  pydantic
+                  networkx
+                  requests
+                  rich
+                  packaging
+                  pyelftools
+                  cryptography
+                  setuptools
+                  pytest
+                  hypothesis
+                  mypy
+                  types-requests
+                ]
+              ))
+              pkgs.ruff
+              pkgs.nixfmt
+            ];
+          };
+        }
+      );
+
+      formatter = genAttrs systems (system: (pkgsFor system).nixfmt);
+    };
+}

@@ -1,0 +1,86 @@
+"""Fixtures every test area shares: paths, a clean CLI runner, and tool availability."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from capplan.cli.main import cli
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+NVCC = Path("/usr/local/cuda/bin/nvcc")
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not (SHARED / "data" / "nixpkgs-cuda-capabilities.tsv").is_file():
+        pytest.skip(f"../shared is not beside the repository ({SHARED})")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def nix_bin() -> str:
+    found = shutil.which("nix")
+    if found is None:
+        pytest.skip("nix not found on PATH (scripts/setup --dev installs Debian's nix-bin)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def nvcc_bin() -> Path:
+    if NVCC.is_file():
+        return NVCC
+    found = shutil.which("nvcc")
+    if found is None:
+        pytest.skip(f"nvcc not found at {NVCC} or on PATH")
+    return Path(found)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tests never see the developer's CAPPLAN_* settings, colours or terminal width."""
+    for name in list(os.environ):
+        if name.startswith("CAPPLAN_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "100")
+    yield
+
+
+class Cli:
+    """Runs ``capplan`` in-process with click's CliRunner (stdout and stderr kept apart)."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+
+    def __call__(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        runner = CliRunner()
+        old = Path.cwd()
+        os.chdir(self.cwd)
+        try:
+            return runner.invoke(cli, list(args), env=env, catch_exceptions=False)
+        finally:
+            os.chdir(old)
+
+
+@pytest.fixture
+def capplan_cli() -> Cli:
+    """``capplan`` run from the repository root (so the embedded capplan.toml applies)."""
+    return Cli(REPO)
+
+
+@pytest.fixture
+def capplan_in(tmp_path: Path) -> Cli:
+    """``capplan`` run from an empty temporary folder (write a capplan.toml there)."""
+    return Cli(tmp_path)

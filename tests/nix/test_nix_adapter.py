@@ -1,0 +1,107 @@
+"""capplan.adapters.nix against the real nix: one `nix eval` for many attrs, input overrides,
+attr names treated as data (never spliced into Nix code), and clear errors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from capplan.adapters.nix import current_system, flake_output_paths, nix_eval_json
+from capplan.core.narinfo import split_store_path
+from capplan.errors import NixError
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("nix") is None,
+    reason="nix not found on PATH (install Debian's nix-bin)",
+)
+
+FLAKE = """
+{
+  inputs.dep.url = "path:@DEP@";
+  outputs = { self, dep }: {
+    packages.@SYSTEM@ = {
+      plain = derivation { name = "capplan-nixtest-plain"; system = "@SYSTEM@";
+                           builder = "/bin/sh"; args = [ "-c" "echo > $out" ]; };
+      multi = derivation { name = "capplan-nixtest-multi-${dep.tag}"; system = "@SYSTEM@";
+                           builder = "/bin/sh"; outputs = [ "out" "lib" ];
+                           args = [ "-c" "echo > $out; echo > $lib" ]; };
+      "with.dot" = derivation { name = "capplan-nixtest-dot"; system = "@SYSTEM@";
+                                builder = "/bin/sh"; args = [ "-c" "echo > $out" ]; };
+      broken = throw "capplan test: this variant does not evaluate";
+    };
+  };
+}
+"""
+
+
+def _dep(path: Path, tag: str) -> Path:
+    path.mkdir()
+    (path / "flake.nix").write_text(
+        f'{{ outputs = {{ self }}: {{ tag = "{tag}"; }}; }}\n'
+    )
+    return path
+
+
+@pytest.fixture
+def flake(tmp_path: Path) -> Path:
+    dep = _dep(tmp_path / "dep", "one")
+    root = tmp_path / "flake"
+    root.mkdir()
+    text = FLAKE.replace("@DEP@", str(dep)).replace("@SYSTEM@", current_system())
+    (root / "flake.nix").write_text(text)
+    return root
+
+
+def test_outputs_of_several_attrs_in_one_call(flake: Path) -> None:
+    paths = flake_output_paths(f"path:{flake}", ["plain", "multi", "with.dot"])
+    assert sorted(paths) == ["multi", "plain", "with.dot"]
+    assert len(paths["multi"]) == 2 and paths["multi"][1].endswith(
+        "-capplan-nixtest-multi-one-lib"
+    )
+    assert paths["plain"][0].endswith("-capplan-nixtest-plain")
+    for outs in paths.values():
+        for out in outs:
+            split_store_path(out)
+
+
+def test_override_input_changes_the_outputs(flake: Path, tmp_path: Path) -> None:
+    other = _dep(tmp_path / "dep2", "two")
+    before = flake_output_paths(f"path:{flake}", ["multi"])
+    after = flake_output_paths(f"path:{flake}", ["multi"], {"dep": f"path:{other}"})
+    assert after["multi"][0].endswith("-capplan-nixtest-multi-two")
+    assert before["multi"] != after["multi"]
+
+
+def test_only_requested_attrs_are_forced(flake: Path) -> None:
+    # `broken` throws when forced; asking for the others must not touch it.
+    assert list(flake_output_paths(f"path:{flake}", ["plain"])) == ["plain"]
+    with pytest.raises(NixError, match="this variant does not evaluate"):
+        flake_output_paths(f"path:{flake}", ["broken"])
+
+
+@pytest.mark.parametrize(
+    "name", ['plain"; x = builtins.abort "injected', "${builtins.abort 1}"]
+)
+def test_attr_names_are_data_not_code(flake: Path, name: str) -> None:
+    # Spliced into Nix code, these would abort evaluation; as data they are just missing attrs.
+    with pytest.raises(NixError, match="has no packages"):
+        flake_output_paths(f"path:{flake}", [name])
+
+
+def test_missing_attr_is_named(flake: Path) -> None:
+    with pytest.raises(
+        NixError, match=r"has no packages\.[a-z0-9_]+-[a-z]+\.nope \(and 1 more\)"
+    ):
+        flake_output_paths(f"path:{flake}", ["plain", "nope", "nope2"])
+
+
+def test_nix_eval_json_and_its_errors(tmp_path: Path) -> None:
+    assert nix_eval_json(["--expr", '{ b = [ 1 2 ]; a = "x"; }']) == {
+        "a": "x",
+        "b": [1, 2],
+    }
+    with pytest.raises(NixError, match="nix eval failed: error: .*undefined variable"):
+        nix_eval_json(["--expr", "undefinedThing"])
+    with pytest.raises(NixError, match="nix not found"):
+        nix_eval_json(["--expr", "1"], env={"PATH": str(tmp_path)})

@@ -1,0 +1,261 @@
+"""The stand-in nixpkgs honours the contract (NIXPKGS.md), checked with real `nix eval`.
+
+Expected values come from NIXPKGS.md and from real nixpkgs' own tests (e.g. the flags test in
+pkgs/development/cuda-modules/tests/flags.nix), not from the stand-in's code.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from nixhelpers import REPO, NixRunner, count_imports
+
+pytestmark = pytest.mark.nix
+
+
+def pkgs(config: str = "", system: str = "x86_64-linux") -> str:
+    return f'(import standin {{ system = "{system}"; config = {{ {config} }}; }})'
+
+
+def cuda(caps: list[str], extra: str = "", system: str = "x86_64-linux") -> str:
+    listed = " ".join(json.dumps(c) for c in caps)
+    return pkgs(
+        f"allowUnfree = true; cudaSupport = true; cudaCapabilities = [ {listed} ]; {extra}",
+        system,
+    )
+
+
+def failure(runner: NixRunner, expression: str) -> str:
+    proc = runner.expr(expression, check=False)
+    assert proc.returncode != 0, proc.stdout
+    return proc.stderr
+
+
+def test_config_defaults(nix_repo: NixRunner) -> None:
+    got = nix_repo.expr_json(
+        f"let c = {pkgs()}.config; in {{ inherit (c) allowUnfree cudaSupport cudaCapabilities cudaForwardCompat; }}"
+    )
+    assert got == {
+        "allowUnfree": False,
+        "cudaSupport": False,
+        "cudaCapabilities": [],
+        "cudaForwardCompat": True,
+    }
+
+
+def test_default_capability_lists_per_cuda_version(nix_repo: NixRunner) -> None:
+    got = nix_repo.expr_json(
+        f"let p = {pkgs()}; in builtins.mapAttrs (_: s: s.flags.cudaCapabilities) {{"
+        " inherit (p) cudaPackages_12_6 cudaPackages_12_8 cudaPackages_12_9 cudaPackages_13_0"
+        " cudaPackages_13_1 cudaPackages_13_2 cudaPackages_13_3; }"
+    )
+    base = ["7.5", "8.0", "8.6", "8.9", "9.0"]
+    # NIXPKGS.md section 3: 12.6 -> base; 12.8 adds 10.0 12.0; 12.9 and 13.x add 10.3 12.1.
+    assert got["cudaPackages_12_6"] == base
+    assert got["cudaPackages_12_8"] == [*base, "10.0", "12.0"]
+    for version in ("12_9", "13_0", "13_1", "13_2", "13_3"):
+        assert got[f"cudaPackages_{version}"] == [*base, "10.0", "10.3", "12.0", "12.1"]
+    # ... and the rule-computed lists agree with the table's default@ columns.
+    table = json.loads((REPO / "tests/nixpkgs/cuda-capabilities.json").read_text())
+    for version, caps in table["defaultsFromTable"].items():
+        assert got["cudaPackages_" + version.replace(".", "_")] == caps
+
+
+def test_set_aliases_and_pkgs(nix_repo: NixRunner) -> None:
+    got = nix_repo.expr_json(
+        f"let p = {cuda(['8.6'])}; in {{"
+        " default = p.cudaPackages.cudaMajorMinorVersion;"
+        " v13 = p.cudaPackages_13.cudaMajorMinorVersion;"
+        " viaPkgs = p.cudaPackages_12_6.pkgs.cudaPackages.cudaMajorMinorVersion;"
+        " torchViaPkgs = p.cudaPackages_12_8.pkgs.python3Packages.torch.cudaPackages.cudaMajorMinorVersion;"
+        " }"
+    )
+    assert got == {
+        "default": "12.9",
+        "v13": "13.2",
+        "viaPkgs": "12.6",
+        "torchViaPkgs": "12.8",
+    }
+
+
+def test_flags_formats_match_real_nixpkgs(nix_repo: NixRunner) -> None:
+    got = nix_repo.expr_json(
+        f"let f = {cuda(['7.5', '8.6'], 'cudaForwardCompat = true;')}.cudaPackages.flags; in"
+        " { inherit (f) cudaCapabilities cudaForwardCompat realArches virtualArches arches gencode"
+        " gencodeString cmakeCudaArchitecturesString; }"
+    )
+    # Expected values of nixpkgs' own flags test (cuda-modules/tests/flags.nix).
+    assert got == {
+        "cudaCapabilities": ["7.5", "8.6"],
+        "cudaForwardCompat": True,
+        "realArches": ["sm_75", "sm_86"],
+        "virtualArches": ["compute_75", "compute_86"],
+        "arches": ["sm_75", "sm_86", "compute_86"],
+        "gencode": [
+            "-gencode=arch=compute_75,code=sm_75",
+            "-gencode=arch=compute_86,code=sm_86",
+            "-gencode=arch=compute_86,code=compute_86",
+        ],
+        "gencodeString": "-gencode=arch=compute_75,code=sm_75 -gencode=arch=compute_86,code=sm_86"
+        " -gencode=arch=compute_86,code=compute_86",
+        "cmakeCudaArchitecturesString": "75;86",
+    }
+
+
+def test_forward_compat_is_ptx_of_the_last_element_as_given(
+    nix_repo: NixRunner,
+) -> None:
+    got = nix_repo.expr_json(
+        f"let f = {cuda(['8.6', '7.5'])}.cudaPackages.flags; in {{ inherit (f) arches gencode; }}"
+    )
+    # Not the highest (8.6): the last as given.  Plans must sort their lists.
+    assert got["arches"][-1] == "compute_75"
+    assert got["gencode"][-1] == "-gencode=arch=compute_75,code=compute_75"
+
+
+def test_suffixes_are_kept(nix_repo: NixRunner) -> None:
+    got = nix_repo.expr_json(
+        f"{cuda(['9.0a', '10.0f'], 'cudaForwardCompat = false;')}.cudaPackages.flags.cmakeCudaArchitecturesString"
+    )
+    assert got == "90a;100f"
+
+
+def test_unfree_refused_without_allow_unfree(nix_repo: NixRunner) -> None:
+    stderr = failure(
+        nix_repo, f"{pkgs('cudaSupport = true;')}.python3Packages.torch.drvPath"
+    )
+    assert "Refusing to evaluate package" in stderr
+    assert "has an unfree license" in stderr
+    assert "NIXPKGS_ALLOW_UNFREE" in stderr
+    # allowUnfreePredicate is honoured as in check-meta.nix.
+    ok = nix_repo.expr_json(
+        f"{pkgs('cudaSupport = true; allowUnfreePredicate = _: true;')}.cudaPackages.cudnn.name"
+    )
+    assert "cudnn" in ok
+
+
+@pytest.mark.parametrize(
+    ("cuda_set", "caps", "message"),
+    [
+        (
+            "cudaPackages_12_6",
+            ["10.0"],
+            'Requested CUDA capabilities which are too new for CUDA 12.6: ["10.0"]',
+        ),
+        (
+            "cudaPackages_13_0",
+            ["6.1", "8.6"],
+            'Requested CUDA capabilities which are too old for CUDA 13.0: ["6.1"]',
+        ),
+        ("cudaPackages", ["9.9"], 'Requested unrecognized CUDA capabilities: ["9.9"]'),
+        (
+            "cudaPackages",
+            ["8.7"],
+            "require hostPlatform (x86_64-linux) to be aarch64-linux",
+        ),
+    ],
+)
+def test_capability_assertions(
+    nix_repo: NixRunner, cuda_set: str, caps: list[str], message: str
+) -> None:
+    stderr = failure(nix_repo, f"{cuda(caps)}.{cuda_set}.cudnn.drvPath")
+    set_name = "cudaPackages_12_9" if cuda_set == "cudaPackages" else cuda_set
+    assert f"{set_name}.backendStdenv has failed assertions:" in stderr
+    assert message in stderr
+
+
+def test_jetson_rules(nix_repo: NixRunner) -> None:
+    # Alone on aarch64-linux an Orin (8.7) evaluates ...
+    got = nix_repo.expr_json(
+        f"{cuda(['8.7'], system='aarch64-linux')}.cudaPackages.flags.realArches"
+    )
+    assert got == ["sm_87"]
+    # ... mixed with a non-Jetson capability it does not.
+    stderr = failure(
+        nix_repo, f"{cuda(['8.6', '8.7'], system='aarch64-linux')}.cudaPackages.flags"
+    )
+    assert (
+        "Jetson CUDA capabilities" in stderr
+        and "cannot be specified with other capabilities" in stderr
+    )
+
+
+def test_torch_allowlist(nix_repo: NixRunner) -> None:
+    got = nix_repo.expr_json(
+        "{"
+        f" dropped = {cuda(['8.6', '10.0f'])}.python3Packages.torch.gpuTargetString;"
+        f" ignoresForwardCompat = {cuda(['8.6'], 'cudaForwardCompat = true;')}.python3Packages.torch.gpuTargetString;"
+        f' verbatim = ({cuda(["8.6"])}.python3Packages.torch.override {{ gpuTargets = [ "8.6+PTX" "10.0f" ]; }}).gpuTargetString;'
+        f" passthru = {cuda(['8.6', '10.0f'])}.python3Packages.torch.cudaCapabilities;"
+        f" features = {cuda(['8.6'])}.python3Packages.torch.requiredSystemFeatures;"
+        " }"
+    )
+    assert got == {
+        "dropped": "8.6",
+        "ignoresForwardCompat": "8.6",
+        "verbatim": "8.6+PTX;10.0f",
+        "passthru": ["8.6"],
+        "features": ["big-parallel"],
+    }
+    stderr = failure(
+        nix_repo, f"{cuda(['10.0f', '12.1f'])}.python3Packages.torch.drvPath"
+    )
+    assert (
+        "No supported GPU targets specified. Requested GPU targets: 10.0f, 12.1f"
+        in stderr
+    )
+
+
+def test_pkgs_for_cuda_arch(nix_repo: NixRunner) -> None:
+    proc = nix_repo.expr(
+        f"let p = {pkgs('allowUnfree = true;')}; a = p.pkgsForCudaArch.sm_90a; in {{"
+        ' names = builtins.filter (n: n == "sm_100f" || n == "sm_35" || n == "sm_121a") (builtins.attrNames p.pkgsForCudaArch);'
+        " config = { inherit (a.config) cudaSupport cudaCapabilities cudaForwardCompat; };"
+        " torch = a.python3Packages.torch.gpuTargetString;"
+        " }"
+    )
+    got: dict[str, Any] = json.loads(proc.stdout)
+    assert got["names"] == ["sm_100f", "sm_121a", "sm_35"]
+    assert got["config"] == {
+        "cudaSupport": True,
+        "cudaCapabilities": ["9.0a"],
+        "cudaForwardCompat": False,
+    }
+    assert got["torch"] == "9.0a"
+    # Only the forced variant was instantiated.
+    assert count_imports(proc.stderr) == (1, 1)
+
+
+def test_capability_independent_paths(nix_repo: NixRunner) -> None:
+    got = nix_repo.expr_json(
+        f"let p = {pkgs('allowUnfree = true;')}; a = p.pkgsForCudaArch.sm_86; b = p.pkgsForCudaArch.sm_89; in {{"
+        " cudnn = a.cudaPackages.cudnn.outPath == b.cudaPackages.cudnn.outPath;"
+        " nccl = a.cudaPackages.nccl.outPath == b.cudaPackages.nccl.outPath;"
+        " magma = a.magma.outPath == b.magma.outPath;"
+        " }"
+    )
+    assert got == {"cudnn": True, "nccl": False, "magma": False}
+
+
+def test_overlays_final_prev_and_path(nix_repo: NixRunner) -> None:
+    got = nix_repo.expr_json(
+        'let p = import standin { system = "x86_64-linux"; overlays = ['
+        ' (final: prev: { a = prev.cudaPackages.cudaMajorMinorVersion; b = final.a + "!"; })'
+        ' (final: prev: { a = prev.a + "?"; })'
+        " ]; }; in { inherit (p) a b;"
+        ' reimport = (import p.path { system = "x86_64-linux"; }).cudaPackages.cudaMajorMinorVersion; }'
+    )
+    assert got == {"a": "12.9?", "b": "12.9?!", "reimport": "12.9"}
+
+
+def test_standin_flake_legacy_packages(nix_repo: NixRunner) -> None:
+    proc = nix_repo.run(
+        [
+            "eval",
+            "--raw",
+            f"path:{nix_repo.standin}#legacyPackages.x86_64-linux.cudaPackages.cudaMajorMinorVersion",
+        ]
+    )
+    assert proc.stdout == "12.9"

@@ -1,0 +1,31 @@
+# Stand-in for nixpkgs' top-level default.nix (see README.md here): the entry point of
+# `import nixpkgs { system; config; overlays; }`.
+#
+# Every import prints one line on stderr, so tests can count how many package sets an
+# evaluation instantiated:
+#   trace: capplan-standin: import system=... config={...}
+# (re-instantiations from inside a set -- pkgsForCudaArch, pkgsCuda, extend, cudaPackages_X_Y.pkgs --
+# print `capplan-standin: instantiate via=...` instead; see stage.nix).
+{
+  # Real nixpkgs also takes `localSystem`; `system` is its older spelling, still accepted.
+  localSystem ? { system = args.system or builtins.currentSystem; },
+  system ? localSystem.system,
+  config ? { },
+  overlays ? [ ],
+  ...
+}@args:
+let
+  stage = import ./stage.nix;
+  # config may be a function of the package set in real nixpkgs; the stand-in accepts attrsets
+  # only and says so instead of guessing.
+  configAttrs =
+    if builtins.isAttrs config then
+      config
+    else
+      throw "capplan-standin: config must be an attribute set (the stand-in does not take config functions)";
+in
+stage {
+  inherit system overlays;
+  config = configAttrs;
+  via = "import";
+}

@@ -1,0 +1,48 @@
+# Stand-in for pkgs/development/libraries/science/math/magma/generic.nix: with CUDA it builds
+# for flags.cmakeCudaArchitecturesString and MIN_ARCH (lowest capability, "75" -> "750").
+{
+  config,
+  stdenv,
+  cudaPackages,
+  cudaSupport ? config.cudaSupport,
+}:
+let
+  inherit (cudaPackages) flags;
+  minArch =
+    let
+      archs = map flags.dropDots flags.cudaCapabilities;
+    in
+    "${builtins.head (builtins.sort (a: b: builtins.compareVersions a b < 0) archs)}0";
+in
+stdenv.mkDerivation {
+  pname = "magma";
+  version = "2.9.0";
+  backendStdenv = if cudaSupport then cudaPackages.backendStdenv else null;
+  env = if cudaSupport then { CMAKE_CUDA_ARCHITECTURES = flags.cmakeCudaArchitecturesString; } else { };
+  record = {
+    package = "magma";
+    inherit cudaSupport;
+  }
+  // (
+    if cudaSupport then
+      {
+        cuda = cudaPackages.cudaMajorMinorVersion;
+        CMAKE_CUDA_ARCHITECTURES = flags.cmakeCudaArchitecturesString;
+        MIN_ARCH = minArch;
+        inherit (flags) cudaCapabilities cudaForwardCompat;
+        dependencies = {
+          cuda_cudart = "${cudaPackages.cuda_cudart}";
+          libcublas = "${cudaPackages.libcublas}";
+        };
+      }
+    else
+      { }
+  );
+  passthru = {
+    inherit cudaSupport cudaPackages;
+  };
+  meta.license = {
+    shortName = "bsd3";
+    free = true;
+  };
+}

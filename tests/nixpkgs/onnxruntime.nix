@@ -1,0 +1,39 @@
+# Stand-in for pkgs/by-name/on/onnxruntime: CMAKE_CUDA_ARCHITECTURES from
+# cudaPackages.flags.cmakeCudaArchitecturesString.
+{
+  config,
+  stdenv,
+  cudaPackages,
+  cudaSupport ? config.cudaSupport,
+}:
+stdenv.mkDerivation {
+  pname = "onnxruntime";
+  version = "1.23.2";
+  backendStdenv = if cudaSupport then cudaPackages.backendStdenv else null;
+  record = {
+    package = "onnxruntime";
+    inherit cudaSupport;
+  }
+  // (
+    if cudaSupport then
+      {
+        cuda = cudaPackages.cudaMajorMinorVersion;
+        CMAKE_CUDA_ARCHITECTURES = cudaPackages.flags.cmakeCudaArchitecturesString;
+        inherit (cudaPackages.flags) cudaCapabilities cudaForwardCompat;
+        dependencies = {
+          cudnn = "${cudaPackages.cudnn}";
+          nccl = "${cudaPackages.nccl}";
+          cuda_cudart = "${cudaPackages.cuda_cudart}";
+        };
+      }
+    else
+      { }
+  );
+  passthru = {
+    inherit cudaSupport cudaPackages;
+  };
+  meta.license = {
+    shortName = "mit";
+    free = true;
+  };
+}

@@ -1,0 +1,163 @@
+# Stand-in for pkgs/top-level/stage.nix + all-packages.nix + variants.nix: one package set.
+# Only what ../../NIXPKGS.md (the contract) lists, with real nixpkgs' behaviour; the package
+# definitions live in the small files next to this one.
+{
+  system,
+  config,
+  overlays,
+  via,
+}:
+let
+  lib = import ./lib.nix;
+  db = builtins.fromJSON (builtins.readFile ./cuda-capabilities.json);
+
+  # pkgs/top-level/config.nix defaults for the keys the contract names.
+  defaults = {
+    allowUnfree = false;
+    cudaSupport = false;
+    rocmSupport = false;
+    # [] means "the default list of the CUDA package set in use" (_cuda flags / backendStdenv).
+    cudaCapabilities = [ ];
+    cudaForwardCompat = true;
+  };
+  resolvedConfig = defaults // config;
+
+  # nixpkgsFun in pkgs/top-level/stage.nix: a new instantiation with the same overlays.
+  nixpkgsFun =
+    newArgs:
+    import ./stage.nix (
+      {
+        inherit system config overlays;
+      }
+      // newArgs
+    );
+
+  callPackageWith =
+    scope: fn: args:
+    let
+      f = if builtins.isFunction fn then fn else import fn;
+      auto = builtins.intersectAttrs (builtins.functionArgs f) scope;
+    in
+    lib.makeOverridable f (auto // args);
+
+  base =
+    final:
+    let
+      callPackage = callPackageWith final;
+      mkCudaPackages =
+        version:
+        import ./cuda-packages.nix {
+          inherit lib db system;
+          inherit (final) stdenv;
+          config = resolvedConfig;
+          cudaMajorMinorVersion = version;
+          extend = final.extend;
+        };
+    in
+    {
+      # `pkgs.path`: the nixpkgs source, so overlays can re-import it (NIXPKGS.md section 1).
+      path = ./.;
+      config = resolvedConfig;
+      inherit system;
+
+      stdenv = import ./stdenv.nix {
+        inherit lib system;
+        config = resolvedConfig;
+      };
+      inherit (final.stdenv) mkDerivation;
+
+      callPackage = callPackage;
+
+      # lib.extend-style re-instantiation with one more overlay (pkgs.extend in real nixpkgs).
+      extend =
+        overlay:
+        nixpkgsFun {
+          overlays = overlays ++ [ overlay ];
+          via = "extend";
+        };
+
+      _cuda = {
+        db = {
+          inherit (db) allSortedCudaCapabilities cudaCapabilityToInfo;
+        };
+      };
+
+      # Real set names (pkgs/top-level/cuda-packages.nix); the aliases as of mid-2026.
+      cudaPackages_12_6 = mkCudaPackages "12.6";
+      cudaPackages_12_8 = mkCudaPackages "12.8";
+      cudaPackages_12_9 = mkCudaPackages "12.9";
+      cudaPackages_13_0 = mkCudaPackages "13.0";
+      cudaPackages_13_1 = mkCudaPackages "13.1";
+      cudaPackages_13_2 = mkCudaPackages "13.2";
+      cudaPackages_13_3 = mkCudaPackages "13.3";
+      cudaPackages_12 = final.cudaPackages_12_9;
+      cudaPackages_13 = final.cudaPackages_13_2;
+      cudaPackages = final.cudaPackages_12_9;
+
+      # pkgs/top-level/variants.nix
+      pkgsCuda = nixpkgsFun {
+        config = config // {
+          cudaSupport = true;
+          rocmSupport = false;
+        };
+        via = "pkgsCuda";
+      };
+      pkgsForCudaArch = builtins.listToAttrs (
+        map (cudaCapability: {
+          name = "sm_" + lib.dropDots cudaCapability;
+          value = nixpkgsFun {
+            config = config // {
+              cudaSupport = true;
+              rocmSupport = false;
+              # variants.nix: "Not supported by architecture-specific feature sets, so disable for all."
+              cudaForwardCompat = false;
+              cudaCapabilities = [ cudaCapability ];
+            };
+            via = "pkgsForCudaArch";
+          };
+        }) db.allSortedCudaCapabilities
+      );
+
+      magma = callPackage ./magma.nix { };
+      # nixpkgs marks the dynamic CUDA magma broken; torch uses the static one (all-packages.nix).
+      magma-cuda-static = final.magma;
+      onnxruntime = callPackage ./onnxruntime.nix { };
+
+      python3Packages = import ./python-packages.nix {
+        inherit lib callPackageWith;
+        pkgs = final;
+      };
+      python3 = final.python3Packages.python;
+
+      # Development tools used by the flake's devShell and formatter: records only.
+      mkShell = import ./mk-shell.nix { inherit (final) stdenv; };
+      ruff = final.stdenv.mkDerivation {
+        pname = "ruff";
+        version = "0.12.8";
+        record.package = "ruff";
+        meta.mainProgram = "ruff";
+      };
+      nixfmt = final.stdenv.mkDerivation {
+        pname = "nixfmt";
+        version = "1.0.0";
+        record = {
+          package = "nixfmt";
+          note = "stand-in: records only, formats nothing";
+        };
+        meta.mainProgram = "nixfmt";
+      };
+    };
+
+  composed = lib.foldl' (f: overlay: lib.extends overlay f) base overlays;
+  pkgs = lib.fix composed;
+
+  shown = {
+    allowUnfree = resolvedConfig.allowUnfree;
+    cudaSupport = resolvedConfig.cudaSupport;
+    cudaCapabilities = resolvedConfig.cudaCapabilities;
+    cudaForwardCompat = resolvedConfig.cudaForwardCompat;
+  };
+  prefix =
+    if via == "import" then "capplan-standin: import" else "capplan-standin: instantiate via=${via}";
+in
+builtins.trace "${prefix} system=${system} config=${builtins.toJSON shown}" pkgs

@@ -1,0 +1,147 @@
+# Stand-in for stdenv.mkDerivation + pkgs/stdenv/generic/check-meta.nix.
+#
+# Every package is a tiny real derivation: builder /bin/sh, no store dependencies except other
+# stand-in packages, output = one JSON file (the package's `record`: what it was asked to build
+# and the store paths of its dependencies).  Evaluating `drvPath`/`outPath` runs the same
+# licence check as real nixpkgs and throws its message (check-meta.nix `handle`, remediations.nix).
+{
+  lib,
+  system,
+  config,
+}:
+let
+  # check-meta.nix: allowUnfree = config.allowUnfree || getEnv "NIXPKGS_ALLOW_UNFREE" == "1"
+  allowUnfree = config.allowUnfree || builtins.getEnv "NIXPKGS_ALLOW_UNFREE" == "1";
+  predicate = config.allowUnfreePredicate or null;
+
+  isUnfree =
+    licenses:
+    if builtins.isList licenses then
+      builtins.any (l: !(l.free or false)) licenses
+    else if builtins.isAttrs licenses then
+      !(licenses.free or true)
+    else
+      false;
+  hasUnfreeLicense = attrs: attrs ? meta.license && isUnfree attrs.meta.license;
+  hasDeniedUnfreeLicense =
+    attrs:
+    !allowUnfree && hasUnfreeLicense attrs && !(builtins.isFunction predicate && predicate attrs);
+
+  showLicense =
+    value:
+    toString (map (v: v.shortName or v.fullName or "unknown") (if builtins.isList value then value else [ value ]));
+
+  # remediations.nix: remediate_allowlist "Unfree" (remediate_predicate "allowUnfreePredicate" attrs)
+  remediation = attrs: ''
+    a) To temporarily allow unfree packages, you can use an environment variable
+       for a single invocation of the nix tools.
+
+         $ export NIXPKGS_ALLOW_UNFREE=1
+
+       Note: When using `nix shell`, `nix build`, `nix develop`, etc with a flake,
+             then pass `--impure` in order to allow use of environment variables.
+
+    b) For `nixos-rebuild` you can set
+      { nixpkgs.config.allowUnfree = true; }
+    in configuration.nix to override this.
+
+    Alternatively you can configure a predicate to allow specific packages:
+      { nixpkgs.config.allowUnfreePredicate = pkg: builtins.elem (lib.getName pkg) [
+          "${attrs.pname}"
+        ];
+      }
+
+    c) For `nix-env`, `nix-build`, `nix-shell` or any other Nix command you can add
+      { allowUnfree = true; }
+    to ~/.config/nixpkgs/config.nix.
+  '';
+
+  position =
+    attrs:
+    let
+      pos = builtins.unsafeGetAttrPos "pname" attrs;
+    in
+    if pos == null then "«unknown-file»" else "${pos.file}:${toString pos.line}";
+
+  # check-meta.nix `handle`: "Refusing to evaluate package '<name>' in <pos> because it <msg>"
+  validity =
+    attrs: name:
+    if hasDeniedUnfreeLicense attrs then
+      throw (
+        "Refusing to evaluate package '${name}' in ${position attrs} because it has an unfree license (‘${showLicense attrs.meta.license}’)"
+        + "\n${remediation attrs}"
+      )
+    else
+      true;
+
+  mkDerivation =
+    attrs@{
+      pname,
+      version,
+      # What the builder writes to $out (as JSON).
+      record ? { },
+      # Extra environment variables of the build (e.g. TORCH_CUDA_ARCH_LIST).
+      env ? { },
+      passthru ? { },
+      meta ? { },
+      requiredSystemFeatures ? [ ],
+      # The CUDA backendStdenv a CUDA package is built with: forcing it runs the capability
+      # assertions, as building with the real cudaPackages.backendStdenv does.
+      backendStdenv ? null,
+      namePrefix ? "",
+      ...
+    }:
+    let
+      name = "${namePrefix}${pname}-${version}";
+      checked = builtins.seq (validity attrs name) (
+        if backendStdenv == null then true else builtins.seq backendStdenv.assertionsHold true
+      );
+      drv = derivation (
+        env
+        // {
+          inherit name system;
+          builder = "/bin/sh";
+          args = [
+            "-c"
+            ''printf '%s\n' "$record" > "$out"''
+          ];
+          record = builtins.toJSON record;
+        }
+        // (if requiredSystemFeatures == [ ] then { } else { inherit requiredSystemFeatures; })
+      );
+      self =
+        passthru
+        // {
+          type = "derivation";
+          inherit
+            name
+            pname
+            version
+            system
+            ;
+          meta = {
+            inherit name;
+            position = position attrs;
+          }
+          // meta;
+          drvPath = builtins.seq checked drv.drvPath;
+          outPath = builtins.seq checked drv.outPath;
+          outputName = "out";
+          outputs = [ "out" ];
+          out = self;
+          all = [ self ];
+          inherit requiredSystemFeatures;
+          drvAttrs = {
+            inherit name system record;
+          };
+        };
+    in
+    self;
+in
+{
+  inherit mkDerivation;
+  hostPlatform = {
+    inherit system;
+    isLinux = builtins.match ".*-linux" system != null;
+  };
+}

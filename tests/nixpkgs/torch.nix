@@ -1,0 +1,128 @@
+# Stand-in for pkgs/development/python-modules/torch/source/default.nix, torch 2.12 as packaged
+# in nixos-unstable mid-2026 (NIXPKGS.md section 6):
+# - TORCH_CUDA_ARCH_LIST = config capabilities intersected with a hand-copied allowlist of
+#   torch's supported_arches; the rest is dropped silently; it throws
+#   "No supported GPU targets specified. Requested GPU targets: ..." only when nothing is left;
+# - a non-empty gpuTargets is used verbatim (may contain "8.6+PTX");
+# - no PTX unless gpuTargets asks for it: cudaForwardCompat is ignored;
+# - passthru gpuTargetString, cudaCapabilities (the allowlisted ones), cudaPackages;
+# - requiredSystemFeatures = [ "big-parallel" ].
+{
+  config,
+  stdenv,
+  buildPythonPackage,
+  cudaSupport ? config.cudaSupport,
+  cudaPackages,
+  magma,
+  numpy,
+  gpuTargets ? [ ],
+}:
+let
+  lib = import ./lib.nix;
+  inherit (cudaPackages) cudnn flags nccl;
+
+  # https://github.com/pytorch/pytorch/blob/v2.11.0/torch/utils/cpp_extension.py#L2407-L2410
+  # (copied in nixpkgs as supportedTorchCudaCapabilities; no "f" capabilities, no 10.1).
+  supportedTorchCudaCapabilities =
+    let
+      real = [
+        "3.5"
+        "3.7"
+        "5.0"
+        "5.2"
+        "5.3"
+        "6.0"
+        "6.1"
+        "6.2"
+        "7.0"
+        "7.2"
+        "7.5"
+        "8.0"
+        "8.6"
+        "8.7"
+        "8.9"
+        "9.0"
+        "9.0a"
+        "10.0"
+        "10.0a"
+        "10.3"
+        "10.3a"
+        "11.0"
+        "11.0a"
+        "12.0"
+        "12.0a"
+        "12.1"
+        "12.1a"
+      ];
+      ptx = map (x: "${x}+PTX") real;
+    in
+    real ++ ptx;
+
+  # lists.subtractLists a b = b - a (comment kept from the real file)
+  supportedCudaCapabilities = lib.intersectLists flags.cudaCapabilities supportedTorchCudaCapabilities;
+  unsupportedCudaCapabilities = lib.subtractLists supportedCudaCapabilities flags.cudaCapabilities;
+
+  gpuArchWarner =
+    supported: unsupported:
+    lib.throwIf (supported == [ ]) (
+      "No supported GPU targets specified. Requested GPU targets: "
+      + builtins.concatStringsSep ", " unsupported
+    ) supported;
+
+  targets =
+    if gpuTargets != [ ] then
+      gpuTargets
+    else if cudaSupport then
+      gpuArchWarner supportedCudaCapabilities unsupportedCudaCapabilities
+    else
+      throw "No GPU targets specified";
+  gpuTargetString = builtins.concatStringsSep ";" targets;
+
+  ptxTargets = map (t: builtins.head (builtins.match "(.*)\\+PTX" t)) (
+    builtins.filter (t: builtins.match ".*\\+PTX" t != null) targets
+  );
+in
+buildPythonPackage {
+  pname = "torch";
+  version = "2.12.0";
+  pyproject = true;
+  backendStdenv = if cudaSupport then cudaPackages.backendStdenv else null;
+  requiredSystemFeatures = [ "big-parallel" ];
+  env = if cudaSupport then { TORCH_CUDA_ARCH_LIST = gpuTargetString; } else { };
+  dependencies = [ numpy ];
+  record = {
+    inherit cudaSupport;
+  }
+  // (
+    if cudaSupport then
+      {
+        TORCH_CUDA_ARCH_LIST = gpuTargetString;
+        ptx = ptxTargets;
+        cuda = cudaPackages.cudaMajorMinorVersion;
+        # What the package set asked for (config / flags), next to what torch really targets.
+        configCudaCapabilities = flags.cudaCapabilities;
+        configCudaForwardCompat = flags.cudaForwardCompat;
+        inherit gpuTargets;
+        cudaDependencies = {
+          cudnn = "${cudnn}";
+          nccl = "${nccl}";
+          magma = "${magma}";
+          cuda_cudart = "${cudaPackages.cuda_cudart}";
+        };
+      }
+    else
+      { }
+  );
+  passthru = {
+    inherit
+      cudaSupport
+      cudaPackages
+      gpuTargetString
+      ;
+    cudaCapabilities = if cudaSupport then supportedCudaCapabilities else [ ];
+  };
+  meta.license = {
+    shortName = "bsd3";
+    free = true;
+  };
+}

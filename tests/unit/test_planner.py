@@ -1,0 +1,272 @@
+"""Planning rules: serving every GPU, CUDA choice, sharing, fat builds, graph, costs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from itertools import combinations
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from capplan.adapters.kb import load_kb
+from capplan.core.capability import Capability
+from capplan.core.compat import RunLevel, sass_runs_on
+from capplan.core.config import Config, config_from_mapping
+from capplan.core.cover import min_cover
+from capplan.core.cuda import CudaVersion
+from capplan.core.kb import KnowledgeBase, PackageInfo
+from capplan.core.matrix import build_matrix, plan_dict, plan_json
+from capplan.core.plan import Plan
+from capplan.core.planner import make_plan
+from capplan.errors import (
+    ConfigError,
+    GraphError,
+    InfeasibleError,
+    InvalidInputError,
+    NothingToDo,
+)
+
+KB = load_kb()
+
+
+def config(gpus: list[str], packages: dict[str, Any] | None = None, **policy: Any) -> Config:
+    return config_from_mapping(
+        {"fleet": {"gpus": gpus}, "packages": packages or {"torch": {}}, "policy": policy},
+        origin="test",
+    )
+
+
+def with_package(kb: KnowledgeBase, name: str, **changes: Any) -> KnowledgeBase:
+    pkg = kb.package(name)
+    limits = changes.pop("limits", None)
+    if limits is not None:
+        changes["limits"] = pkg.limits.model_copy(update=limits)
+    return dataclasses.replace(kb, packages={**kb.packages, name: pkg.model_copy(update=changes)})
+
+
+def serving(plan: Plan, package: str, gpu: str) -> list[tuple[str, RunLevel]]:
+    return [
+        (v.name, s.level) for v in plan.variants_of(package) for s in v.serves if s.gpu == gpu
+    ]
+
+
+def test_exact_capability_is_preferred() -> None:
+    plan = make_plan(KB, config(["A100", "RTX 3090", "8.9"]))
+    assert serving(plan, "torch", "A100") == [("torch-sm80", RunLevel.NATIVE)]
+    assert serving(plan, "torch", "RTX 3090") == [("torch-sm86", RunLevel.NATIVE)]
+    torch86 = plan.variant("torch-sm86")
+    assert torch86 is not None
+    assert torch86.capabilities == (Capability(8, 6),) and torch86.ptx == ()
+    assert str(torch86.cuda) == "12.9" and torch86.cuda_set is None
+
+
+def test_no_gpu_is_dropped_silently_and_jetson_is_reported() -> None:
+    plan = make_plan(KB, config(["A100", "Jetson Orin"], {"torch": {}, "nccl": {}}))
+    for package in ("torch", "nccl"):
+        for gpu in plan.fleet:
+            served = serving(plan, package, gpu.label)
+            unserved = [d for d in plan.unserved if d.package == package and d.subject == gpu.label]
+            assert bool(served) != bool(unserved), (package, gpu.label)
+    jetson = [d for d in plan.unserved if d.subject == "Jetson Orin"]
+    assert jetson and all("aarch64-linux" in d.reason for d in jetson)
+
+
+def test_torch_1_13_limit_serves_h100_through_ptx() -> None:
+    kb = with_package(KB, "torch", limits={"allow_from": "torch@1.13", "suffixes": ("",)})
+    kb = with_package(kb, "torchvision", limits={"allow_from": "torch@1.13", "suffixes": ("",)})
+    plan = make_plan(kb, config(["H100", "RTX 3090"], {"torch": {}}))
+    assert serving(plan, "torch", "H100") == [("torch-sm86", RunLevel.PTX_JIT)]
+    assert serving(plan, "torch", "RTX 3090") == [("torch-sm86", RunLevel.NATIVE)]
+    variant = plan.variant("torch-sm86")
+    assert variant is not None and variant.ptx == (Capability(8, 6),)
+    assert variant.gpu_targets == ("8.6+PTX",)  # torch only embeds PTX through gpuTargets
+    ptx = [d for d in plan.decisions if d.subject == "H100"]
+    assert ptx and ptx[0].action == "ptx" and "JIT" in ptx[0].reason
+
+
+def test_same_major_substitute_when_exact_is_not_allowed() -> None:
+    kb = with_package(KB, "nccl", limits={"exclude": (Capability(8, 9),)})
+    plan = make_plan(kb, config(["L4", "A100"], {"nccl": {}}))
+    # the newest buildable capability whose SASS runs on 8.9 is 8.6, not the fleet's 8.0
+    assert serving(plan, "nccl", "L4") == [("nccl-sm86", RunLevel.COMPATIBLE)]
+    assert any(d.action == "substituted" and d.subject == "L4" for d in plan.decisions)
+
+
+def test_pascal_on_a_cuda_13_policy_lands_on_12_x() -> None:
+    plan = make_plan(KB, config(["GTX 1080 Ti", "A100"], {"nccl": {}}, cuda=["13.0", "12.9"]))
+    pascal = plan.variant("nccl-sm61-cu129")
+    assert pascal is not None and str(pascal.cuda) == "12.9"
+    assert pascal.cuda_set is None  # 12.9 is nixpkgs' default package set
+    assert plan.variant("nccl-sm80") is not None  # 13.0, the policy's first: no suffix
+    cuda = [d for d in plan.decisions if d.action == "cuda"]
+    assert cuda and "13.0" in cuda[0].reason and "6.1" in cuda[0].reason
+
+
+def test_non_default_cuda_goes_through_its_package_set() -> None:
+    plan = make_plan(KB, config(["A100"], {"nccl": {"cuda": "12.6"}}))
+    variant = plan.variant("nccl-sm80-cu126")
+    assert variant is not None and variant.cuda_set == "cudaPackages_12_6"
+
+
+def test_capability_no_allowed_cuda_supports_is_an_error() -> None:
+    with pytest.raises(InfeasibleError, match="GTX 1080 Ti"):
+        make_plan(KB, config(["GTX 1080 Ti"], {"nccl": {}}, cuda=["13.0"]))
+
+
+def test_package_that_excludes_every_fleet_capability() -> None:
+    # CUDA 13.0 dropped Pascal, and nothing older builds under it to JIT from.
+    plan_config = config(["GTX 1080 Ti", "P100"], {"nccl": {"cuda": "13.0"}})
+    with pytest.raises(InfeasibleError) as info:
+        make_plan(KB, plan_config)
+    assert "GTX 1080 Ti" in info.value.message and "P100" in info.value.message
+    assert "nccl" in info.value.message
+
+
+def test_empty_fleet_is_nothing_to_do() -> None:
+    with pytest.raises(NothingToDo):
+        make_plan(KB, config([]))
+
+
+@pytest.mark.parametrize("bad", ["RTX 9999 Ultra", "sm_999x"])
+def test_unknown_gpu_is_invalid_input(bad: str) -> None:
+    with pytest.raises(InvalidInputError):
+        make_plan(KB, config([bad]))
+
+
+def test_unknown_package_says_did_you_mean() -> None:
+    with pytest.raises(InvalidInputError, match="did you mean 'torch'"):
+        make_plan(KB, config(["A100"], {"trorch": {}}))
+
+
+def test_unknown_config_key_says_did_you_mean() -> None:
+    with pytest.raises(ConfigError, match="did you mean 'share'"):
+        config_from_mapping({"policy": {"shar": "exact"}}, origin="capplan.toml")
+    with pytest.raises(ConfigError, match="did you mean 'exclude'"):
+        config_from_mapping({"packages": {"torch": {"exlude": []}}}, origin="capplan.toml")
+
+
+def test_dependency_cycle_and_unknown_dependency_are_graph_errors() -> None:
+    cyclic = with_package(KB, "magma", depends=("torch",))
+    with pytest.raises(GraphError, match="cycle"):
+        make_plan(cyclic, config(["A100"]))
+    dangling = with_package(KB, "nccl", depends=("libfoo",))
+    with pytest.raises(GraphError, match="libfoo"):
+        make_plan(dangling, config(["A100"]))
+
+
+def test_dependencies_become_per_variant_and_shared_jobs() -> None:
+    plan = make_plan(KB, config(["RTX 3090"], {"torchvision": {}}))
+    torchvision = plan.variant("torchvision-sm86")
+    torch = plan.variant("torch-sm86")
+    assert torchvision is not None and torch is not None
+    assert "torch-sm86" in torchvision.needs
+    assert {"magma-sm86", "nccl-sm86", "cudnn"} <= set(torch.needs)
+    cudnn = plan.variant("cudnn")
+    assert cudnn is not None and cudnn.independent and cudnn.capabilities == ()
+    build_matrix(plan, 2)  # the graph is consistent
+
+
+def test_share_compatible_builds_fewer_variants_and_reports_the_saving() -> None:
+    exact = make_plan(KB, config(["A100", "RTX 3090", "L4", "H100"], {"nccl": {}}))
+    shared = make_plan(
+        KB, config(["A100", "RTX 3090", "L4", "H100"], {"nccl": {}}, share="compatible")
+    )
+    exact_names = [v.name for v in exact.variants_of("nccl")]
+    shared_names = [v.name for v in shared.variants_of("nccl")]
+    assert exact_names == ["nccl-sm80", "nccl-sm86", "nccl-sm89", "nccl-sm90"]
+    assert shared_names == ["nccl-sm80", "nccl-sm90"]
+    assert shared.baselines.exact_jobs == len(exact.variants)
+    assert serving(shared, "nccl", "L4") == [("nccl-sm80", RunLevel.COMPATIBLE)]
+    assert serving(shared, "nccl", "A100") == [("nccl-sm80", RunLevel.NATIVE)]
+
+
+def test_fat_build_has_ptx_only_on_the_highest_capability() -> None:
+    plan = make_plan(
+        KB,
+        config(["A100", "RTX 3090", "H100"], {"torch": {}, "nccl": {}}, fat="fleet", ptx="newest"),
+    )
+    fat = plan.variant("torch-fat")
+    assert fat is not None and fat.fat
+    assert [str(c) for c in fat.capabilities] == ["8.0", "8.6", "9.0"]
+    assert fat.ptx == (Capability(9, 0),)
+    assert fat.gpu_targets == ("8.0", "8.6", "9.0+PTX")
+    nccl = plan.variant("nccl-fat")
+    assert nccl is not None and nccl.forward_compat and nccl.gpu_targets == ()
+    assert {s.gpu for s in fat.serves} == {"A100", "RTX 3090", "H100"}
+
+
+def test_named_fat_groups() -> None:
+    plan = make_plan(KB, config(["A100", "H100", "RTX 3090"], fat={"dc": ["A100", "H100"]}))
+    group = plan.variant("torch-fat-dc")
+    assert group is not None and [str(c) for c in group.capabilities] == ["8.0", "9.0"]
+
+
+def test_costs_follow_the_kb_and_baselines() -> None:
+    plan = make_plan(KB, config(["A100", "RTX 3090"], {"nccl": {}}, fat="fleet"))
+    pkg = KB.package("nccl")
+    single = plan.variant("nccl-sm80")
+    fat = plan.variant("nccl-fat")
+    assert single is not None and fat is not None
+    assert single.minutes == pytest.approx(pkg.cost.base_minutes + pkg.cost.per_target_minutes)
+    assert fat.minutes == pytest.approx(pkg.cost.base_minutes + 2 * pkg.cost.per_target_minutes)
+    b = plan.baselines
+    assert b.plan_minutes == pytest.approx(sum(v.minutes for v in plan.variants))
+    defaults = len(KB.defaults(CudaVersion(12, 9)))
+    closure = [KB.package(n) for n in ("nccl", *KB.package("nccl").depends)]
+    closure_minutes = sum(
+        p.cost.base_minutes
+        + (p.cost.per_target_minutes * defaults if p.capability_dependent else 0)
+        for p in closure
+    )
+    assert b.nixpkgs_default_minutes == pytest.approx(closure_minutes)
+
+
+def test_output_is_deterministic() -> None:
+    a = make_plan(KB, config(["L4", "A100", "RTX 3090"], {"torch": {}, "cupy": {}}))
+    b = make_plan(KB, config(["RTX 3090", "A100", "L4"], {"cupy": {}, "torch": {}}))
+    assert json.dumps(plan_json(a), sort_keys=True) == json.dumps(plan_json(b), sort_keys=True)
+    assert [v.name for v in a.variants] == [v.name for v in b.variants]
+    assert plan_dict(a)["variants"] == plan_dict(a)["variants"]
+
+
+# -- the set cover is optimal: compare with brute force over every subset ----------------------
+fleet_caps = st.lists(
+    st.sampled_from(
+        [c.capability for c in KB.capabilities if not c.capability.suffix and not c.jetson]
+    ),
+    min_size=1,
+    max_size=7,
+    unique=True,
+)
+pools = st.lists(
+    st.sampled_from([c.capability for c in KB.capabilities if c.capability.suffix != "a"]),
+    min_size=1,
+    max_size=9,
+    unique=True,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(fleet_caps, pools)
+def test_set_cover_is_minimum(devices: list[Capability], pool: list[Capability]) -> None:
+    options = {c: frozenset(d for d in devices if sass_runs_on(c, d)) for c in pool}
+    options = {c: cov for c, cov in options.items() if cov}
+    coverable = [d for d in devices if any(d in cov for cov in options.values())]
+    if not coverable:
+        return
+    chosen = min_cover(coverable, options)
+    assert set(coverable) <= set().union(*(options[c] for c in chosen))
+    brute = next(
+        size
+        for size in range(1, len(options) + 1)
+        for combo in combinations(options, size)
+        if set(coverable) <= set().union(*(options[c] for c in combo))
+    )
+    assert len(chosen) == brute
+
+
+def test_packages_info_is_what_the_planner_reads() -> None:
+    assert isinstance(KB.package("torch"), PackageInfo)
