@@ -74,7 +74,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as error:
         # tomllib's message ends with "(at line L, column C)".
         raise ConfigError(
-            f"{path}: invalid TOML: {error}", hint="fix the syntax at that line and column"
+            f"{path}: invalid TOML: {error}", hint="fix the TOML syntax there"
         ) from None
     if path.name == "pyproject.toml":
         tool = data.get("tool", {})

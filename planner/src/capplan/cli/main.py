@@ -41,10 +41,11 @@ def cli(debug: bool) -> None:
 
 
 def _register() -> None:
-    from capplan.cli import caps, explain, generate, gpus, limits, matrix, plan, schema
+    from capplan.cli import caps, detect, explain, generate, gpus, limits, matrix, plan, schema
 
     for command in (
         caps.caps,
+        detect.detect,
         explain.explain,
         generate.generate,
         gpus.gpus,

@@ -58,6 +58,7 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
     under a second); networkx is only asked to name a cycle when there is one.
     """
     by_name = {v.name: v for v in variants}
+    position = {v.name: i for i, v in enumerate(variants)}  # the plan's order within a stage
     needs: dict[str, tuple[str, ...]] = {}
     dependents: dict[str, list[str]] = {name: [] for name in by_name}
     for v in variants:
@@ -77,7 +78,7 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
             dependents[need].append(v.name)
         needs[v.name] = tuple(sorted(set(v.needs)))
     waiting = {name: len(needs[name]) for name in by_name}
-    generation = sorted(name for name, n in waiting.items() if n == 0)
+    generation = sorted((name for name, n in waiting.items() if n == 0), key=position.__getitem__)
     order: list[str] = []
     stage: dict[str, int] = {}
     depth = 0
@@ -90,7 +91,7 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
                 waiting[dep] -= 1
                 if waiting[dep] == 0:
                     following.append(dep)
-        generation = sorted(following)
+        generation = sorted(following, key=position.__getitem__)
         depth += 1
     if len(order) != len(by_name):
         graph: nx.DiGraph[str] = nx.DiGraph()

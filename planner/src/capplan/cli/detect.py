@@ -1,0 +1,100 @@
+"""``capplan detect``: which planned variant fits each local GPU, and how to get it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from capplan.cli.output import emit_json, make_table, out_console
+from capplan.cli.planning import config_option, current_kb, load_plan
+from capplan.core.cuda import CudaVersion
+from capplan.core.drivers import max_cuda_for_driver
+from capplan.core.gpus import find_gpus
+from capplan.core.kb import KnowledgeBase
+from capplan.core.select import pick_variant
+
+__all__ = ["detect"]
+
+
+def _max_cuda(kb: KnowledgeBase, driver: str | None, *, full: bool) -> CudaVersion | None:
+    if not driver:
+        return None
+    pairs = [
+        (str(r.version), r.toolkit_driver if full else r.min_driver) for r in kb.cuda_releases
+    ]
+    found = max_cuda_for_driver(driver, pairs)
+    return CudaVersion.parse(found) if found else None
+
+
+@click.command()
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def detect(config_path: Path | None, as_json: bool) -> None:
+    """Detect local GPUs and name the planned variant to use for each package."""
+    from capplan.adapters.gpu_detect import detect_gpus
+
+    kb = current_kb()
+    found = detect_gpus()
+    plan = load_plan(config_path)
+    report: list[dict[str, Any]] = []
+    for gpu in found:
+        cap = gpu.capability
+        if cap is None:
+            matches = find_gpus(gpu.name, kb.gpus)
+            cap = matches[0].model.capability if matches else None
+        entry: dict[str, Any] = {
+            "name": gpu.name,
+            "capability": str(cap) if cap else None,
+            "driver": gpu.driver,
+            "max_cuda": None,
+            "max_cuda_minor_compat": None,
+            "variants": {},
+            "how": {},
+        }
+        full = _max_cuda(kb, gpu.driver, full=True)
+        compat = _max_cuda(kb, gpu.driver, full=False)
+        entry["max_cuda"] = str(full) if full else None
+        entry["max_cuda_minor_compat"] = str(compat) if compat else None
+        if cap is not None:
+            entry["overlay"] = f'cudaCapabilities = [ "{cap}" ];'
+            jetson = kb.knows(cap) and kb.capability(cap).jetson
+            for package in plan.packages:
+                pick = pick_variant(plan, package, cap, jetson=jetson, max_cuda=compat)
+                name = pick.variant.name if pick.variant else None
+                entry["variants"][package] = name
+                entry["how"][package] = {
+                    "level": pick.verdict.level.value,
+                    "reason": pick.verdict.reason,
+                    "command": f"nix build .#{name}" if name else None,
+                    "driver_ok": pick.driver_ok,
+                }
+        report.append(entry)
+    if as_json:
+        emit_json({"gpus": report})
+        return
+    _print(report)
+
+
+def _print(report: list[dict[str, Any]]) -> None:
+    console = out_console()
+    for entry in report:
+        console.print(
+            f"[bold]{entry['name']}[/bold]: capability {entry['capability'] or 'unknown'}, "
+            f"driver {entry['driver'] or 'unknown'} (runs CUDA up to "
+            f"{entry['max_cuda_minor_compat'] or '?'}; new PTX up to {entry['max_cuda'] or '?'})"
+        )
+        if entry["capability"] is None:
+            continue
+        table = make_table("package", "variant", "how", "get it")
+        for package, how in entry["how"].items():
+            note = "" if how["driver_ok"] else " (driver too old for its CUDA)"
+            table.add_row(
+                package,
+                entry["variants"][package] or "-",
+                f"{how['level']}: {how['reason']}{note}",
+                how["command"] or "-",
+            )
+        console.print(table)
+        console.print(f"or, in your nixpkgs config: {entry['overlay']}", markup=False)
