@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from capplan.adapters.nix import current_system, flake_output_paths, nix_eval_json
 from capplan.core.narinfo import split_store_path
 from capplan.errors import NixError

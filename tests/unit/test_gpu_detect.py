@@ -52,14 +52,18 @@ def _gpus(*rows: tuple[str, str | None, str | None]) -> list[DetectedGpu]:
         ),
     ],
 )
-def test_parse_fixture(fixture: str, expected: list[tuple[str, str | None, str | None]]) -> None:
+def test_parse_fixture(
+    fixture: str, expected: list[tuple[str, str | None, str | None]]
+) -> None:
     assert parse_nvidia_smi_csv((FIXTURES / fixture).read_text()) == _gpus(*expected)
 
 
 def test_capability_is_a_value_not_a_string() -> None:
     (gpu,) = parse_nvidia_smi_csv((FIXTURES / "rtx5090.csv").read_text())
     assert gpu.capability == Capability(12, 0)
-    assert gpu.capability is not None and gpu.capability > Capability(9, 0)  # numeric, not "12" < "9"
+    assert gpu.capability is not None and gpu.capability > Capability(
+        9, 0
+    )  # numeric, not "12" < "9"
 
 
 def test_name_with_a_comma_and_junk_values() -> None:
@@ -72,7 +76,9 @@ def test_name_with_a_comma_and_junk_values() -> None:
 # --- a fake nvidia-smi ------------------------------------------------------------------------
 
 
-def _fake_smi(directory: Path, output: str, *, name: str = "nvidia-smi", old: bool = False) -> Path:
+def _fake_smi(
+    directory: Path, output: str, *, name: str = "nvidia-smi", old: bool = False
+) -> Path:
     """A shell script that answers like nvidia-smi, and only to the arguments capplan must pass."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "output.txt").write_text(output)
@@ -103,7 +109,9 @@ def test_fake_nvidia_smi_on_path(tmp_path: Path) -> None:
 
 
 def test_capplan_nvidia_smi_names_the_executable(tmp_path: Path) -> None:
-    script = _fake_smi(tmp_path / "tools", (FIXTURES / "l4.csv").read_text(), name="my-smi")
+    script = _fake_smi(
+        tmp_path / "tools", (FIXTURES / "l4.csv").read_text(), name="my-smi"
+    )
     _fake_smi(tmp_path / "bin", (FIXTURES / "a100.csv").read_text())  # must not be used
     env = _env(tmp_path / "bin", CAPPLAN_NVIDIA_SMI=str(script))
     assert detect_gpus(env=env, proc_root=tmp_path / "no-proc") == _gpus(
@@ -162,12 +170,17 @@ def _proc_tree(root: Path, version: str, models: dict[str, str]) -> Path:
     return root
 
 
-@pytest.mark.parametrize(("version", "driver"), [(PROPRIETARY, "535.104.05"), (OPEN, "570.124.06")])
+@pytest.mark.parametrize(
+    ("version", "driver"), [(PROPRIETARY, "535.104.05"), (OPEN, "570.124.06")]
+)
 def test_proc_fallback(tmp_path: Path, version: str, driver: str) -> None:
     root = _proc_tree(
         tmp_path / "nvidia",
         version,
-        {"0000:41:00.0": "NVIDIA GeForce RTX 3090", "0000:01:00.0": "NVIDIA A100-SXM4-80GB"},
+        {
+            "0000:41:00.0": "NVIDIA GeForce RTX 3090",
+            "0000:01:00.0": "NVIDIA A100-SXM4-80GB",
+        },
     )
     # No nvidia-smi anywhere: the module's files still name the GPUs, in PCI bus order.
     assert detect_gpus(env=_env(tmp_path / "empty-bin"), proc_root=root) == [
@@ -176,7 +189,9 @@ def test_proc_fallback(tmp_path: Path, version: str, driver: str) -> None:
     ]
 
 
-def test_proc_fallback_when_nvidia_smi_cannot_talk_to_the_driver(tmp_path: Path) -> None:
+def test_proc_fallback_when_nvidia_smi_cannot_talk_to_the_driver(
+    tmp_path: Path,
+) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "nvidia-smi"
@@ -203,8 +218,12 @@ def test_proc_tree_with_unreadable_parts(tmp_path: Path) -> None:
     root = tmp_path / "nvidia"
     (root / "gpus" / "0000:01:00.0").mkdir(parents=True)  # no information file
     (root / "gpus" / "0000:02:00.0").mkdir()
-    (root / "gpus" / "0000:02:00.0" / "information").write_text("IRQ: 5\n")  # no Model line
-    assert read_proc_driver(root) == [DetectedGpu("NVIDIA GPU 0000:02:00.0", None, None)]
+    (root / "gpus" / "0000:02:00.0" / "information").write_text(
+        "IRQ: 5\n"
+    )  # no Model line
+    assert read_proc_driver(root) == [
+        DetectedGpu("NVIDIA GPU 0000:02:00.0", None, None)
+    ]
     assert read_proc_driver(tmp_path / "absent") == []
 
 
@@ -222,7 +241,9 @@ def test_no_gpu_at_all(tmp_path: Path) -> None:
 def test_nvidia_smi_finds_no_devices(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n")
+    (bin_dir / "nvidia-smi").write_text(
+        "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
+    )
     (bin_dir / "nvidia-smi").chmod(0o755)
     with pytest.raises(NoGpuError, match="No devices were found"):
         detect_gpus(env=_env(bin_dir), proc_root=tmp_path / "no-proc")
@@ -234,7 +255,9 @@ def test_hanging_nvidia_smi_is_abandoned(tmp_path: Path) -> None:
     # exec: the shell becomes sleep, so killing it on timeout frees the pipes at once.
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nexec sleep 30\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
-    root = _proc_tree(tmp_path / "nvidia", OPEN, {"0000:01:00.0": "NVIDIA H100 80GB HBM3"})
+    root = _proc_tree(
+        tmp_path / "nvidia", OPEN, {"0000:01:00.0": "NVIDIA H100 80GB HBM3"}
+    )
     gpus = detect_gpus(env=_env(bin_dir), proc_root=root, timeout=0.5)
     assert gpus == [DetectedGpu("NVIDIA H100 80GB HBM3", None, "570.124.06")]
 

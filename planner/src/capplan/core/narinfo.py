@@ -50,6 +50,7 @@ _HASH_RE = re.compile(r"[0-9a-df-np-sv-z]{32}")
 _NAME_RE = re.compile(r"[A-Za-z0-9+\-_?=][A-Za-z0-9+\-._?=]*")
 _BASENAME_RE = re.compile(r"([0-9a-df-np-sv-z]{32})-([A-Za-z0-9+\-_?=][A-Za-z0-9+\-._?=]*)")
 _DECIMAL_RE = re.compile(r"[0-9]+")
+_CANONICAL_SHA256_RE = re.compile(r"sha256:[01][0-9a-df-np-sv-z]{51}")
 
 _ED25519_SIG_BYTES = 64
 _ED25519_KEY_BYTES = 32
@@ -91,6 +92,10 @@ def normalise_hash(text: str) -> str:
     ``algo-<base64>``; fingerprints always print the ``algo:nix32`` form, so a cache that writes
     hex or SRI hashes must still verify. Raises ValueError on anything else.
     """
+    if _CANONICAL_SHA256_RE.fullmatch(text):
+        # Already ``sha256:nix32`` with no overflow (52 x 5 bits hold 256 only when the first
+        # digit is 0 or 1): the form every narinfo Nix writes uses, returned as it is.
+        return text
     if ":" in text:
         algo, _, rest = text.partition(":")
         sri = False

@@ -1,0 +1,596 @@
+"""Inspect binaries for CUDA device code: ELF files, static archives, wheels and directories.
+
+Files are mapped with mmap and scanned in place by :mod:`capplan.core.fatbin`; each container is
+attributed to the ELF section holding it (pyelftools reads the section table). Static archive
+members are scanned in place inside the archive's mapping; wheel members are read into memory
+from the zip (never extracted to disk). Nothing is decompressed beyond the zip layer: fatbin
+headers are never compressed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import stat
+import zipfile
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, cast
+
+from capplan.core import fatbin
+from capplan.core.capability import Capability
+from capplan.core.compat import RunLevel, how_runs
+from capplan.errors import BinaryFormatError, InvalidInputError
+
+__all__ = [
+    "BinaryLimits",
+    "FileReport",
+    "LocatedContainer",
+    "binary_limits",
+    "inspect_paths",
+]
+
+_ELF_MAGIC = b"\x7fELF"
+_AR_MAGIC = b"!<arch>\n"
+_THIN_AR_MAGIC = b"!<thin>\n"
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+_SNIFF = 8
+# Sections that hold nothing but fatbin containers: bytes there outside any valid container mean
+# a corrupt container (CUDA.md: `.nv_fatbin`, and `__nv_relfatbin` for relocatable device code).
+_FATBIN_SECTIONS = frozenset({".nv_fatbin", "__nv_relfatbin"})
+NO_SECTION = "(none)"
+_PAGE = mmap.PAGESIZE
+_WHEEL_CHUNK = 8 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class LocatedContainer:
+    """A container and where it sits: ``offset`` is relative to the start of its ELF file."""
+
+    section: str
+    offset: int
+    container: fatbin.Container
+    base: int  # where the ELF file starts in the scanned buffer (archive members)
+
+    def entries_json(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for entry in self.container.entries:
+            row = entry.to_json(self.base)
+            row["container"] = self.offset
+            row["section"] = self.section
+            rows.append(row)
+        return rows
+
+
+def _sorted_unique(caps: Sequence[Capability] | set[Capability]) -> tuple[Capability, ...]:
+    return tuple(sorted(set(caps)))
+
+
+@dataclass(frozen=True, slots=True)
+class FileReport:
+    """What one ELF file (or archive/wheel member, named ``outer!member``) holds."""
+
+    path: str
+    sass: tuple[Capability, ...] = ()
+    ptx: tuple[Capability, ...] = ()
+    lto: tuple[Capability, ...] = ()
+    compression: tuple[str, ...] = ()
+    containers: int = 0
+    sections: dict[str, int] = field(default_factory=dict)
+    partial: bool = False
+    problems: tuple[str, ...] = ()
+    located: tuple[LocatedContainer, ...] = ()
+
+    @property
+    def has_device_code(self) -> bool:
+        return bool(self.containers)
+
+    def to_json(self, entries: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "path": self.path,
+            "sass": [c.sm for c in self.sass],
+            "ptx": [c.compute for c in self.ptx],
+            "lto": [f"lto_{c.cmake}" for c in self.lto],
+            "compression": list(self.compression),
+            "containers": self.containers,
+            "sections": dict(sorted(self.sections.items())),
+            "partial": self.partial,
+            "problems": list(self.problems),
+        }
+        if entries:
+            data["entries"] = [row for loc in self.located for row in loc.entries_json()]
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryLimits:
+    """The capabilities a prebuilt binary supports: its SASS plus what its PTX can JIT to."""
+
+    path: str
+    sass: tuple[Capability, ...]
+    ptx: tuple[Capability, ...]
+    supported: tuple[Capability, ...]
+    levels: dict[Capability, RunLevel]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "sass": [c.sm for c in self.sass],
+            "ptx": [c.compute for c in self.ptx],
+            "supported": [str(c) for c in self.supported],
+            "levels": {str(c): level.value for c, level in sorted(self.levels.items())},
+        }
+
+
+# --- ELF section table -------------------------------------------------------------------------
+
+
+class _Window:
+    """A read-only file-like view of ``buf[start:end]`` for pyelftools, without copying it."""
+
+    def __init__(self, buf: fatbin.Buffer, start: int, end: int) -> None:
+        self._buf = buf
+        self._start = start
+        self._end = end
+        self._pos = start
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if whence == os.SEEK_SET:
+            self._pos = self._start + offset
+        elif whence == os.SEEK_CUR:
+            self._pos += offset
+        else:
+            self._pos = self._end + offset
+        self._pos = max(self._start, self._pos)
+        return self._pos - self._start
+
+    def tell(self) -> int:
+        return self._pos - self._start
+
+    def close(self) -> None:
+        # pyelftools' objects form reference cycles that hold the stream until a gc pass; drop
+        # the buffer now so a wheel member's memory is freed before the next one is read.
+        self._buf = b""
+        self._end = self._start = self._pos = 0
+
+    def read(self, size: int = -1) -> bytes:
+        stop = self._end if size is None or size < 0 else min(self._end, self._pos + size)
+        data = bytes(self._buf[self._pos : stop]) if stop > self._pos else b""
+        self._pos = max(self._pos, stop)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class _Sections:
+    starts: tuple[int, ...]
+    spans: tuple[tuple[int, int, str], ...]  # (start, end, name), relative to the ELF start
+    problems: tuple[str, ...]
+
+    def name_at(self, offset: int) -> str:
+        index = bisect.bisect_right(self.starts, offset) - 1
+        # Sections do not overlap in a sane ELF; look back a little in case a zero-size or odd one
+        # sorts in between.
+        for start, end, name in reversed(self.spans[max(0, index - 3) : index + 1]):
+            if start <= offset < end:
+                return name
+        return NO_SECTION
+
+
+def _read_sections(buf: fatbin.Buffer, start: int, end: int) -> _Sections:
+    from elftools.common.utils import struct_parse
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import StringTableSection
+
+    size = end - start
+    spans: list[tuple[int, int, str]] = []
+    problems: list[str] = []
+    window = _Window(buf, start, end)
+    try:
+        elf = ELFFile(cast(IO[bytes], window))
+        # Read the raw headers rather than iter_sections(): building Section objects parses
+        # some sections eagerly (.gnu.hash: 70 ms on libtorch_cuda.so) and we need only spans.
+        names = elf.get_section(elf.get_shstrndx())
+        if not isinstance(names, StringTableSection):
+            raise ValueError("the section-name table is not a string table")
+        stream = elf.stream
+        for index in range(elf.num_sections()):
+            header = struct_parse(
+                elf.structs.Elf_Shdr, stream, elf["e_shoff"] + index * elf["e_shentsize"]
+            )
+            if header["sh_type"] == "SHT_NOBITS" or not header["sh_size"]:
+                continue
+            name = names.get_string(header["sh_name"]) or "?"
+            offset, length = int(header["sh_offset"]), int(header["sh_size"])
+            if offset + length > size:
+                problems.append(
+                    f"section {name} ends {offset + length - size} bytes past the end of the "
+                    "file (truncated?)"
+                )
+            spans.append((offset, offset + length, name))
+    # pyelftools raises ELFError, and on corrupt tables struct/construct/Value errors too.
+    except Exception as error:
+        detail = " ".join(str(error).split()) or type(error).__name__
+        problems.append(f"ELF section table unreadable ({detail}); sections unknown")
+    finally:
+        window.close()
+    spans.sort()
+    return _Sections(tuple(s[0] for s in spans), tuple(spans), tuple(problems))
+
+
+# --- One ELF file ------------------------------------------------------------------------------
+
+
+def _release_for(buf: fatbin.Buffer) -> Callable[[int, int], None] | None:
+    """Drop scanned pages of a file mapping so they stop counting towards the RSS."""
+    if not isinstance(buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+
+    def release(a: int, b: int) -> None:
+        start = a - a % _PAGE
+        if b - start >= _PAGE:
+            buf.madvise(mmap.MADV_DONTNEED, start, b - start)
+
+    return release
+
+
+def _gap_problems(
+    buf: fatbin.Buffer,
+    base: int,
+    sections: _Sections,
+    located: list[LocatedContainer],
+    resume: dict[int, int],
+) -> list[str]:
+    """Non-zero bytes of a fatbin-only section outside every container: a corrupt container."""
+    problems: list[str] = []
+    for start, end, name in sections.spans:
+        if name not in _FATBIN_SECTIONS:
+            continue
+        cursor = base + start
+        stop = min(base + end, len(buf))
+        uncovered = 0
+        first_bad = -1
+        inside = sorted(
+            (loc.container.offset, resume[loc.container.offset])
+            for loc in located
+            if loc.section == name
+        )
+        for c_start, c_end in [*inside, (stop, stop)]:
+            if c_start > cursor and bytes(buf[cursor:c_start]).strip(b"\0"):
+                uncovered += c_start - cursor
+                if first_bad < 0:
+                    first_bad = cursor
+            cursor = max(cursor, c_end)
+        if uncovered:
+            problems.append(
+                f"{uncovered} bytes of {name} from {first_bad - base:#x} are in no valid fatbin "
+                "container (corrupt header?)"
+            )
+    return problems
+
+
+def _inspect_elf(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileReport:
+    sections = _read_sections(buf, start, end)
+    result = fatbin.scan(buf, start, end, release=_release_for(buf))
+    located = [
+        LocatedContainer(sections.name_at(c.offset - start), c.offset - start, c, start)
+        for c in result.containers
+    ]
+    problems = list(sections.problems)
+    for container in result.containers:
+        problems.extend(container.problems)
+    for miss in result.rejected:
+        section = sections.name_at(miss.offset - start)
+        if section in _FATBIN_SECTIONS:
+            problems.append(f"invalid fatbin container in {section}: {miss.reason}")
+    if sections.spans:
+        resume = {
+            c.offset: (c.end if not c.partial else _partial_end(c)) for c in result.containers
+        }
+        problems.extend(_gap_problems(buf, start, sections, located, resume))
+    return _report(name, located, problems)
+
+
+def _partial_end(container: fatbin.Container) -> int:
+    if container.entries:
+        last = container.entries[-1]
+        return last.offset + last.header_size + last.payload_size
+    return container.offset + fatbin.CONTAINER_HEADER_SIZE
+
+
+def _report(name: str, located: list[LocatedContainer], problems: list[str]) -> FileReport:
+    sass: set[Capability] = set()
+    ptx: set[Capability] = set()
+    lto: set[Capability] = set()
+    compression: set[str] = set()
+    for loc in located:
+        for entry in loc.container.entries:
+            target = {
+                fatbin.EntryKind.SASS: sass,
+                fatbin.EntryKind.PTX: ptx,
+                fatbin.EntryKind.LTO: lto,
+            }[entry.kind]
+            target.add(entry.capability)
+            compression.add(entry.compression)
+    return FileReport(
+        path=name,
+        sass=_sorted_unique(sass),
+        ptx=_sorted_unique(ptx),
+        lto=_sorted_unique(lto),
+        compression=tuple(sorted(compression)),
+        containers=len(located),
+        sections=dict(sorted(Counter(loc.section for loc in located).items())),
+        partial=bool(problems),
+        problems=tuple(problems),
+        located=tuple(located),
+    )
+
+
+def _inspect_raw_fatbin(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileReport:
+    """A bare fatbin file (`nvcc -fatbin`): containers only, no ELF around them."""
+    result = fatbin.scan(buf, start, end, release=_release_for(buf))
+    located = [LocatedContainer(NO_SECTION, c.offset - start, c, start) for c in result.containers]
+    problems = [p for c in result.containers for p in c.problems]
+    if not located:
+        problems.extend(miss.reason for miss in result.rejected[:1])
+        problems = problems or ["no valid fatbin container"]
+    return _report(name, located, problems)
+
+
+# --- Static archives ---------------------------------------------------------------------------
+
+
+def _archive_members(
+    buf: fatbin.Buffer, start: int, end: int, name: str
+) -> Iterator[tuple[str, int, int]]:
+    """(member name, data start, data end) for each regular member of a System V/GNU/BSD ar."""
+    pos = start + len(_AR_MAGIC)
+    long_names = b""
+    while pos + 60 <= end:
+        header = bytes(buf[pos : pos + 60])
+        if header[58:60] != b"`\n":
+            raise BinaryFormatError(
+                f"corrupt static archive member header at {pos - start:#x} in {name}",
+                hint="the archive is truncated or not a Unix ar archive",
+            )
+        raw_name = header[0:16].decode("latin-1").rstrip(" ")
+        try:
+            size = int(header[48:58].decode("ascii").strip() or "0")
+        except ValueError:
+            raise BinaryFormatError(
+                f"corrupt size in static archive member header at {pos - start:#x} in {name}",
+                hint="the archive is truncated or not a Unix ar archive",
+            ) from None
+        data = pos + 60
+        data_end = data + size
+        member = raw_name
+        if raw_name == "//":  # GNU long-name table
+            long_names = bytes(buf[data : min(data_end, end)])
+        elif raw_name.startswith("#1/"):  # BSD: the name leads the data
+            length = int(raw_name[3:] or "0")
+            member = bytes(buf[data : data + length]).decode("utf-8", "replace").rstrip("\0")
+            data += length
+        elif raw_name.startswith("/") and raw_name[1:].isdigit():
+            index = int(raw_name[1:])
+            member = long_names[index:].split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("/")
+        else:
+            member = raw_name.rstrip("/")
+        if raw_name not in ("/", "//", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED"):
+            yield member, data, min(data_end, end)
+        if data_end > end:
+            return
+        pos = data_end + (data_end - start) % 2  # members are 2-byte aligned
+
+
+# --- Dispatch on content -----------------------------------------------------------------------
+
+
+def _sniff(buf: fatbin.Buffer, start: int, end: int) -> str | None:
+    head = bytes(buf[start : min(end, start + _SNIFF)])
+    if head.startswith(_ELF_MAGIC):
+        return "elf"
+    if head.startswith(_AR_MAGIC):
+        return "ar"
+    if head.startswith(_THIN_AR_MAGIC):
+        return "thin"
+    if head.startswith(fatbin.MAGIC_BYTES):
+        return "fatbin"
+    if head.startswith(_ZIP_MAGICS):
+        return "zip"
+    return None
+
+
+def _inspect_blob(
+    buf: fatbin.Buffer, start: int, end: int, name: str, kind: str, *, keep_empty: bool
+) -> list[FileReport]:
+    if kind == "elf":
+        report = _inspect_elf(buf, start, end, name)
+        return [report] if keep_empty or report.containers or report.partial else []
+    if kind == "fatbin":
+        return [_inspect_raw_fatbin(buf, start, end, name)]
+    if kind == "ar":
+        reports: list[FileReport] = []
+        for member, m_start, m_end in _archive_members(buf, start, end, name):
+            member_kind = _sniff(buf, m_start, m_end)
+            if member_kind in ("elf", "fatbin"):
+                reports.extend(
+                    _inspect_blob(
+                        buf, m_start, m_end, f"{name}!{member}", member_kind, keep_empty=keep_empty
+                    )
+                )
+        return reports
+    if kind == "thin":
+        raise BinaryFormatError(
+            f"{name} is a thin static archive: its members live in other files",
+            hint="inspect the member object files themselves",
+        )
+    raise BinaryFormatError(f"unsupported content in {name}")
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytearray:
+    """A member's bytes, read in chunks into one buffer.
+
+    Members are deflated: reading one into memory is the only way to scan it without writing it
+    to disk. ``ZipFile.read`` would briefly hold the member twice (chunks, then their join).
+    """
+    data = bytearray(info.file_size)
+    view = memoryview(data)
+    pos = 0
+    with archive.open(info) as member:
+        while pos < len(data):
+            chunk = member.read(min(_WHEEL_CHUNK, len(data) - pos))
+            if not chunk:
+                break
+            view[pos : pos + len(chunk)] = chunk
+            pos += len(chunk)
+    view.release()
+    del data[pos:]
+    return data
+
+
+def _inspect_wheel(path: Path, name: str) -> list[FileReport]:
+    reports: list[FileReport] = []
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = sorted(
+                (i for i in archive.infolist() if not i.is_dir() and i.file_size >= 16),
+                key=lambda i: i.filename,
+            )
+            for info in infos:
+                with archive.open(info) as member:
+                    head = member.read(_SNIFF)
+                kind = _sniff(head, 0, len(head))
+                if kind not in ("elf", "ar", "fatbin"):
+                    continue
+                data = _read_member(archive, info)
+                reports.extend(
+                    _inspect_blob(
+                        data, 0, len(data), f"{name}!{info.filename}", kind, keep_empty=False
+                    )
+                )
+                del data  # one member in memory at a time: the next may be as large
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
+        raise BinaryFormatError(
+            f"{name} is not a readable wheel/zip: {error}",
+            hint="check the download; a truncated wheel cannot be read",
+        ) from None
+    return reports
+
+
+def _inspect_file(path: Path, name: str, *, explicit: bool) -> list[FileReport]:
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(_SNIFF)
+            kind = _sniff(head, 0, len(head))
+            if kind is None:
+                if not explicit:
+                    return []
+                shown = head[:4].hex() if head else "an empty file"
+                raise BinaryFormatError(
+                    f"not an ELF file, static archive, wheel or fatbin: {name} (starts with "
+                    f"{shown})",
+                    hint="give a .so, .o, executable, .a, .whl or a directory",
+                )
+            if not explicit and kind == "thin":
+                return []  # its members are files of their own, which the walk visits
+            if kind == "zip":
+                if not explicit and path.suffix != ".whl":
+                    return []
+                return _inspect_wheel(path, name)
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                return _inspect_blob(mapped, 0, len(mapped), name, kind, keep_empty=explicit)
+    except OSError as error:
+        raise BinaryFormatError(
+            f"cannot read {name}: {error.strerror or error}", hint="check the path's permissions"
+        ) from None
+
+
+def _walk(root: Path, shown: str) -> list[tuple[str, Path]]:
+    """Regular files under ``root`` in sorted depth-first order.
+
+    Symbolic links are followed, but a directory already visited (a symlink loop, or a link back
+    into the tree) is skipped, and a file reached twice (a symlink or hard link to it) is listed
+    once, under its own name when the walk meets it directly.
+    """
+    seen_dirs: set[tuple[int, int]] = set()
+    chosen: dict[tuple[int, int], tuple[bool, int, str, Path]] = {}
+    order = 0
+    stack: list[tuple[Path, str]] = [(root, shown)]
+    while stack:
+        directory, shown_dir = stack.pop()
+        try:
+            info = directory.stat()
+        except OSError:
+            continue
+        key = (info.st_dev, info.st_ino)
+        if key in seen_dirs:
+            continue
+        seen_dirs.add(key)
+        try:
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs: list[tuple[Path, str]] = []
+        for entry in entries:
+            try:
+                st = os.stat(entry.path)  # follows symlinks; a dangling one raises
+                is_link = entry.is_symlink()
+            except OSError:
+                continue
+            child = os.path.join(shown_dir, entry.name)
+            if stat.S_ISDIR(st.st_mode):
+                subdirs.append((Path(entry.path), child))
+            elif stat.S_ISREG(st.st_mode):
+                file_key = (st.st_dev, st.st_ino)
+                candidate = (is_link, order, child, Path(entry.path))
+                order += 1
+                if file_key not in chosen or candidate[:2] < chosen[file_key][:2]:
+                    chosen[file_key] = candidate
+        stack.extend(reversed(subdirs))
+    return [(c[2], c[3]) for c in sorted(chosen.values(), key=lambda c: c[1])]
+
+
+def inspect_paths(paths: Sequence[Path]) -> list[FileReport]:
+    """Reports for every ELF with device code under ``paths``, in the order given.
+
+    A file named directly is always reported (an ELF without device code gives an empty report);
+    inside directories and wheels only files with device code (or problems) are. Names are the
+    paths as given, ``archive!member`` for archive and wheel members.
+    """
+    reports: list[FileReport] = []
+    for path in paths:
+        shown = str(path)
+        if not path.exists():
+            raise InvalidInputError(
+                f"no such file or directory: {shown}", hint="give an existing file or directory"
+            )
+        if path.is_dir():
+            for name, file in _walk(path, shown):
+                try:
+                    reports.extend(_inspect_file(file, name, explicit=False))
+                except BinaryFormatError as error:
+                    # One unreadable or corrupt file must not hide the rest of a store path.
+                    reports.append(
+                        FileReport(path=name, partial=True, problems=(error.one_line(),))
+                    )
+        else:
+            reports.extend(_inspect_file(path, shown, explicit=True))
+    return reports
+
+
+def binary_limits(path: Path, candidates: Sequence[Capability]) -> BinaryLimits:
+    """Which ``candidates`` a prebuilt binary (file, wheel or store path) can run on."""
+    reports = inspect_paths([path])
+    sass = _sorted_unique([c for r in reports for c in r.sass])
+    ptx = _sorted_unique([c for r in reports for c in r.ptx])
+    if not sass and not ptx:
+        raise BinaryFormatError(
+            f"no CUDA device code (SASS or PTX) found in {path}",
+            hint="give the package's CUDA library, wheel or store path",
+        )
+    levels = {cap: how_runs(cap, sass, ptx).level for cap in sorted(set(candidates))}
+    supported = tuple(c for c, level in levels.items() if level is not RunLevel.CANNOT_RUN)
+    return BinaryLimits(str(path), sass, ptx, supported, levels)

@@ -1,0 +1,152 @@
+"""A small runner for ``nix eval --json``.
+
+Arguments always travel as a list (no shell). User data never becomes Nix source: the one Nix
+expression here is a constant that reads its parameters from an environment variable with
+``builtins.fromJSON (builtins.getEnv ...)``, which is why those evaluations pass ``--impure``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from capplan.core.narinfo import split_store_path
+from capplan.errors import CapplanError, NixError
+
+__all__ = [
+    "NIX_FEATURES",
+    "PARAMS_ENV",
+    "current_system",
+    "flake_output_paths",
+    "nix_eval_json",
+]
+
+NIX_FEATURES = "nix-command flakes"
+PARAMS_ENV = "CAPPLAN_NIX_PARAMS"
+
+# Given the flake's `packages` attrset, return { <attr> = [ <outPath of each output> ] } for the
+# requested attrs, and null for a missing attr so Python can name it. Only outPaths are forced:
+# evaluating a variant never builds it, and never forces a sibling variant (DESIGN.md).
+_OUTPUTS_EXPR = """
+packages:
+let
+  params = builtins.fromJSON (builtins.getEnv "CAPPLAN_NIX_PARAMS");
+  pkgs = packages.${params.system} or { };
+  outputsOf = drv: map (o: drv.${o}.outPath) (drv.outputs or [ "out" ]);
+in
+builtins.listToAttrs (map (name: {
+  inherit name;
+  value = if pkgs ? ${name} then outputsOf pkgs.${name} else null;
+}) params.attrs)
+"""
+
+
+def current_system() -> str:
+    """Nix's system double for this machine (x86_64-linux, aarch64-linux, ...)."""
+    machine = platform.machine().lower()
+    machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    return f"{machine}-{platform.system().lower()}"
+
+
+def _error_line(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("error:"):
+            return line
+    return lines[0] if lines else "no error output"
+
+
+def nix_eval_json(
+    args: Sequence[str],
+    cwd: Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> Any:
+    """Run ``nix eval --json ARGS`` and return the decoded JSON.
+
+    Raises NixError with nix's first error line when it fails, or when nix is not installed.
+    """
+    command = ["nix", "--extra-experimental-features", NIX_FEATURES, "eval", "--json", *args]
+    try:
+        proc = subprocess.run(
+            command,
+            cwd=cwd,
+            env=None if env is None else {**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise NixError("nix not found", hint="install nix-bin (Debian) or Nix") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise NixError(
+            f"nix eval did not finish within {timeout:g} s", hint="check the flake evaluates"
+        ) from exc
+    if proc.returncode != 0:
+        raise NixError(
+            f"nix eval failed: {_error_line(proc.stderr)}",
+            hint="run the same nix eval by hand with --show-trace",
+        )
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise NixError(
+            f"nix eval printed something that is not JSON: {proc.stdout[:80]!r}",
+            hint="check the nix version (2.8 or newer)",
+        ) from exc
+
+
+def flake_output_paths(
+    flake: str,
+    attrs: Sequence[str],
+    override_inputs: Mapping[str, str] | None = None,
+    *,
+    system: str | None = None,
+    cwd: Path | None = None,
+) -> dict[str, list[str]]:
+    """Output store paths of ``packages.<system>.<attr>`` for each attr, with ONE nix eval.
+
+    ``override_inputs`` maps input names to flake references (``--override-input``).
+    """
+    names = sorted(set(attrs))
+    if not names:
+        return {}
+    params = json.dumps({"system": system or current_system(), "attrs": names}, sort_keys=True)
+    args = [f"{flake}#packages", "--impure", "--apply", _OUTPUTS_EXPR, "--no-write-lock-file"]
+    for name, ref in sorted((override_inputs or {}).items()):
+        args += ["--override-input", name, ref]
+    result = nix_eval_json(args, cwd=cwd, env={PARAMS_ENV: params})
+    if not isinstance(result, dict):
+        raise NixError(
+            f"nix eval of {flake}#packages returned {type(result).__name__}, not an attrset",
+            hint="check the flake's packages output",
+        )
+    missing = [name for name in names if result.get(name) is None]
+    if missing:
+        raise NixError(
+            f"flake {flake} has no packages.{system or current_system()}.{missing[0]}"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+            hint="list the flake's packages with `nix flake show`",
+        )
+    out: dict[str, list[str]] = {}
+    for name in names:
+        paths = result[name]
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise NixError(f"unexpected outputs for {name}: {paths!r}", hint="report this bug")
+        for path in paths:
+            try:
+                split_store_path(path)
+            except CapplanError as exc:
+                raise NixError(
+                    f"{name} has an output that is not a store path: {path!r}",
+                    hint="check the package's outputs",
+                ) from exc
+        out[name] = list(paths)
+    return out

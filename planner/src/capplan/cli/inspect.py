@@ -1,0 +1,74 @@
+"""``capplan inspect``: list the CUDA device code inside binaries, wheels and store paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from capplan.cli.output import emit_json, err_console, make_table, out_console
+from capplan.errors import BinaryFormatError
+
+__all__ = ["inspect"]
+
+
+@click.command("inspect")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")
+@click.option(
+    "--entries", is_flag=True, help="Also list every fatbin entry (kind, arch, offset, section)."
+)
+def inspect(paths: tuple[Path, ...], as_json: bool, entries: bool) -> None:
+    """List SASS, PTX and LTO-IR targets in ELF files, static archives, wheels or directories.
+
+    Every fatbin container in a file is found by scanning for its magic and validating its
+    headers; nothing is decompressed. Exits 12 (bad-binary) after printing when a file is
+    truncated or corrupt (its report is marked partial).
+    """
+    # Imported here so `capplan --help` does not load pyelftools.
+    from capplan.adapters.fatbin import inspect_paths
+
+    reports = inspect_paths(list(paths))
+    if as_json:
+        emit_json({"files": [r.to_json(entries=entries) for r in reports]})
+    else:
+        table = make_table("path", "SASS", "PTX", "LTO-IR", "compression", "containers", "sections")
+        for r in reports:
+            table.add_row(
+                r.path + (" [partial]" if r.partial else ""),
+                " ".join(c.sm for c in r.sass) or "-",
+                " ".join(c.compute for c in r.ptx) or "-",
+                " ".join(f"lto_{c.cmake}" for c in r.lto) or "-",
+                " ".join(r.compression) or "-",
+                str(r.containers),
+                " ".join(f"{name}:{count}" for name, count in sorted(r.sections.items())) or "-",
+            )
+        out_console().print(table)
+        if entries:
+            detail = make_table(
+                "path", "section", "container", "kind", "arch", "compression", "offset", "size"
+            )
+            for r in reports:
+                for loc in r.located:
+                    for row in loc.entries_json():
+                        detail.add_row(
+                            r.path,
+                            row["section"],
+                            f"{row['container']:#x}",
+                            row["kind"],
+                            row["arch"],
+                            row["compression"],
+                            f"{row['offset']:#x}",
+                            str(row["size"]),
+                        )
+            out_console().print(detail)
+        if not reports:
+            err_console().print("no CUDA device code found")
+    partial = [r for r in reports if r.partial]
+    if partial:
+        first = partial[0]
+        raise BinaryFormatError(
+            f"{len(partial)} of {len(reports)} file(s) are truncated or corrupt; "
+            f"{first.path}: {first.problems[0]}",
+            hint="the listed targets of those files are partial; rebuild or re-download them",
+        )
