@@ -205,6 +205,8 @@ def main() -> None:
 
     size_mb = target.stat().st_size / 1e6
     print(f"file: {target} ({size_mb:.1f} MB)")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"machine: {os.cpu_count()} CPUs, load average {load} (timings are noisy under load)")
     baseline = [measure([sys.executable, "-c", "pass"], env) for _ in range(args.repeat)]
     ours = [
         measure([sys.executable, "-c", ADAPTER_SNIPPET, str(target)], env)

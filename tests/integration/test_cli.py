@@ -190,7 +190,10 @@ def test_detect_with_a_fake_nvidia_smi_on_path(capplan_cli: object, tmp_path: Pa
     assert a100["variants"]["torch"] == "torch-sm80"
     assert a100["how"]["torch"]["command"] == "nix build .#torch-sm80"
     assert a100["max_cuda_minor_compat"].startswith("12.")  # 535 runs 12.x, not 13.x
-    assert rtx["variants"]["torch"] == "torch-sm89" and rtx["overlay"] == 'cudaCapabilities = [ "8.9" ];'
+    assert (
+        rtx["variants"]["torch"] == "torch-sm89"
+        and rtx["overlay"] == 'cudaCapabilities = [ "8.9" ];'
+    )
     assert rtx["variants"]["cupy"] == "cupy"
 
 

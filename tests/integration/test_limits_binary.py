@@ -10,33 +10,16 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from capplan.errors import CapplanError, ExitCode
+from capplan.errors import ExitCode
 
 KERNEL = "__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n"
 
 
 def _cli() -> click.Group:
-    from capplan.cli.limits import limits
+    """The real `capplan` group (its error handling included)."""
+    from capplan.cli.main import cli
 
-    group: click.Group
-    try:
-        from capplan.cli import main
-
-        group = main.cli
-    except ImportError:
-        from capplan.cli.errors import fail
-
-        class _Group(click.Group):
-            def invoke(self, ctx: click.Context) -> object:
-                try:
-                    return super().invoke(ctx)
-                except CapplanError as error:
-                    fail(error, debug=False)
-
-        group = _Group("capplan")
-    if "limits" not in group.commands:
-        group.add_command(limits)
-    return group
+    return cli
 
 
 @pytest.fixture(scope="session")

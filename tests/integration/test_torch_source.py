@@ -37,7 +37,6 @@ from capplan.core.capability import Capability
 from capplan.core.torch_limits import parse_torch_limits
 from capplan.errors import (
     BinaryFormatError,
-    CapplanError,
     ExitCode,
     InvalidInputError,
     NetworkError,
@@ -289,28 +288,10 @@ def test_installed_missing_is_invalid_input() -> None:
 
 
 def _cli() -> click.Group:
-    """The real `capplan` group when it registers `limits`, else a stand-in with its handling."""
-    from capplan.cli.limits import limits
+    """The real `capplan` group (its error handling included)."""
+    from capplan.cli.main import cli
 
-    group: click.Group
-    try:
-        from capplan.cli import main
-
-        group = main.cli
-    except ImportError:
-        from capplan.cli.errors import fail
-
-        class _Group(click.Group):
-            def invoke(self, ctx: click.Context) -> object:
-                try:
-                    return super().invoke(ctx)
-                except CapplanError as error:
-                    fail(error, debug=False)
-
-        group = _Group("capplan")
-    if "limits" not in group.commands:
-        group.add_command(limits)
-    return group
+    return cli
 
 
 def test_cli_version_through_the_local_server(server: tuple[str, type[_Files]]) -> None:

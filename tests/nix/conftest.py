@@ -36,9 +36,7 @@ def nix_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NixRunner]:
 def nix_example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NixRunner]:
     """A copy whose overlays/plan.json is tests/data/plans/example.json (the schema's example)."""
     _require_nix()
-    yield _runner_with_plan(
-        tmp_path_factory.mktemp("repo-example"), PLANS / "example.json"
-    )
+    yield _runner_with_plan(tmp_path_factory.mktemp("repo-example"), PLANS / "example.json")
 
 
 @pytest.fixture(scope="session")

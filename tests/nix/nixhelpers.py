@@ -91,9 +91,7 @@ class NixRunner:
     def standin(self) -> Path:
         return self.root / "tests" / "nixpkgs"
 
-    def run(
-        self, args: Sequence[str], *, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+    def run(self, args: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
         env = dict(os.environ)
         # The flake must not see the user's NIXPKGS_ALLOW_UNFREE (the refusal tests rely on it).
         env.pop("NIXPKGS_ALLOW_UNFREE", None)
@@ -107,9 +105,7 @@ class NixRunner:
             timeout=300,
         )
         if check and proc.returncode != 0:
-            raise AssertionError(
-                f"nix {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}"
-            )
+            raise AssertionError(f"nix {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
         return proc
 
     def flake(
@@ -136,20 +132,12 @@ class NixRunner:
         `.#` means the default package, not the outputs, hence one eval per top-level output.)
         """
         outs = (
-            [self.out_path(a) for a in attrs]
-            if len({a.split(".")[0] for a in attrs}) > 1
-            else []
+            [self.out_path(a) for a in attrs] if len({a.split(".")[0] for a in attrs}) > 1 else []
         )
         if not outs:
             top = attrs[0].split(".")[0]
-            apply = (
-                "o: [ "
-                + " ".join(f"o.{a.split('.', 1)[1]}.outPath" for a in attrs)
-                + " ]"
-            )
-            outs = json.loads(
-                self.flake(["eval"], f".#{top}", "--json", "--apply", apply).stdout
-            )
+            apply = "o: [ " + " ".join(f"o.{a.split('.', 1)[1]}.outPath" for a in attrs) + " ]"
+            outs = json.loads(self.flake(["eval"], f".#{top}", "--json", "--apply", apply).stdout)
         proc = self.flake(["build"], *[f".#{a}" for a in attrs], "--no-link", "--json")
         built = {r["outputs"]["out"] for r in json.loads(proc.stdout)}
         assert built == set(outs), (built, outs)
@@ -165,9 +153,7 @@ class NixRunner:
     def eval_json(self, attr: str, *args: str) -> Any:
         return json.loads(self.flake(["eval"], f".#{attr}", "--json", *args).stdout)
 
-    def expr(
-        self, expression: str, *, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+    def expr(self, expression: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
         """`nix eval --impure --json --expr` with `standin` and `root` bound to paths."""
         wrapped = f"let standin = {self.standin}; root = {self.root}; in\n{expression}"
         return self.run(["eval", "--impure", "--json", "--expr", wrapped], check=check)

@@ -34,8 +34,7 @@ def built(nix_example: NixRunner) -> dict[str, tuple[Path, Any]]:
     """Every example variant, built in one `nix build`: attr -> (out path, record)."""
     paths = nix_example.build(BUILT)
     return {
-        attr.rsplit(".", 1)[1]: (path, json.loads(path.read_text()))
-        for attr, path in paths.items()
+        attr.rsplit(".", 1)[1]: (path, json.loads(path.read_text())) for attr, path in paths.items()
     }
 
 
@@ -99,23 +98,16 @@ def test_capability_independent_cudnn_is_shared(
 def test_cupy_ignores_capabilities(built: dict[str, tuple[Path, Any]]) -> None:
     record = built["cupy"][1]
     assert record["usesCapabilities"] is False
-    assert (
-        "TORCH_CUDA_ARCH_LIST" not in record
-        and "CMAKE_CUDA_ARCHITECTURES" not in record
-    )
+    assert "TORCH_CUDA_ARCH_LIST" not in record and "CMAKE_CUDA_ARCHITECTURES" not in record
 
 
 def test_evaluating_one_variant_imports_nixpkgs_once(nix_example: NixRunner) -> None:
-    proc = nix_example.flake(
-        ["eval"], f".#packages.{SYSTEM}.torch-sm86.drvPath", "--raw"
-    )
+    proc = nix_example.flake(["eval"], f".#packages.{SYSTEM}.torch-sm86.drvPath", "--raw")
     imports, instantiations = count_imports(proc.stderr)
     assert (imports, instantiations) == (1, 0), proc.stderr
     assert '"cudaCapabilities":["8.6"]' in proc.stderr
     # A non-default CUDA goes through cudaPackages_12_6.pkgs: one import, one extension of it.
-    proc = nix_example.flake(
-        ["eval"], f".#packages.{SYSTEM}.torch-sm61-cu126.drvPath", "--raw"
-    )
+    proc = nix_example.flake(["eval"], f".#packages.{SYSTEM}.torch-sm61-cu126.drvPath", "--raw")
     assert count_imports(proc.stderr) == (1, 1), proc.stderr
     assert "8.6" not in proc.stderr
 
@@ -158,10 +150,7 @@ def test_overlay_in_users_nixpkgs(
     assert result["names"] == sorted(EXAMPLE["variants"])
     assert result["torchSuffixes"] == ["fat", "sm61-cu126", "sm86"]
     assert result["config"]["cudaCapabilities"] == ["8.0", "8.6", "8.9", "9.0"]
-    assert (
-        result["config"]["allowUnfree"] is True
-        and result["config"]["cudaSupport"] is True
-    )
+    assert result["config"]["allowUnfree"] is True and result["config"]["cudaSupport"] is True
     # The user's own set, the torch-sm86 instance and the default-capabilities instance (cudnn);
     # torch-fat's config is data, reading it imports nothing.
     assert count_imports(proc.stderr) == (3, 0), proc.stderr
@@ -179,13 +168,8 @@ def test_overlay_forces_only_the_variant_asked_for(nix_example: NixRunner) -> No
             .capplan.variants.torch.sm86.drvPath""",
     )
     assert count_imports(proc.stderr) == (2, 0), proc.stderr
-    configs = [
-        line for line in proc.stderr.splitlines() if "capplan-standin: import" in line
-    ]
-    assert (
-        '"cudaCapabilities":[]' in configs[0]
-        and '"cudaCapabilities":["8.6"]' in configs[1]
-    )
+    configs = [line for line in proc.stderr.splitlines() if "capplan-standin: import" in line]
+    assert '"cudaCapabilities":[]' in configs[0] and '"cudaCapabilities":["8.6"]' in configs[1]
 
 
 def test_lib_mk_overlay_takes_any_plan(nix_example: NixRunner) -> None:
@@ -223,9 +207,7 @@ def test_lib_mk_overlay_takes_any_plan(nix_example: NixRunner) -> None:
 def test_outputs_evaluate_and_mirror_the_plan(nix_example: NixRunner) -> None:
     def ev(output: str, apply: str) -> Any:
         return json.loads(
-            nix_example.flake(
-                ["eval"], f".#{output}", "--json", "--apply", apply
-            ).stdout
+            nix_example.flake(["eval"], f".#{output}", "--json", "--apply", apply).stdout
         )
 
     result = {
@@ -235,9 +217,7 @@ def test_outputs_evaluate_and_mirror_the_plan(nix_example: NixRunner) -> None:
         "app": ev("apps", f"o: o.{SYSTEM}.default"),
         "devShell": ev("devShells", f"o: o.{SYSTEM}.default.drvPath"),
         "formatter": ev("formatter", f"o: o.{SYSTEM}.meta.mainProgram"),
-        "torchFeatures": ev(
-            "packages", f"o: o.{SYSTEM}.torch-sm86.requiredSystemFeatures"
-        ),
+        "torchFeatures": ev("packages", f"o: o.{SYSTEM}.torch-sm86.requiredSystemFeatures"),
     }
     variants = sorted(EXAMPLE["variants"])
     assert result["packages"] == sorted([*variants, "capplan", "default"])
@@ -263,17 +243,13 @@ def test_flake_check_and_variants_evaluate(nix_example: NixRunner) -> None:
 
 def test_capplan_package_is_the_planner_project(nix_example: NixRunner) -> None:
     """The stand-in cannot build Python; its record shows what pkgs/capplan.nix asked for."""
-    record = nix_example.records([f"packages.{SYSTEM}.capplan"])[
-        f"packages.{SYSTEM}.capplan"
-    ]
+    record = nix_example.records([f"packages.{SYSTEM}.capplan"])[f"packages.{SYSTEM}.capplan"]
     assert record["package"] == "capplan"
     assert record["format"] == "pyproject"
     assert len(record["dependencies"]) == 8
     src = Path(record["src"])
     assert (src / "pyproject.toml").is_file()
-    assert not any(
-        p.name.endswith(".egg-info") or p.name == "__pycache__" for p in src.rglob("*")
-    )
+    assert not any(p.name.endswith(".egg-info") or p.name == "__pycache__" for p in src.rglob("*"))
 
 
 def test_plan_of_another_version_is_refused(nix_example: NixRunner) -> None:
@@ -305,9 +281,7 @@ def test_other_packages_build_from_flags(nix_more: NixRunner) -> None:
     assert records["magma-sm86-sm90"]["CMAKE_CUDA_ARCHITECTURES"] == "86;90"
     assert records["magma-sm86-sm90"]["MIN_ARCH"] == "860"
     # forward_compat false: no compute_ (PTX) gencode; the "a" suffix is kept.
-    assert (
-        records["nccl-sm90a"]["NVCC_GENCODE"] == "-gencode=arch=compute_90a,code=sm_90a"
-    )
+    assert records["nccl-sm90a"]["NVCC_GENCODE"] == "-gencode=arch=compute_90a,code=sm_90a"
     assert records["onnxruntime-sm89"]["CMAKE_CUDA_ARCHITECTURES"] == "89"
     assert records["torch-sm120-cu128"]["cuda"] == "12.8"
     assert records["torch-sm120-cu128"]["TORCH_CUDA_ARCH_LIST"] == "12.0"

@@ -38,9 +38,7 @@ FLAKE = """
 
 def _dep(path: Path, tag: str) -> Path:
     path.mkdir()
-    (path / "flake.nix").write_text(
-        f'{{ outputs = {{ self }}: {{ tag = "{tag}"; }}; }}\n'
-    )
+    (path / "flake.nix").write_text(f'{{ outputs = {{ self }}: {{ tag = "{tag}"; }}; }}\n')
     return path
 
 
@@ -57,9 +55,7 @@ def flake(tmp_path: Path) -> Path:
 def test_outputs_of_several_attrs_in_one_call(flake: Path) -> None:
     paths = flake_output_paths(f"path:{flake}", ["plain", "multi", "with.dot"])
     assert sorted(paths) == ["multi", "plain", "with.dot"]
-    assert len(paths["multi"]) == 2 and paths["multi"][1].endswith(
-        "-capplan-nixtest-multi-one-lib"
-    )
+    assert len(paths["multi"]) == 2 and paths["multi"][1].endswith("-capplan-nixtest-multi-one-lib")
     assert paths["plain"][0].endswith("-capplan-nixtest-plain")
     for outs in paths.values():
         for out in outs:
@@ -81,9 +77,7 @@ def test_only_requested_attrs_are_forced(flake: Path) -> None:
         flake_output_paths(f"path:{flake}", ["broken"])
 
 
-@pytest.mark.parametrize(
-    "name", ['plain"; x = builtins.abort "injected', "${builtins.abort 1}"]
-)
+@pytest.mark.parametrize("name", ['plain"; x = builtins.abort "injected', "${builtins.abort 1}"])
 def test_attr_names_are_data_not_code(flake: Path, name: str) -> None:
     # Spliced into Nix code, these would abort evaluation; as data they are just missing attrs.
     with pytest.raises(NixError, match="has no packages"):
@@ -91,9 +85,7 @@ def test_attr_names_are_data_not_code(flake: Path, name: str) -> None:
 
 
 def test_missing_attr_is_named(flake: Path) -> None:
-    with pytest.raises(
-        NixError, match=r"has no packages\.[a-z0-9_]+-[a-z]+\.nope \(and 1 more\)"
-    ):
+    with pytest.raises(NixError, match=r"has no packages\.[a-z0-9_]+-[a-z]+\.nope \(and 1 more\)"):
         flake_output_paths(f"path:{flake}", ["plain", "nope", "nope2"])
 
 
@@ -102,7 +94,7 @@ def test_nix_eval_json_and_its_errors(tmp_path: Path) -> None:
         "a": "x",
         "b": [1, 2],
     }
-    with pytest.raises(NixError, match="nix eval failed: error: .*undefined variable"):
+    with pytest.raises(NixError, match=r"nix eval failed: error: .*undefined variable"):
         nix_eval_json(["--expr", "undefinedThing"])
     with pytest.raises(NixError, match="nix not found"):
         nix_eval_json(["--expr", "1"], env={"PATH": str(tmp_path)})

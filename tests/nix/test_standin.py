@@ -123,9 +123,7 @@ def test_suffixes_are_kept(nix_repo: NixRunner) -> None:
 
 
 def test_unfree_refused_without_allow_unfree(nix_repo: NixRunner) -> None:
-    stderr = failure(
-        nix_repo, f"{pkgs('cudaSupport = true;')}.python3Packages.torch.drvPath"
-    )
+    stderr = failure(nix_repo, f"{pkgs('cudaSupport = true;')}.python3Packages.torch.drvPath")
     assert "Refusing to evaluate package" in stderr
     assert "has an unfree license" in stderr
     assert "NIXPKGS_ALLOW_UNFREE" in stderr
@@ -173,9 +171,7 @@ def test_jetson_rules(nix_repo: NixRunner) -> None:
     )
     assert got == ["sm_87"]
     # ... mixed with a non-Jetson capability it does not.
-    stderr = failure(
-        nix_repo, f"{cuda(['8.6', '8.7'], system='aarch64-linux')}.cudaPackages.flags"
-    )
+    stderr = failure(nix_repo, f"{cuda(['8.6', '8.7'], system='aarch64-linux')}.cudaPackages.flags")
     assert (
         "Jetson CUDA capabilities" in stderr
         and "cannot be specified with other capabilities" in stderr
@@ -199,13 +195,8 @@ def test_torch_allowlist(nix_repo: NixRunner) -> None:
         "passthru": ["8.6"],
         "features": ["big-parallel"],
     }
-    stderr = failure(
-        nix_repo, f"{cuda(['10.0f', '12.1f'])}.python3Packages.torch.drvPath"
-    )
-    assert (
-        "No supported GPU targets specified. Requested GPU targets: 10.0f, 12.1f"
-        in stderr
-    )
+    stderr = failure(nix_repo, f"{cuda(['10.0f', '12.1f'])}.python3Packages.torch.drvPath")
+    assert "No supported GPU targets specified. Requested GPU targets: 10.0f, 12.1f" in stderr
 
 
 def test_pkgs_for_cuda_arch(nix_repo: NixRunner) -> None:

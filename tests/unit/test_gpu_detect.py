@@ -43,8 +43,7 @@ def _gpus(*rows: tuple[str, str | None, str | None]) -> list[DetectedGpu]:
         ("spaces.csv", [("NVIDIA L40S", "8.9", "550.90.07")]),
         (
             "several.csv",
-            [H100, H100, ("NVIDIA GeForce RTX 4090", "8.9", "570.124.06")]
-            + [("NVIDIA B200", "10.0", "570.124.06")],
+            [H100, H100, ("NVIDIA GeForce RTX 4090", "8.9", "570.124.06"), ("NVIDIA B200", "10.0", "570.124.06")],
         ),
         (
             "mig-and-warning.csv",
@@ -52,9 +51,7 @@ def _gpus(*rows: tuple[str, str | None, str | None]) -> list[DetectedGpu]:
         ),
     ],
 )
-def test_parse_fixture(
-    fixture: str, expected: list[tuple[str, str | None, str | None]]
-) -> None:
+def test_parse_fixture(fixture: str, expected: list[tuple[str, str | None, str | None]]) -> None:
     assert parse_nvidia_smi_csv((FIXTURES / fixture).read_text()) == _gpus(*expected)
 
 
@@ -76,9 +73,7 @@ def test_name_with_a_comma_and_junk_values() -> None:
 # --- a fake nvidia-smi ------------------------------------------------------------------------
 
 
-def _fake_smi(
-    directory: Path, output: str, *, name: str = "nvidia-smi", old: bool = False
-) -> Path:
+def _fake_smi(directory: Path, output: str, *, name: str = "nvidia-smi", old: bool = False) -> Path:
     """A shell script that answers like nvidia-smi, and only to the arguments capplan must pass."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "output.txt").write_text(output)
@@ -109,9 +104,7 @@ def test_fake_nvidia_smi_on_path(tmp_path: Path) -> None:
 
 
 def test_capplan_nvidia_smi_names_the_executable(tmp_path: Path) -> None:
-    script = _fake_smi(
-        tmp_path / "tools", (FIXTURES / "l4.csv").read_text(), name="my-smi"
-    )
+    script = _fake_smi(tmp_path / "tools", (FIXTURES / "l4.csv").read_text(), name="my-smi")
     _fake_smi(tmp_path / "bin", (FIXTURES / "a100.csv").read_text())  # must not be used
     env = _env(tmp_path / "bin", CAPPLAN_NVIDIA_SMI=str(script))
     assert detect_gpus(env=env, proc_root=tmp_path / "no-proc") == _gpus(
@@ -170,9 +163,7 @@ def _proc_tree(root: Path, version: str, models: dict[str, str]) -> Path:
     return root
 
 
-@pytest.mark.parametrize(
-    ("version", "driver"), [(PROPRIETARY, "535.104.05"), (OPEN, "570.124.06")]
-)
+@pytest.mark.parametrize(("version", "driver"), [(PROPRIETARY, "535.104.05"), (OPEN, "570.124.06")])
 def test_proc_fallback(tmp_path: Path, version: str, driver: str) -> None:
     root = _proc_tree(
         tmp_path / "nvidia",
@@ -218,12 +209,8 @@ def test_proc_tree_with_unreadable_parts(tmp_path: Path) -> None:
     root = tmp_path / "nvidia"
     (root / "gpus" / "0000:01:00.0").mkdir(parents=True)  # no information file
     (root / "gpus" / "0000:02:00.0").mkdir()
-    (root / "gpus" / "0000:02:00.0" / "information").write_text(
-        "IRQ: 5\n"
-    )  # no Model line
-    assert read_proc_driver(root) == [
-        DetectedGpu("NVIDIA GPU 0000:02:00.0", None, None)
-    ]
+    (root / "gpus" / "0000:02:00.0" / "information").write_text("IRQ: 5\n")  # no Model line
+    assert read_proc_driver(root) == [DetectedGpu("NVIDIA GPU 0000:02:00.0", None, None)]
     assert read_proc_driver(tmp_path / "absent") == []
 
 
@@ -241,9 +228,7 @@ def test_no_gpu_at_all(tmp_path: Path) -> None:
 def test_nvidia_smi_finds_no_devices(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(
-        "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
-    )
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
     with pytest.raises(NoGpuError, match="No devices were found"):
         detect_gpus(env=_env(bin_dir), proc_root=tmp_path / "no-proc")
@@ -255,9 +240,7 @@ def test_hanging_nvidia_smi_is_abandoned(tmp_path: Path) -> None:
     # exec: the shell becomes sleep, so killing it on timeout frees the pipes at once.
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nexec sleep 30\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
-    root = _proc_tree(
-        tmp_path / "nvidia", OPEN, {"0000:01:00.0": "NVIDIA H100 80GB HBM3"}
-    )
+    root = _proc_tree(tmp_path / "nvidia", OPEN, {"0000:01:00.0": "NVIDIA H100 80GB HBM3"})
     gpus = detect_gpus(env=_env(bin_dir), proc_root=root, timeout=0.5)
     assert gpus == [DetectedGpu("NVIDIA H100 80GB HBM3", None, "570.124.06")]
 

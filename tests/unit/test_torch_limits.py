@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from capplan.core.capability import Capability
 from capplan.core.torch_limits import TorchLimits, parse_torch_limits
-from capplan.errors import CapplanError, DataError, ExitCode
+from capplan.errors import DataError, ExitCode
 
 SOURCES = Path(__file__).resolve().parents[1] / "data" / "torch_sources"
 
@@ -163,28 +163,10 @@ def test_empty_list_is_not_recognisable() -> None:
 
 
 def _cli() -> click.Group:
-    """The real `capplan` group when it registers `limits`, else a stand-in with its handling."""
-    from capplan.cli.limits import limits
+    """The real `capplan` group (its error handling included)."""
+    from capplan.cli.main import cli
 
-    group: click.Group
-    try:
-        from capplan.cli import main
-
-        group = main.cli
-    except ImportError:
-        from capplan.cli.errors import fail
-
-        class _Group(click.Group):
-            def invoke(self, ctx: click.Context) -> object:
-                try:
-                    return super().invoke(ctx)
-                except CapplanError as error:
-                    fail(error, debug=False)
-
-        group = _Group("capplan")
-    if "limits" not in group.commands:
-        group.add_command(limits)
-    return group
+    return cli
 
 
 def _run(*args: str) -> tuple[int, str]:

@@ -22,7 +22,7 @@ from typing import IO, Any, cast
 
 from capplan.core import fatbin
 from capplan.core.capability import Capability
-from capplan.core.compat import RunLevel, how_runs
+from capplan.core.compat import RunLevel, Verdict, how_runs
 from capplan.errors import BinaryFormatError, InvalidInputError
 
 __all__ = [
@@ -113,7 +113,11 @@ class BinaryLimits:
     sass: tuple[Capability, ...]
     ptx: tuple[Capability, ...]
     supported: tuple[Capability, ...]
-    levels: dict[Capability, RunLevel]
+    verdicts: tuple[tuple[Capability, Verdict], ...]  # every candidate device, in order
+
+    @property
+    def levels(self) -> dict[Capability, RunLevel]:
+        return {cap: verdict.level for cap, verdict in self.verdicts}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -121,7 +125,15 @@ class BinaryLimits:
             "sass": [c.sm for c in self.sass],
             "ptx": [c.compute for c in self.ptx],
             "supported": [str(c) for c in self.supported],
-            "levels": {str(c): level.value for c, level in sorted(self.levels.items())},
+            # A list, not a mapping: JSON keys would sort as strings ("10.0" before "7.5").
+            "levels": [
+                {
+                    "capability": str(cap),
+                    "runs": verdict.level.value,
+                    "via": str(verdict.via) if verdict.via else None,
+                }
+                for cap, verdict in self.verdicts
+            ],
         }
 
 
@@ -487,10 +499,9 @@ def _inspect_file(path: Path, name: str, *, explicit: bool) -> list[FileReport]:
             if kind is None:
                 if not explicit:
                     return []
-                shown = head[:4].hex() if head else "an empty file"
+                shown = f"starts with bytes {head[:4].hex()}" if head else "an empty file"
                 raise BinaryFormatError(
-                    f"not an ELF file, static archive, wheel or fatbin: {name} (starts with "
-                    f"{shown})",
+                    f"not an ELF file, static archive, wheel or fatbin: {name} ({shown})",
                     hint="give a .so, .o, executable, .a, .whl or a directory",
                 )
             if not explicit and kind == "thin":
@@ -567,6 +578,11 @@ def inspect_paths(paths: Sequence[Path]) -> list[FileReport]:
             raise InvalidInputError(
                 f"no such file or directory: {shown}", hint="give an existing file or directory"
             )
+        if not path.is_dir() and not path.is_file():
+            # A FIFO or device would block or stream forever; nothing to map.
+            raise BinaryFormatError(
+                f"not a regular file or directory: {shown}", hint="give a file or a directory"
+            )
         if path.is_dir():
             for name, file in _walk(path, shown):
                 try:
@@ -591,6 +607,8 @@ def binary_limits(path: Path, candidates: Sequence[Capability]) -> BinaryLimits:
             f"no CUDA device code (SASS or PTX) found in {path}",
             hint="give the package's CUDA library, wheel or store path",
         )
-    levels = {cap: how_runs(cap, sass, ptx).level for cap in sorted(set(candidates))}
-    supported = tuple(c for c, level in levels.items() if level is not RunLevel.CANNOT_RUN)
-    return BinaryLimits(str(path), sass, ptx, supported, levels)
+    # Devices have no a/f suffix: a suffixed candidate stands for its base device.
+    devices = sorted({cap.base for cap in candidates})
+    verdicts = tuple((cap, how_runs(cap, sass, ptx)) for cap in devices)
+    supported = tuple(c for c, v in verdicts if v.level is not RunLevel.CANNOT_RUN)
+    return BinaryLimits(str(path), sass, ptx, supported, verdicts)

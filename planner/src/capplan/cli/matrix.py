@@ -153,7 +153,7 @@ def _cached_jobs(
         outputs = flake_output_paths(flake, names, overrides)
     paths = sorted({p for name in names for p in outputs.get(name, [])})
     token = os.environ.get("CAPPLAN_CACHE_TOKEN") or None
-    with progress(len(paths) * len(caches), "querying binary caches") as bar:
+    with progress(len(paths), "querying binary caches") as bar:
         result = query_caches(
             paths,
             list(caches),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from capplan.errors import InvalidInputError
@@ -47,6 +47,9 @@ class Capability:
     major: int
     minor: int
     suffix: Suffix = ""
+    # Derived once: planning hashes, sorts and prints capabilities hundreds of thousands of times.
+    _text: str = field(init=False, repr=False, compare=False)
+    _key: tuple[int, int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.major < 1 or not 0 <= self.minor <= 9 or self.suffix not in _SUFFIX_RANK:
@@ -55,6 +58,11 @@ class Capability:
                 f"suffix={self.suffix!r}",
                 hint=f"write it like one of: {ACCEPTED_SPELLINGS}",
             )
+        object.__setattr__(self, "_text", f"{self.major}.{self.minor}{self.suffix}")
+        object.__setattr__(self, "_key", (self.major, self.minor, _SUFFIX_RANK[self.suffix]))
+
+    def __hash__(self) -> int:
+        return hash(self._text)
 
     @classmethod
     def parse(cls, text: str) -> Capability:
@@ -87,26 +95,26 @@ class Capability:
         return cls(number // 10, number % 10, _suffix(suffix))
 
     def __str__(self) -> str:
-        return f"{self.major}.{self.minor}{self.suffix}"
+        return self._text
 
     def __repr__(self) -> str:
         return f"Capability('{self}')"
 
     @property
     def sort_key(self) -> tuple[int, int, int]:
-        return (self.major, self.minor, _SUFFIX_RANK[self.suffix])
+        return self._key
 
     def __lt__(self, other: Capability) -> bool:
-        return self.sort_key < other.sort_key
+        return self._key < other._key
 
     def __le__(self, other: Capability) -> bool:
-        return self.sort_key <= other.sort_key
+        return self._key <= other._key
 
     def __gt__(self, other: Capability) -> bool:
-        return self.sort_key > other.sort_key
+        return self._key > other._key
 
     def __ge__(self, other: Capability) -> bool:
-        return self.sort_key >= other.sort_key
+        return self._key >= other._key
 
     @property
     def number(self) -> int:

@@ -87,10 +87,10 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
         for name in generation:
             order.append(name)
             stage[name] = depth
-            for dep in dependents[name]:
-                waiting[dep] -= 1
-                if waiting[dep] == 0:
-                    following.append(dep)
+            for later in dependents[name]:
+                waiting[later] -= 1
+                if waiting[later] == 0:
+                    following.append(later)
         generation = sorted(following, key=position.__getitem__)
         depth += 1
     if len(order) != len(by_name):

@@ -69,6 +69,13 @@ class Variant:
     big_parallel: bool
     serves: tuple[Serve, ...] = ()
 
+    def with_serves(self, serves: tuple[Serve, ...]) -> Variant:
+        return Variant(
+            self.name, self.package, self.attr, self.capabilities, self.cuda, self.cuda_set,
+            self.ptx, self.forward_compat, self.gpu_targets, self.independent, self.fat,
+            self.needs, self.minutes, self.size_mb, self.big_parallel, serves,
+        )  # fmt: skip
+
     @property
     def targets(self) -> tuple[Target, ...]:
         ptx = set(self.ptx)

@@ -97,6 +97,18 @@ class _Rules:
     policy_cuda: tuple[CudaVersion, ...]
     _memo: dict[tuple[str, Capability, CudaVersion], str | None] = field(default_factory=dict)
     _cuda_memo: dict[str, tuple[CudaVersion, ...]] = field(default_factory=dict)
+    _first_memo: dict[tuple[str, tuple[Capability, ...]], tuple[CudaVersion | None, str]] = field(
+        default_factory=dict
+    )
+    _excluded: dict[str, frozenset[Capability]] = field(default_factory=dict)
+
+    def user_excludes(self, package: str) -> frozenset[Capability]:
+        found = self._excluded.get(package)
+        if found is None:
+            user = self.config.packages.get(package)
+            found = frozenset(Capability.parse(c) for c in (user.exclude if user else ()))
+            self._excluded[package] = found
+        return found
 
     def package_cuda(self, package: str) -> tuple[CudaVersion, ...]:
         found = self._cuda_memo.get(package)
@@ -163,8 +175,7 @@ class _Rules:
             return f"{name} supports capabilities up to {limits.max}"
         if limits.cuda is not None and cuda not in limits.cuda:
             return f"{name} does not build with CUDA {cuda}"
-        user = self.config.packages.get(name)
-        if user is not None and cap in {Capability.parse(c) for c in user.exclude}:
+        if cap in self.user_excludes(name):
             return f"capplan.toml excludes {cap} for {name}"
         return None
 
@@ -172,7 +183,15 @@ class _Rules:
         self, package: str, caps: Iterable[Capability]
     ) -> tuple[CudaVersion | None, str]:
         """The first allowed CUDA under which every capability builds, or why none does."""
-        caps = tuple(caps)
+        key = (package, tuple(caps))
+        found = self._first_memo.get(key)
+        if found is None:
+            found = self._first_memo[key] = self._first_cuda(*key)
+        return found
+
+    def _first_cuda(
+        self, package: str, caps: tuple[Capability, ...]
+    ) -> tuple[CudaVersion | None, str]:
         reasons: list[str] = []
         for cuda in self.package_cuda(package):
             failing = [r for c in caps if (r := self.why_not(package, c, cuda))]
@@ -396,7 +415,9 @@ class _Builder:
         self.serves.setdefault(name, []).append(serve)
 
     def finished(self) -> list[Variant]:
-        return [replace(v, serves=tuple(self.serves.get(n, ()))) for n, v in self.variants.items()]
+        """The variants with their serves attached (``Variant.with_serves``, not the slower
+        ``dataclasses.replace``: this runs once per job, tens of thousands of times)."""
+        return [v.with_serves(tuple(self.serves.get(n, ()))) for n, v in self.variants.items()]
 
 
 def _plan_package(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) -> list[Decision]:

@@ -1,0 +1,107 @@
+"""`capplan matrix --cache URL --skip-cached` end to end: real flake outputs, a binary cache that
+`nix copy` wrote, served over HTTP on 127.0.0.1 by tests/data/cache_server.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from nixhelpers import NixRunner
+
+from capplan.cli.main import cli
+
+SERVER = Path(__file__).resolve().parents[1] / "data" / "cache_server.py"
+FEATURES = ["--extra-experimental-features", "nix-command flakes"]
+
+
+@pytest.fixture(scope="module")
+def cached(nix_repo: NixRunner, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    outs = nix_repo.build(["packages.x86_64-linux.cudnn", "packages.x86_64-linux.nccl-sm80"])
+    root = tmp_path_factory.mktemp("cache") / "c"
+    for out in outs.values():
+        subprocess.run(
+            ["nix", *FEATURES, "copy", "--to", f"file://{root}", str(out)],
+            check=True,
+            capture_output=True,
+        )
+    hashes = {p.name.removesuffix(".narinfo") for p in root.glob("*.narinfo")}
+    return {"root": root, "hashes": hashes}
+
+
+@pytest.fixture(scope="module")
+def server(cached: dict[str, object]) -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--root", str(cached["root"]), "--host", "127.0.0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    port = proc.stdout.readline().strip()
+    assert port.isdigit(), proc.stderr.read() if proc.stderr else ""
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def matrix(repo: NixRunner, *args: str) -> Result:
+    old = Path.cwd()
+    os.chdir(repo.root)
+    try:
+        return CliRunner().invoke(
+            cli,
+            ["matrix", "--format", "json", "--override-input", "nixpkgs",
+             f"path:{repo.standin}", *args],
+            catch_exceptions=False,
+        )  # fmt: skip
+    finally:
+        os.chdir(old)
+
+
+def test_jobs_a_cache_holds_are_dropped(
+    nix_repo: NixRunner, server: str, cached: dict[str, object]
+) -> None:
+    result = matrix(nix_repo, "--cache", server, "--skip-cached")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    skipped = set(data["summary"]["skipped_cached"])
+    assert {"cudnn", "nccl-sm80"} <= skipped
+    names = {job["name"] for job in data["jobs"]}
+    assert not names & skipped
+    assert "torch-sm80" in names and "nccl-sm86" in names
+    for job in data["jobs"]:
+        assert not set(job["needs"]) & skipped  # built already: no edge to wait on
+    assert "skipped nccl-sm80" in result.stderr
+
+
+def test_a_dead_cache_never_fakes_a_hit(nix_repo: NixRunner, cached: dict[str, object]) -> None:
+    result = matrix(nix_repo, "--cache", "http://127.0.0.1:9", "--skip-cached")
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert data["summary"]["skipped_cached"] == []
+    assert "127.0.0.1:9" in result.stderr  # the warning names the cache
+
+
+def test_offline_skips_the_check(nix_repo: NixRunner, server: str) -> None:
+    result = matrix(nix_repo, "--cache", server, "--skip-cached", "--offline")
+    assert json.loads(result.stdout)["summary"]["skipped_cached"] == []
+
+
+def test_nix_eval_jobs_file_instead_of_nix_eval(
+    nix_repo: NixRunner, server: str, tmp_path: Path
+) -> None:
+    out = nix_repo.build(["packages.x86_64-linux.cudnn"])["packages.x86_64-linux.cudnn"]
+    jobs = tmp_path / "jobs.jsonl"
+    line = {"attr": "cudnn", "attrPath": ["cudnn"], "name": "cudnn", "system": "x86_64-linux",
+            "drvPath": "/nix/store/00000000000000000000000000000000-cudnn.drv",
+            "outputs": {"out": str(out)}}  # fmt: skip
+    jobs.write_text(json.dumps(line) + "\n")
+    result = matrix(nix_repo, "--cache", server, "--skip-cached", "--jobs", str(jobs))
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["summary"]["skipped_cached"] == ["cudnn"]
