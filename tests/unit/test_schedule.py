@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +41,7 @@ def test_schedule_is_feasible_and_bounded(
         slots = sorted(
             (s.start[n], s.start[n] + minutes[n]) for n in order if s.runner[n] == runner
         )
-        for (_, end), (begin, _) in zip(slots, slots[1:], strict=False):
+        for (_, end), (begin, _) in itertools.pairwise(slots):
             assert begin >= end - eps
     assert s.makespan >= s.lower_bound - eps
     assert s.lower_bound >= max(s.critical_path, sum(minutes.values()) / runners) - 1e-3
