@@ -24,10 +24,8 @@ import argparse
 import difflib
 import io
 import json
-import os
 import re
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -163,10 +161,9 @@ def main() -> int:
         diff = list(difflib.unified_diff(old.splitlines(True), text.splitlines(True)))
         sys.stdout.writelines(diff)
         return 11 if diff else 0
-    fd, tmp = tempfile.mkstemp(dir=KB_FILE.parent, prefix=".torch.json.")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, KB_FILE)
+    from capplan.adapters.files import atomic_write_text
+
+    atomic_write_text(KB_FILE, text)
     print(f"wrote {KB_FILE}", file=sys.stderr)
     return 0
 

@@ -25,6 +25,7 @@ import pytest
 import requests
 from click.testing import CliRunner
 
+from capplan.adapters.kb import kb_path
 from capplan.adapters.torch_source import (
     MEMBER,
     SOURCE_URL_ENV,
@@ -43,14 +44,7 @@ from capplan.errors import (
 )
 
 SOURCES = Path(__file__).resolve().parents[1] / "data" / "torch_sources"
-KB_FILE = (
-    Path(__file__).resolve().parents[2]
-    / "planner"
-    / "src"
-    / "capplan"
-    / "kb"
-    / "torch.json"
-)
+KB_FILE = kb_path("torch.json")
 CACHE = Path(tempfile.gettempdir()) / "capplan-test-cache" / "wheels"
 
 

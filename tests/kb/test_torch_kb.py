@@ -4,24 +4,16 @@ planner/scripts/refresh_torch_kb.py)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from packaging.version import Version
 
-from capplan.adapters.kb import load_kb_file
+from capplan.adapters.kb import kb_path, load_kb_file
 from capplan.core.capability import Capability
 from capplan.core.kb import CapabilitiesFile, TorchFile
 
-KB_FILE = (
-    Path(__file__).resolve().parents[2]
-    / "planner"
-    / "src"
-    / "capplan"
-    / "kb"
-    / "torch.json"
-)
+KB_FILE = kb_path("torch.json")
 RAW: list[dict[str, Any]] = json.loads(KB_FILE.read_text(encoding="utf-8"))["releases"]
 IDS = [r["version"] for r in RAW]
 # From 2.9 the file lists Thor under its CUDA 13 number (11.0) between 10.0a and 10.3: the

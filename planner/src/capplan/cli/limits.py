@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
 from packaging.version import InvalidVersion, Version
 
+from capplan.adapters.files import atomic_write_text
 from capplan.adapters.torch_source import (
     DEFAULT_TIMEOUT,
     MEMBER,
@@ -317,20 +316,8 @@ def _update_kb(
     if not write:
         messages.print("not written: add --write to update kb/torch.json")
         return
-    _atomic_write(path, new_text)
+    atomic_write_text(path, new_text)
     messages.print(f"updated kb/torch.json (torch {result.version})")
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # --------------------------------------------------------------------------------------------
