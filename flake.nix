@@ -123,21 +123,15 @@
           default = pkgs.mkShell {
             packages = [
               (pkgs.python3.withPackages (
-                ps: with ps; [
-                  click
-                  pydantic
-                  networkx
-                  requests
-                  rich
-                  packaging
-                  pyelftools
-                  cryptography
+                ps:
+                (capplanFor system).pythonDependencies ps
+                ++ (with ps; [
                   setuptools
                   pytest
                   hypothesis
                   mypy
                   types-requests
-                ]
+                ])
               ))
               pkgs.ruff
               pkgs.nixfmt

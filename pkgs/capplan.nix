@@ -36,6 +36,19 @@ let
         || builtins.match ".*\\.pyc" base != null
       );
   };
+  # planner/pyproject.toml `[project] dependencies`, as a function of a Python package set so
+  # the flake's devShell (python3.withPackages) reuses the one list.
+  pythonDependencies =
+    ps: with ps; [
+      click
+      pydantic
+      networkx
+      requests
+      rich
+      packaging
+      pyelftools
+      cryptography
+    ];
 in
 python3Packages.buildPythonApplication {
   pname = "capplan";
@@ -45,16 +58,9 @@ python3Packages.buildPythonApplication {
 
   build-system = [ python3Packages.setuptools ];
 
-  dependencies = with python3Packages; [
-    click
-    pydantic
-    networkx
-    requests
-    rich
-    packaging
-    pyelftools
-    cryptography
-  ];
+  dependencies = pythonDependencies python3Packages;
+
+  passthru = { inherit pythonDependencies; };
 
   # The test suite lives outside planner/ (tests/ at the repository root); an import check
   # keeps the build honest without it.

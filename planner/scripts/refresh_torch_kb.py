@@ -127,15 +127,12 @@ def build(session: requests.Session) -> dict[str, Any]:
                 "; other wheel-index builds not verified (download.pytorch.org unreachable)"
             )
         out.append(
-            {
-                "version": version,
-                "supported": [str(c) for c in limits.supported],
-                "named": {k: list(v) for k, v in limits.named.items()},
-                "ptx_suffix": limits.ptx_suffix,
-                "cuda": cuda,
-                "source": f"pytorch/pytorch v{version} torch/utils/cpp_extension.py read by "
+            limits.kb_entry(
+                version,
+                cuda,
+                f"pytorch/pytorch v{version} torch/utils/cpp_extension.py read by "
                 f"capplan from PyPI {mac['filename']}; {cuda_note}",
-            }
+            )
         )
         print(f"{version}: {len(limits.supported)} arches, cuda {cuda}", file=sys.stderr)
     return {

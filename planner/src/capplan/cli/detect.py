@@ -21,9 +21,7 @@ __all__ = ["detect"]
 def _max_cuda(kb: KnowledgeBase, driver: str | None, *, full: bool) -> CudaVersion | None:
     if not driver:
         return None
-    pairs = [
-        (str(r.version), r.toolkit_driver if full else r.min_driver) for r in kb.cuda_releases
-    ]
+    pairs = [(str(r.version), r.toolkit_driver if full else r.min_driver) for r in kb.cuda_releases]
     found = max_cuda_for_driver(driver, pairs)
     return CudaVersion.parse(found) if found else None
 

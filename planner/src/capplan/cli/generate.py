@@ -7,10 +7,9 @@ from pathlib import Path
 
 import click
 
-from capplan.adapters.config import find_config_file
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import err_console, to_json_text
-from capplan.cli.planning import config_option, load_plan
+from capplan.cli.planning import config_option, plan_with_settings
 from capplan.core.matrix import plan_json
 from capplan.errors import StaleError
 
@@ -30,12 +29,11 @@ __all__ = ["generate"]
 )
 def generate(config_path: Path | None, output: Path | None, check: bool) -> None:
     """Write overlays/plan.json, the data the flake and overlay read."""
-    import os
-
-    plan = load_plan(config_path)
+    planned = plan_with_settings(config_path)
+    plan = planned.plan
     text = to_json_text(plan_json(plan))
     if output is None:
-        found = find_config_file(config_path, Path.cwd(), os.environ)
+        found = planned.config_file
         root = found.parent if found is not None else Path.cwd()
         output = root / "overlays" / "plan.json"
     if check:

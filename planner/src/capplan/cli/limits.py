@@ -223,15 +223,12 @@ def _entry(result: TorchLimits, source: TorchSource, old: dict[str, Any] | None)
     else:
         cuda = list(result.cuda_versions)
         cuda_note = _CUDA_FROM_TABLES
-    return {
-        "version": result.version,
-        "supported": [str(c) for c in result.supported],
-        "named": {name: list(targets) for name, targets in result.named.items()},
-        "ptx_suffix": result.ptx_suffix,
-        "cuda": cuda,
-        "source": f"pytorch/pytorch v{result.version} {MEMBER} read by capplan from "
+    return result.kb_entry(
+        result.version,
+        cuda,
+        f"pytorch/pytorch v{result.version} {MEMBER} read by capplan from "
         f"{_origin_label(source)}; {cuda_note}",
-    }
+    )
 
 
 def updated_kb_text(old_text: str, result: TorchLimits, source: TorchSource) -> str:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
 from capplan.cli.output import emit_json, err_console, make_table, out_console, progress
-from capplan.cli.planning import config_option, flag_layer, load_plan, policy_options
+from capplan.cli.planning import config_option, flag_layer, plan_with_settings, policy_options
 from capplan.core.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix, github_matrices
 from capplan.core.plan import Plan
 from capplan.errors import InvalidInputError
@@ -91,7 +92,8 @@ def matrix(
     offline: bool,
 ) -> None:
     """Print the build matrix (table, JSON, or GitHub Actions' strategy.matrix)."""
-    plan = load_plan(config_path, flag_layer(cuda, share, fat, ptx, gpus, runners))
+    planned = plan_with_settings(config_path, flag_layer(cuda, share, fat, ptx, gpus, runners))
+    plan = planned.plan
     cached: dict[str, str] = {}
     if skip_cached and not caches:
         raise InvalidInputError(
@@ -105,7 +107,7 @@ def matrix(
             err_console().print(
                 f"skipped {name}: every output is in {url}", markup=False, highlight=False
             )
-    result = build_matrix(plan, runners or _policy_runners(config_path))
+    result = build_matrix(plan, planned.config.policy.runners)
     if fmt == "json":
         data = result.to_json()
         data["summary"]["skipped_cached"] = sorted(cached)
@@ -117,16 +119,8 @@ def matrix(
         _table(result)
 
 
-def _policy_runners(config_path: Path | None) -> int:
-    from capplan.cli.planning import load_settings
-
-    return load_settings(config_path)[1].policy.runners
-
-
 def _without(plan: Plan, drop: set[str]) -> Plan:
     """The plan minus cached jobs; a kept job's cached needs are built already: drop those edges."""
-    from dataclasses import replace
-
     kept = tuple(
         replace(v, needs=tuple(n for n in v.needs if n not in drop))
         for v in plan.variants

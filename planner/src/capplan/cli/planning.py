@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,9 +21,11 @@ from capplan.core.planner import make_plan
 from capplan.errors import InvalidInputError
 
 __all__ = [
+    "Planned",
     "config_option",
     "current_kb",
     "load_plan",
+    "plan_with_settings",
     "policy_options",
     "resolve_device",
     "variant_targets",
@@ -98,18 +101,26 @@ def flag_layer(
     return {"policy": policy, "fleet": fleet}
 
 
-def load_settings(
+@dataclass(frozen=True)
+class Planned:
+    """A plan with the settings it came from (read once per command)."""
+
+    plan: Plan
+    config: Config
+    config_file: Path | None
+
+
+def plan_with_settings(
     config_path: Path | None, flags: Mapping[str, Mapping[str, Any]] | None = None
-) -> tuple[KnowledgeBase, Config]:
-    config, _ = load_config(config_path, cwd=Path.cwd(), environ=os.environ, flags=flags)
-    return current_kb(), config
+) -> Planned:
+    config, found = load_config(config_path, cwd=Path.cwd(), environ=os.environ, flags=flags)
+    return Planned(make_plan(current_kb(), config), config, found)
 
 
 def load_plan(
     config_path: Path | None, flags: Mapping[str, Mapping[str, Any]] | None = None
 ) -> Plan:
-    kb, config = load_settings(config_path, flags)
-    return make_plan(kb, config)
+    return plan_with_settings(config_path, flags).plan
 
 
 def variant_targets(name: str, config: Path | None) -> tuple[Target, ...]:

@@ -86,6 +86,17 @@ class TorchLimits:
             "cuda_versions": list(self.cuda_versions),
         }
 
+    def kb_entry(self, version: str, cuda: list[str], source: str) -> dict[str, Any]:
+        """This release as one entry of kb/torch.json (the TorchRelease schema)."""
+        return {
+            "version": version,
+            "supported": [str(c) for c in self.supported],
+            "named": {name: list(targets) for name, targets in self.named.items()},
+            "ptx_suffix": self.ptx_suffix,
+            "cuda": cuda,
+            "source": source,
+        }
+
 
 def parse_torch_limits(
     source: str, *, version: str | None = None, package: str = "torch"
