@@ -48,9 +48,7 @@ def with_package(kb: KnowledgeBase, name: str, **changes: Any) -> KnowledgeBase:
 
 
 def serving(plan: Plan, package: str, gpu: str) -> list[tuple[str, RunLevel]]:
-    return [
-        (v.name, s.level) for v in plan.variants_of(package) for s in v.serves if s.gpu == gpu
-    ]
+    return [(v.name, s.level) for v in plan.variants_of(package) for s in v.serves if s.gpu == gpu]
 
 
 def test_exact_capability_is_preferred() -> None:
@@ -128,6 +126,43 @@ def test_package_that_excludes_every_fleet_capability() -> None:
 def test_empty_fleet_is_nothing_to_do() -> None:
     with pytest.raises(NothingToDo):
         make_plan(KB, config([]))
+
+
+def test_extra_capability_gets_its_own_cuda() -> None:
+    # 6.1 is gone from CUDA 13: the extra lands on 12.9 whatever CUDA the fleet's GPUs used.
+    plan = make_plan(KB, config(["A100"], {"nccl": {"extra": ["6.1"]}}, cuda=["13.0", "12.9"]))
+    extra = plan.variant("nccl-sm61-cu129")
+    assert extra is not None and str(extra.cuda) == "12.9"
+    assert plan.variant("nccl-sm61") is None  # never a CUDA 13.0 build of 6.1
+    build_matrix(plan, 2)
+
+
+def test_extras_alone_are_a_plan_without_a_fleet() -> None:
+    plan = make_plan(KB, config([], {"nccl": {"extra": ["8.6"]}}))
+    assert [v.name for v in plan.variants if not v.independent] == ["nccl-sm86"]
+
+
+def test_buildable_sets_agree_with_the_reasons() -> None:
+    """The planner answers "can P build for C under CUDA X" from precomputed sets and only
+    walks the checks one by one for the reason; both must say the same for every triple."""
+    from capplan.core.planner import _Rules, resolve_cuda_policy
+
+    kb = with_package(KB, "torch", limits={"allow_from": "torch@1.13", "suffixes": ("",)})
+    kb = with_package(kb, "nccl", limits={"exclude": (Capability(8, 9),), "max": Capability(9, 0)})
+    cfg = config(["A100"], {"torch": {"exclude": ["8.0"]}, "magma": {"exclude": ["7.5"]}})
+    cudas = resolve_cuda_policy(kb, ["13.0", "12.9", "12.6", "13.3"])
+    for system in ("x86_64-linux", "aarch64-linux"):
+        rules = _Rules(kb, cfg, system, cudas)
+        for package in sorted(kb.packages):
+            for info in kb.capabilities:
+                for cuda in cudas:
+                    cap = info.capability
+                    if cap in rules.ok(package, cuda):
+                        assert rules.why_not(package, cap, cuda) is None
+                        with pytest.raises(AssertionError, match="no reason"):
+                            rules._why_not(package, cap, cuda)
+                    else:
+                        assert rules.why_not(package, cap, cuda), (package, cap, cuda)
 
 
 @pytest.mark.parametrize("bad", ["RTX 9999 Ultra", "sm_999x"])

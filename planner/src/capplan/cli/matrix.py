@@ -122,7 +122,7 @@ def matrix(
 def _without(plan: Plan, drop: set[str]) -> Plan:
     """The plan minus cached jobs; a kept job's cached needs are built already: drop those edges."""
     kept = tuple(
-        replace(v, needs=tuple(n for n in v.needs if n not in drop))
+        v._replace(needs=tuple(n for n in v.needs if n not in drop))
         for v in plan.variants
         if v.name not in drop
     )

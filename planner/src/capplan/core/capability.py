@@ -48,7 +48,7 @@ class Capability:
     minor: int
     suffix: Suffix = ""
     # Derived once: planning hashes, sorts and prints capabilities hundreds of thousands of times.
-    _text: str = field(init=False, repr=False, compare=False)
+    text: str = field(init=False, repr=False, compare=False)  # canonical spelling: "9.0a"
     _key: tuple[int, int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -58,11 +58,11 @@ class Capability:
                 f"suffix={self.suffix!r}",
                 hint=f"write it like one of: {ACCEPTED_SPELLINGS}",
             )
-        object.__setattr__(self, "_text", f"{self.major}.{self.minor}{self.suffix}")
+        object.__setattr__(self, "text", f"{self.major}.{self.minor}{self.suffix}")
         object.__setattr__(self, "_key", (self.major, self.minor, _SUFFIX_RANK[self.suffix]))
 
     def __hash__(self) -> int:
-        return hash(self._text)
+        return hash(self.text)
 
     @classmethod
     def parse(cls, text: str) -> Capability:
@@ -95,7 +95,7 @@ class Capability:
         return cls(number // 10, number % 10, _suffix(suffix))
 
     def __str__(self) -> str:
-        return self._text
+        return self.text
 
     def __repr__(self) -> str:
         return f"Capability('{self}')"

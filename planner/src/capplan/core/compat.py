@@ -53,10 +53,8 @@ class Verdict:
 
 def sass_runs_on(sass: Capability, device: Capability, *, jetson: bool = False) -> bool:
     """Whether SASS for ``sass`` runs on ``device`` (exactly or by a compatibility rule)."""
-    if device.suffix:
-        # A physical device has no suffix; be lenient and judge by its base capability.
-        device = device.base
-    if sass.base == device:
+    # A physical device has no suffix; be lenient and judge a suffixed one by its base.
+    if sass.major == device.major and sass.minor == device.minor:
         return True
     if jetson or sass.major != device.major or sass.minor > device.minor:
         return False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from capplan.errors import InvalidInputError
 
@@ -21,6 +21,16 @@ class CudaVersion:
 
     major: int
     minor: int
+    # Derived once: plans key dictionaries by CUDA version and print it once per job.
+    text: str = field(init=False, repr=False, compare=False)  # "12.9"
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", f"{self.major}.{self.minor}")
+        object.__setattr__(self, "_hash", hash((self.major, self.minor)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @classmethod
     def parse(cls, text: str) -> CudaVersion:
@@ -36,7 +46,7 @@ class CudaVersion:
         return cls(int(match["major"]), int(match["minor"]))
 
     def __str__(self) -> str:
-        return f"{self.major}.{self.minor}"
+        return self.text
 
     @property
     def set_name(self) -> str:

@@ -43,69 +43,89 @@ def dependency_closure(kb: KnowledgeBase, packages: Iterable[str]) -> tuple[str,
 
 @dataclass(frozen=True)
 class JobGraph:
-    """Jobs in dependency order: ``order`` is a topological order, ``stage`` the depth."""
+    """Jobs numbered in a topological order: job ``i`` is ``order[i]``. Stages are depths
+    (a job's stage is one more than its deepest need); within a stage jobs keep the plan's
+    order. The per-job tuples are indexed by job number."""
 
     order: tuple[str, ...]
-    stage: dict[str, int]
-    needs: dict[str, tuple[str, ...]]
-    dependents: dict[str, tuple[str, ...]]
+    stage: tuple[int, ...]
+    needs: tuple[tuple[str, ...], ...]  # names, sorted
+    later: tuple[tuple[int, ...], ...]  # the jobs that need this one, by number
+
+    def stages(self) -> int:
+        return self.stage[-1] + 1 if self.stage else 0
 
 
 def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
     """One node per variant; checks every edge is consistent (same capabilities and CUDA).
 
-    Stages come from Kahn's algorithm over plain dicts (tens of thousands of jobs stay well
-    under a second); networkx is only asked to name a cycle when there is one.
+    Stages come from Kahn's algorithm over plain lists of job numbers (tens of thousands of
+    jobs stay well under a second); networkx is only asked to name a cycle when there is one.
     """
-    by_name = {v.name: v for v in variants}
-    position = {v.name: i for i, v in enumerate(variants)}  # the plan's order within a stage
-    needs: dict[str, tuple[str, ...]] = {}
-    dependents: dict[str, list[str]] = {name: [] for name in by_name}
-    for v in variants:
-        for need in v.needs:
-            dep = by_name.get(need)
-            if dep is None:
+    index = {v.name: i for i, v in enumerate(variants)}  # also the order within a stage
+    n = len(variants)
+    needs: list[tuple[str, ...]] = []
+    later: list[list[int]] = [[] for _ in range(n)]
+    waiting = [0] * n
+    for i, v in enumerate(variants):
+        own = tuple(sorted(set(v.needs)))
+        for need in own:
+            j = index.get(need)
+            if j is None:
                 raise GraphError(
                     f"job '{v.name}' needs '{need}', which is not in the plan",
                     hint="this is a planner bug; rerun with --debug and report it",
                 )
-            if dep.cuda != v.cuda or (not dep.independent and dep.capabilities != v.capabilities):
+            dep = variants[j]
+            # Identity first: the planner hands a variant's own CUDA and capability tuple to
+            # its dependencies, so the full comparison only runs for hand-made plans.
+            if (dep.cuda is not v.cuda and dep.cuda != v.cuda) or (
+                not dep.independent
+                and dep.capabilities is not v.capabilities
+                and dep.capabilities != v.capabilities
+            ):
                 raise GraphError(
                     f"inconsistent dependency: {v.name} ({_desc(v)}) needs {dep.name} "
                     f"({_desc(dep)})",
                     hint="a capability-dependent dependency must share capabilities and CUDA",
                 )
-            dependents[need].append(v.name)
-        needs[v.name] = tuple(sorted(set(v.needs)))
-    waiting = {name: len(needs[name]) for name in by_name}
-    generation = sorted((name for name, n in waiting.items() if n == 0), key=position.__getitem__)
-    order: list[str] = []
-    stage: dict[str, int] = {}
+            later[j].append(i)
+        needs.append(own)
+        waiting[i] = len(own)
+    generation = [i for i in range(n) if waiting[i] == 0]
+    order: list[int] = []
+    stage: list[int] = []
     depth = 0
     while generation:
-        following: list[str] = []
-        for name in generation:
-            order.append(name)
-            stage[name] = depth
-            for later in dependents[name]:
-                waiting[later] -= 1
-                if waiting[later] == 0:
-                    following.append(later)
-        generation = sorted(following, key=position.__getitem__)
+        following: list[int] = []
+        for i in generation:
+            order.append(i)
+            stage.append(depth)
+            for j in later[i]:
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    following.append(j)
+        following.sort()
+        generation = following
         depth += 1
-    if len(order) != len(by_name):
+    if len(order) != n:
         graph: nx.DiGraph[str] = nx.DiGraph()
-        graph.add_edges_from((need, v) for v, ns in needs.items() for need in ns)
+        graph.add_edges_from(
+            (need, v.name) for v, own in zip(variants, needs, strict=True) for need in own
+        )
         cycle = nx.find_cycle(graph)
         raise GraphError(
             "dependency cycle between jobs: " + " -> ".join(str(e[0]) for e in cycle),
             hint="break the cycle in kb/packages.json",
         )
+    number = [0] * n  # plan position -> job number
+    for k, i in enumerate(order):
+        number[i] = k
     return JobGraph(
-        tuple(order),
-        stage,
-        needs,
-        {name: tuple(sorted(ds)) for name, ds in dependents.items()},
+        order=tuple(variants[i].name for i in order),
+        stage=tuple(stage),
+        needs=tuple(needs[i] for i in order),
+        later=tuple(tuple(sorted(number[j] for j in later[i])) for i in order),
     )
 
 

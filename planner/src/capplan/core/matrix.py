@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from capplan.core.gcpause import gc_paused
 from capplan.core.graph import JobGraph, build_job_graph
 from capplan.core.plan import Plan, Variant
-from capplan.core.schedule import Schedule, list_schedule
+from capplan.core.schedule import Schedule, schedule_jobs
 
 __all__ = ["GITHUB_MAX_JOBS", "Matrix", "build_matrix", "github_matrices", "plan_dict", "plan_json"]
 
@@ -25,34 +26,45 @@ class Matrix:
     graph: JobGraph
     schedule: Schedule
 
+    @gc_paused
     def jobs(self) -> list[dict[str, Any]]:
-        return [self._job(self.plan.variant(name)) for name in self.graph.order]  # type: ignore[arg-type]
-
-    def _job(self, v: Variant) -> dict[str, Any]:
-        return {
-            "name": v.name,
-            "package": v.package,
-            "attr": f"packages.{self.plan.system}.{v.name}",
-            "nixpkgs_attr": v.attr,
-            "system": self.plan.system,
-            "capabilities": [str(c) for c in v.capabilities],
-            "cuda": str(v.cuda),
-            "ptx": [str(c) for c in v.ptx],
-            "needs": list(self.graph.needs[v.name]),
-            "stage": self.graph.stage[v.name],
-            "estimated_minutes": v.minutes,
-            "estimated_size_mb": v.size_mb,
-            "required_system_features": ["big-parallel"] if v.big_parallel else [],
-            "runner": self.schedule.runner[v.name],
-            "start_minute": round(self.schedule.start[v.name], 2),
-        }
+        """One dict per job, in the graph's topological order (stage by stage)."""
+        system = self.plan.system
+        prefix = f"packages.{system}."
+        variant = self.plan.variant
+        graph = self.graph
+        runner = self.schedule.runner
+        start = self.schedule.start
+        jobs = []
+        for name, stage, needs in zip(graph.order, graph.stage, graph.needs, strict=True):
+            v: Variant = variant(name)  # type: ignore[assignment]
+            jobs.append(
+                {
+                    "name": name,
+                    "package": v.package,
+                    "attr": prefix + name,
+                    "nixpkgs_attr": v.attr,
+                    "system": system,
+                    "capabilities": [c.text for c in v.capabilities],
+                    "cuda": v.cuda.text,
+                    "ptx": [c.text for c in v.ptx],
+                    "needs": list(needs),
+                    "stage": stage,
+                    "estimated_minutes": v.minutes,
+                    "estimated_size_mb": v.size_mb,
+                    "required_system_features": ["big-parallel"] if v.big_parallel else [],
+                    "runner": runner[name],
+                    "start_minute": round(start[name], 2),
+                }
+            )
+        return jobs
 
     def summary(self) -> dict[str, Any]:
         b = self.plan.baselines
         s = self.schedule
         return {
             "jobs": len(self.graph.order),
-            "stages": (max(self.graph.stage.values()) + 1) if self.graph.stage else 0,
+            "stages": self.graph.stages(),
             "runners": s.runners,
             "total_minutes": round(s.total_work, 2),
             "makespan_minutes": round(s.makespan, 2),
@@ -82,10 +94,13 @@ class Matrix:
         return {"jobs": self.jobs(), "summary": self.summary()}
 
 
+@gc_paused
 def build_matrix(plan: Plan, runners: int) -> Matrix:
     graph = build_job_graph(plan.variants)
-    minutes = {v.name: v.minutes for v in plan.variants}
-    schedule = list_schedule(graph.order, minutes, graph.needs, graph.dependents, runners)
+    variant = plan.variant
+    minutes = [variant(name).minutes for name in graph.order]  # type: ignore[union-attr]
+    need_counts = [len(needs) for needs in graph.needs]
+    schedule = schedule_jobs(graph.order, minutes, need_counts, graph.later, runners)
     return Matrix(plan, graph, schedule)
 
 
@@ -115,6 +130,7 @@ def github_matrices(matrix: Matrix, max_jobs: int = GITHUB_MAX_JOBS) -> list[dic
     ]
 
 
+@gc_paused
 def plan_json(plan: Plan) -> dict[str, Any]:
     """overlays/plan.json: the data overlays/default.nix reads with builtins.fromJSON."""
     return {
@@ -136,6 +152,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
     }
 
 
+@gc_paused
 def plan_dict(plan: Plan) -> dict[str, Any]:
     """The whole plan as JSON data (``capplan plan --json``)."""
     b = plan.baselines

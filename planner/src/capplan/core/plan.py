@@ -1,8 +1,14 @@
-"""The Plan: what to build, for which GPUs, and why. Plain frozen values, sorted, no I/O."""
+"""The Plan: what to build, for which GPUs, and why. Plain frozen values, sorted, no I/O.
+
+The per-job values (:class:`Variant`, :class:`Serve`, :class:`Decision`) are NamedTuples: a plan
+holds tens of thousands of them, and a NamedTuple is built about three times faster than a frozen
+dataclass while staying just as immutable.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from capplan.core.capability import Capability, Target
 from capplan.core.compat import RunLevel
@@ -29,8 +35,7 @@ class FleetGpu:
     count: int = 1
 
 
-@dataclass(frozen=True, slots=True)
-class Serve:
+class Serve(NamedTuple):
     """How one variant serves one fleet GPU."""
 
     gpu: str
@@ -38,8 +43,7 @@ class Serve:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
     """One recorded planning decision: kept / substituted / ptx / dropped / unserved / cuda."""
 
     package: str
@@ -48,8 +52,7 @@ class Decision:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Variant:
+class Variant(NamedTuple):
     """One build job: a package built for a capability list with one CUDA version."""
 
     name: str
@@ -68,13 +71,6 @@ class Variant:
     size_mb: float
     big_parallel: bool
     serves: tuple[Serve, ...] = ()
-
-    def with_serves(self, serves: tuple[Serve, ...]) -> Variant:
-        return Variant(
-            self.name, self.package, self.attr, self.capabilities, self.cuda, self.cuda_set,
-            self.ptx, self.forward_compat, self.gpu_targets, self.independent, self.fat,
-            self.needs, self.minutes, self.size_mb, self.big_parallel, serves,
-        )  # fmt: skip
 
     @property
     def targets(self) -> tuple[Target, ...]:

@@ -16,17 +16,19 @@ Rules (issue "Planner", restated):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
+from typing import NamedTuple
 
 from capplan.core.capability import Capability
 from capplan.core.compat import RunLevel, how_runs, sass_runs_on
 from capplan.core.config import Config
 from capplan.core.cover import min_cover
 from capplan.core.cuda import CudaVersion
+from capplan.core.gcpause import gc_paused
 from capplan.core.gpus import resolve_device
 from capplan.core.graph import dependency_closure
-from capplan.core.kb import KnowledgeBase, PackageInfo
+from capplan.core.kb import KnowledgeBase, Limits, PackageInfo
 from capplan.core.plan import Baselines, Decision, FleetGpu, Plan, Serve, Variant
 from capplan.errors import CapplanError, InfeasibleError, InvalidInputError, NothingToDo
 
@@ -91,16 +93,27 @@ def resolve_fleet(kb: KnowledgeBase, config: Config) -> tuple[FleetGpu, ...]:
 # -- buildability ---------------------------------------------------------------------------------
 @dataclass
 class _Rules:
+    """Rule 1, answered two ways: as sets of buildable capabilities per (package, CUDA), which
+    is what planning asks tens of thousands of times, and as a reason string, which is only
+    needed when the answer is no (:meth:`why_not` walks the checks in their documented order).
+    """
+
     kb: KnowledgeBase
     config: Config
     system: str
     policy_cuda: tuple[CudaVersion, ...]
-    _memo: dict[tuple[str, Capability, CudaVersion], str | None] = field(default_factory=dict)
-    _cuda_memo: dict[str, tuple[CudaVersion, ...]] = field(default_factory=dict)
-    _first_memo: dict[tuple[str, tuple[Capability, ...]], tuple[CudaVersion | None, str]] = field(
+    _reasons: dict[tuple[str, Capability, CudaVersion], str] = field(default_factory=dict)
+    _ok: dict[tuple[str, CudaVersion], frozenset[Capability]] = field(default_factory=dict)
+    _platform: dict[CudaVersion, tuple[Capability, ...]] = field(default_factory=dict)
+    _allowed: dict[tuple[int, CudaVersion], tuple[Limits, frozenset[Capability]]] = field(
         default_factory=dict
     )
+    _cuda_memo: dict[str, tuple[CudaVersion, ...]] = field(default_factory=dict)
+    _interned: dict[CudaVersion, CudaVersion] = field(default_factory=dict)
     _excluded: dict[str, frozenset[Capability]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._interned.update((v, v) for v in self.policy_cuda)
 
     def user_excludes(self, package: str) -> frozenset[Capability]:
         found = self._excluded.get(package)
@@ -118,18 +131,77 @@ class _Rules:
             if pin is not None and pin.cuda is not None:
                 version = CudaVersion.parse(pin.cuda)
                 self.kb.cuda_release(version)
-                found = (version,)
+                # One object per version: later lookups then match by identity.
+                found = (self._interned.setdefault(version, version),)
             self._cuda_memo[package] = found
+        return found
+
+    def ok(self, package: str, cuda: CudaVersion) -> frozenset[Capability]:
+        """Every capability ``package`` builds for under ``cuda`` (rule 1, as a set)."""
+        key = (package, cuda)
+        found = self._ok.get(key)
+        if found is None:
+            pkg = self.kb.package(package)
+            found = self._limits_allow(package, pkg.limits, cuda)
+            excluded = self.user_excludes(package)
+            if excluded:
+                found = found - excluded
+            for dep in pkg.depends:
+                if self.kb.package(dep).capability_dependent:
+                    found = found & self.ok(dep, cuda)
+            self._ok[key] = found
+        return found
+
+    def _limits_allow(self, name: str, limits: Limits, cuda: CudaVersion) -> frozenset[Capability]:
+        """The platform's capabilities under ``cuda`` that ``limits`` allow; many packages share
+        one Limits value, so this is computed once per (limits, CUDA)."""
+        key = (id(limits), cuda)
+        entry = self._allowed.get(key)
+        if entry is None or entry[0] is not limits:
+            allowed = frozenset(
+                c for c in self._platform_caps(cuda) if self._limits(name, limits, c, cuda) is None
+            )
+            entry = self._allowed[key] = (limits, allowed)
+        return entry[1]
+
+    def _platform_caps(self, cuda: CudaVersion) -> tuple[Capability, ...]:
+        found = self._platform.get(cuda)
+        if found is None:
+            found = self._platform[cuda] = tuple(
+                c.capability
+                for c in self.kb.capabilities
+                if self._platform_reason(c.capability, cuda) is None
+            )
         return found
 
     def why_not(self, package: str, cap: Capability, cuda: CudaVersion) -> str | None:
         """None when ``package`` builds for ``cap`` under ``cuda``; else the reason it cannot."""
+        if cap in self.ok(package, cuda):
+            return None
         key = (package, cap, cuda)
-        if key not in self._memo:
-            self._memo[key] = self._why_not(package, cap, cuda)
-        return self._memo[key]
+        found = self._reasons.get(key)
+        if found is None:
+            found = self._reasons[key] = self._why_not(package, cap, cuda)
+        return found
 
-    def _why_not(self, package: str, cap: Capability, cuda: CudaVersion) -> str | None:
+    def _why_not(self, package: str, cap: Capability, cuda: CudaVersion) -> str:
+        reason = self._platform_reason(cap, cuda)
+        if reason:
+            return reason
+        pkg = self.kb.package(package)
+        reason = self._limits(package, pkg.limits, cap, cuda)
+        if reason:
+            return reason
+        if cap in self.user_excludes(package):
+            return f"capplan.toml excludes {cap} for {package}"
+        for dep in pkg.depends:
+            if self.kb.package(dep).capability_dependent:
+                dep_reason = self.why_not(dep, cap, cuda)
+                if dep_reason:
+                    return f"its dependency {dep} cannot: {dep_reason}"
+        raise AssertionError(f"{package} builds for {cap} under CUDA {cuda}; no reason to give")
+
+    def _platform_reason(self, cap: Capability, cuda: CudaVersion) -> str | None:
         if not self.kb.knows(cap):
             return f"{cap} is not a known capability"
         info = self.kb.capability(cap)
@@ -142,21 +214,9 @@ class _Rules:
         if not info.supported_by(cuda):
             span = f"{info.min_cuda}..{info.max_cuda or 'newest'}"
             return f"CUDA {cuda} does not support {cap} (supported by CUDA {span})"
-        pkg = self.kb.package(package)
-        reason = self._limits(package, pkg, cap, cuda)
-        if reason:
-            return reason
-        for dep in pkg.depends:
-            if self.kb.package(dep).capability_dependent:
-                dep_reason = self.why_not(dep, cap, cuda)
-                if dep_reason:
-                    return f"its dependency {dep} cannot: {dep_reason}"
         return None
 
-    def _limits(
-        self, name: str, pkg: PackageInfo, cap: Capability, cuda: CudaVersion
-    ) -> str | None:
-        limits = pkg.limits
+    def _limits(self, name: str, limits: Limits, cap: Capability, cuda: CudaVersion) -> str | None:
         if cap.suffix not in limits.suffixes:
             kind = {"a": "arch-specific", "f": "family-specific"}.get(cap.suffix, "baseline")
             return f"{name} does not accept {kind} capabilities like {cap}"
@@ -175,42 +235,37 @@ class _Rules:
             return f"{name} supports capabilities up to {limits.max}"
         if limits.cuda is not None and cuda not in limits.cuda:
             return f"{name} does not build with CUDA {cuda}"
-        if cap in self.user_excludes(name):
-            return f"capplan.toml excludes {cap} for {name}"
         return None
 
     def first_cuda(
         self, package: str, caps: Iterable[Capability]
     ) -> tuple[CudaVersion | None, str]:
         """The first allowed CUDA under which every capability builds, or why none does."""
-        key = (package, tuple(caps))
-        found = self._first_memo.get(key)
-        if found is None:
-            found = self._first_memo[key] = self._first_cuda(*key)
-        return found
-
-    def _first_cuda(
-        self, package: str, caps: tuple[Capability, ...]
-    ) -> tuple[CudaVersion | None, str]:
-        reasons: list[str] = []
-        for cuda in self.package_cuda(package):
-            failing = [r for c in caps if (r := self.why_not(package, c, cuda))]
-            if not failing:
+        caps = tuple(caps)
+        allowed = self.package_cuda(package)
+        for cuda in allowed:
+            ok = self.ok(package, cuda)
+            if all(c in ok for c in caps):
                 return cuda, ""
-            reasons.append(failing[0])
+        reasons = [
+            next(r for c in caps if (r := self.why_not(package, c, cuda))) for cuda in allowed
+        ]
         return None, "; ".join(dict.fromkeys(reasons))
 
     def buildable(self, package: str, cap: Capability) -> bool:
-        return self.first_cuda(package, (cap,))[0] is not None
+        return any(cap in self.ok(package, cuda) for cuda in self.package_cuda(package))
 
 
 # -- serving the fleet ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Choice:
+class _Choice(NamedTuple):
     gpu: FleetGpu
     cap: Capability | None
     level: RunLevel
     reason: str
+    cuda: CudaVersion | None = None  # the first allowed CUDA that builds ``cap``
+
+
+_ACTIONS = {RunLevel.NATIVE: "kept", RunLevel.COMPATIBLE: "substituted", RunLevel.PTX_JIT: "ptx"}
 
 
 def _candidates(rules: _Rules, package: str) -> Callable[[], list[Capability]]:
@@ -219,17 +274,24 @@ def _candidates(rules: _Rules, package: str) -> Callable[[], list[Capability]]:
 
 
 def _buildable(rules: _Rules, package: str) -> list[Capability]:
-    caps = [c.capability for c in rules.kb.capabilities]
-    return [c for c in caps if rules.buildable(package, c)]
+    ok = frozenset().union(*(rules.ok(package, cuda) for cuda in rules.package_cuda(package)))
+    return [c.capability for c in rules.kb.capabilities if c.capability in ok]
 
 
 def _serve_gpu(
-    rules: _Rules, package: str, gpu: FleetGpu, pool: Callable[[], list[Capability]]
+    rules: _Rules,
+    package: str,
+    gpu: FleetGpu,
+    allowed: list[tuple[CudaVersion, frozenset[Capability]]],
+    pool: Callable[[], list[Capability]],
 ) -> _Choice:
+    """Rule 2 for one GPU. ``allowed`` pairs each allowed CUDA, preferred first, with what
+    ``package`` builds under it."""
     dev = gpu.capability
-    cuda, why = rules.first_cuda(package, (dev,))
-    if cuda is not None:
-        return _Choice(gpu, dev, RunLevel.NATIVE, f"{dev} is built exactly")
+    for cuda, ok in allowed:
+        if dev in ok:
+            return _Choice(gpu, dev, RunLevel.NATIVE, f"{dev} is built exactly", cuda)
+    _, why = rules.first_cuda(package, (dev,))
     if gpu.jetson:
         return _Choice(gpu, None, RunLevel.CANNOT_RUN, why)
     sass = [c for c in pool() if c.suffix != "a" and sass_runs_on(c, dev)]
@@ -292,55 +354,111 @@ def _share_compatible(
 
 
 # -- variants -------------------------------------------------------------------------------------
+class _Spec:
+    """A variant while it is being planned: PTX and serves are still added to it. It becomes a
+    frozen :class:`Variant` once, in :meth:`_Builder.finished`."""
+
+    __slots__ = ("caps", "ctx", "fat", "independent", "name", "needs", "pkg", "ptx", "serves")
+
+    def __init__(
+        self,
+        name: str,
+        pkg: _Package,
+        caps: tuple[Capability, ...],
+        ctx: _Cuda,
+        needs: tuple[str, ...],
+        *,
+        independent: bool,
+        fat: bool,
+        ptx: bool,
+    ) -> None:
+        self.name = name
+        self.pkg = pkg
+        self.caps = caps
+        self.ctx = ctx
+        self.needs = needs
+        self.independent = independent
+        self.fat = fat
+        self.ptx = ptx
+        self.serves: list[Serve] = []
+
+
+@dataclass(frozen=True, slots=True)
+class _Package:
+    """What the builder needs of one package, looked up once."""
+
+    name: str
+    info: PackageInfo
+    attr: str
+    dependent_deps: tuple[str, ...]  # capability-dependent: one job per variant
+    shared_deps: tuple[str, ...]  # capability-independent: one job per CUDA version
+
+
+class _Cuda:
+    """One CUDA version's naming: the ``-cuXY`` suffix and the names handed out so far."""
+
+    __slots__ = ("cuda", "cuda_set", "names", "suffix")
+
+    def __init__(self, cuda: CudaVersion, preferred: CudaVersion) -> None:
+        self.cuda = cuda
+        self.cuda_set = None if cuda == NIXPKGS_DEFAULT_CUDA else cuda.set_name
+        self.suffix = "" if cuda == preferred else f"-{cuda.slug}"
+        self.names: dict[tuple[str, str], str] = {}
+
+    def name(self, package: str, label: str) -> str:
+        key = (package, label)
+        found = self.names.get(key)
+        if found is None:
+            found = self.names[key] = (
+                f"{package}-{label}{self.suffix}" if label else f"{package}{self.suffix}"
+            )
+        return found
+
+
 @dataclass
 class _Builder:
     rules: _Rules
-    variants: dict[str, Variant]
-    decisions: list[Decision]
-    serves: dict[str, list[Serve]] = field(default_factory=dict)
+    specs: dict[str, _Spec] = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
+    _packages: dict[str, _Package] = field(default_factory=dict)
+    _cudas: dict[CudaVersion, _Cuda] = field(default_factory=dict)
 
     @property
     def kb(self) -> KnowledgeBase:
         return self.rules.kb
 
-    def name(self, package: str, label: str, cuda: CudaVersion) -> str:
-        suffix = "" if cuda == self.rules.policy_cuda[0] else f"-{cuda.slug}"
-        return f"{package}-{label}{suffix}" if label else f"{package}{suffix}"
+    def package(self, package: str) -> _Package:
+        found = self._packages.get(package)
+        if found is None:
+            info = self.kb.package(package)
+            user = self.rules.config.packages.get(package)
+            deps = [(d, self.kb.package(d).capability_dependent) for d in info.depends]
+            found = self._packages[package] = _Package(
+                name=package,
+                info=info,
+                attr=user.attr if user is not None and user.attr else info.attr,
+                dependent_deps=tuple(d for d, dependent in deps if dependent),
+                shared_deps=tuple(d for d, dependent in deps if not dependent),
+            )
+        return found
 
-    def attr(self, package: str) -> str:
-        user = self.rules.config.packages.get(package)
-        if user is not None and user.attr:
-            return user.attr
-        return self.kb.package(package).attr
-
-    def cost(self, pkg: PackageInfo, targets: int) -> tuple[float, float]:
-        minutes = pkg.cost.base_minutes + targets * pkg.cost.per_target_minutes
-        size = pkg.cost.base_size_mb + targets * pkg.cost.per_target_size_mb
-        return round(minutes, 2), round(size, 2)
+    def _cuda(self, cuda: CudaVersion) -> _Cuda:
+        found = self._cudas.get(cuda)
+        if found is None:
+            found = self._cudas[cuda] = _Cuda(cuda, self.rules.policy_cuda[0])
+        return found
 
     def shared(self, package: str, cuda: CudaVersion) -> str:
         """The one job of a capability-independent package (per CUDA version)."""
-        name = self.name(package, "", cuda)
-        if name not in self.variants:
-            pkg = self.kb.package(package)
-            needs = tuple(sorted(self.shared(dep, cuda) for dep in pkg.depends))
-            minutes, size = self.cost(pkg, 0)
-            self.variants[name] = Variant(
-                name=name,
-                package=package,
-                attr=self.attr(package),
-                capabilities=(),
-                cuda=cuda,
-                cuda_set=None if cuda == NIXPKGS_DEFAULT_CUDA else cuda.set_name,
-                ptx=(),
-                forward_compat=True,
-                gpu_targets=(),
-                independent=True,
-                fat=False,
-                needs=needs,
-                minutes=minutes,
-                size_mb=size,
-                big_parallel=pkg.big_parallel,
+        return self._shared(self._cuda(cuda), package)
+
+    def _shared(self, ctx: _Cuda, package: str) -> str:
+        name = ctx.name(package, "")
+        if name not in self.specs:
+            pkg = self.package(package)
+            needs = tuple(sorted({self._shared(ctx, dep) for dep in pkg.info.depends}))
+            self.specs[name] = _Spec(
+                name, pkg, (), ctx, needs, independent=True, fat=False, ptx=False
             )
         return name
 
@@ -353,71 +471,80 @@ class _Builder:
         ptx: bool,
         fat: bool,
     ) -> str:
-        name = self.name(package, label, cuda)
-        pkg = self.kb.package(package)
-        existing = self.variants.get(name)
+        """The job of ``package`` for ``caps``; its capability-dependent dependencies get the
+        same capabilities and CUDA (rule 5), asked for PTX when this build is."""
+        return self._dependent(self._cuda(cuda), package, label, caps, ptx, fat)
+
+    def _dependent(
+        self,
+        ctx: _Cuda,
+        package: str,
+        label: str,
+        caps: tuple[Capability, ...],
+        ptx: bool,
+        fat: bool,
+    ) -> str:
+        name = ctx.name(package, label)
+        existing = self.specs.get(name)
         if existing is not None:
-            if ptx and not existing.ptx:
-                self.variants[name] = self._with_ptx(existing, pkg)
+            existing.ptx = existing.ptx or ptx
             return name
-        needs: list[str] = []
-        for dep in pkg.depends:
-            dep_info = self.kb.package(dep)
-            if dep_info.capability_dependent:
-                needs.append(self.dependent(dep, label, caps, cuda, ptx, fat))
-            else:
-                needs.append(self.shared(dep, cuda))
-        minutes, size = self.cost(pkg, len(caps))
-        variant = Variant(
-            name=name,
-            package=package,
-            attr=self.attr(package),
-            capabilities=caps,
-            cuda=cuda,
-            cuda_set=None if cuda == NIXPKGS_DEFAULT_CUDA else cuda.set_name,
-            ptx=(),
-            forward_compat=False,
-            gpu_targets=(),
-            independent=False,
-            fat=fat,
-            needs=tuple(sorted(set(needs))),
-            minutes=minutes,
-            size_mb=size,
-            big_parallel=pkg.big_parallel,
+        pkg = self.package(package)
+        needs = {self._dependent(ctx, dep, label, caps, ptx, fat) for dep in pkg.dependent_deps}
+        needs.update(self._shared(ctx, dep) for dep in pkg.shared_deps)
+        self.specs[name] = _Spec(
+            name, pkg, caps, ctx, tuple(sorted(needs)), independent=False, fat=fat, ptx=ptx
         )
-        self.variants[name] = self._with_ptx(variant, pkg) if ptx else variant
         return name
 
-    def _with_ptx(self, variant: Variant, pkg: PackageInfo) -> Variant:
-        """PTX for the highest capability, the way this package lets one ask for it."""
-        top = max(variant.capabilities)
-        if pkg.ptx == "none":
-            self.decisions.append(
-                Decision(
-                    variant.package, variant.name, "no-ptx", f"{variant.package} cannot embed PTX"
-                )
-            )
-            return variant
-        # nixpkgs adds PTX for the LAST element of cudaCapabilities as given (NIXPKGS.md §2);
-        # the list is sorted, so the last is the highest.
-        targets = (*(str(c) for c in variant.capabilities[:-1]), f"{top}+PTX")
-        minutes, size = self.cost(pkg, len(variant.capabilities) + 1)
-        return replace(
-            variant,
-            ptx=(top,),
-            forward_compat=pkg.ptx == "forward-compat",
-            gpu_targets=targets if pkg.ptx == "gpu-targets" else (),
-            minutes=minutes,
-            size_mb=size,
-        )
+    def ptx_of(self, name: str) -> tuple[Capability, ...]:
+        """The capabilities that get PTX: nixpkgs adds it for the LAST element of
+        cudaCapabilities as given (NIXPKGS.md §2); the list is sorted, so the highest."""
+        spec = self.specs[name]
+        if not spec.ptx or spec.independent or spec.pkg.info.ptx == "none":
+            return ()
+        return (spec.caps[-1],)
 
     def add_serve(self, name: str, serve: Serve) -> None:
-        self.serves.setdefault(name, []).append(serve)
+        self.specs[name].serves.append(serve)
 
     def finished(self) -> list[Variant]:
-        """The variants with their serves attached (``Variant.with_serves``, not the slower
-        ``dataclasses.replace``: this runs once per job, tens of thousands of times)."""
-        return [v.with_serves(tuple(self.serves.get(n, ()))) for n, v in self.variants.items()]
+        """Every variant, frozen, with its costs, PTX and serves."""
+        return [self._variant(spec) for spec in self.specs.values()]
+
+    def _variant(self, spec: _Spec) -> Variant:
+        pkg = spec.pkg
+        info = pkg.info
+        ptx: tuple[Capability, ...] = ()
+        gpu_targets: tuple[str, ...] = ()
+        if spec.ptx and not spec.independent:
+            ptx = self.ptx_of(spec.name)
+            if not ptx:
+                self.decisions.append(
+                    Decision(pkg.name, spec.name, "no-ptx", f"{pkg.name} cannot embed PTX")
+                )
+            elif info.ptx == "gpu-targets":
+                gpu_targets = (*(c.text for c in spec.caps[:-1]), f"{ptx[0]}+PTX")
+        targets = len(spec.caps) + len(ptx)
+        cost = info.cost
+        return Variant(
+            name=spec.name,
+            package=pkg.name,
+            attr=pkg.attr,
+            capabilities=spec.caps,
+            cuda=spec.ctx.cuda,
+            cuda_set=spec.ctx.cuda_set,
+            ptx=ptx,
+            forward_compat=spec.independent or (bool(ptx) and info.ptx == "forward-compat"),
+            gpu_targets=gpu_targets,
+            independent=spec.independent,
+            fat=spec.fat,
+            needs=spec.needs,
+            minutes=round(cost.base_minutes + targets * cost.per_target_minutes, 2),
+            size_mb=round(cost.base_size_mb + targets * cost.per_target_size_mb, 2),
+            big_parallel=info.big_parallel,
+            serves=tuple(spec.serves),
+        )
 
 
 def _plan_package(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) -> list[Decision]:
@@ -446,37 +573,38 @@ def _plan_package(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) 
                 )
         return unserved
     pool = _candidates(rules, package)
-    choices = [_serve_gpu(rules, package, gpu, pool) for gpu in fleet]
+    allowed = [(cuda, rules.ok(package, cuda)) for cuda in rules.package_cuda(package)]
+    choices = [_serve_gpu(rules, package, gpu, allowed, pool) for gpu in fleet]
     if config.policy.share == "compatible":
         choices = _share_compatible(rules, package, choices, pool)
     user = config.packages.get(package)
     extras = [Capability.parse(c) for c in (user.extra if user else ())]
     for cap in extras:
         builder.kb.capability(cap)
+    preferred = rules.package_cuda(package)[0]
     for choice in choices:
-        if choice.cap is None:
+        target = choice.cap
+        if target is None:
             unserved.append(Decision(package, choice.gpu.label, "unserved", choice.reason))
             continue
-        found, why = rules.first_cuda(package, (choice.cap,))
-        assert found is not None, why  # the pool holds only buildable capabilities
-        cuda = found
+        built = choice.cuda
+        if built is None:
+            built, why = rules.first_cuda(package, (target,))
+            assert built is not None, why  # the pool holds only buildable capabilities
         ptx = want_ptx or choice.level is RunLevel.PTX_JIT
-        name = builder.dependent(package, choice.cap.slug, (choice.cap,), cuda, ptx, fat=False)
-        action = {RunLevel.NATIVE: "kept", RunLevel.COMPATIBLE: "substituted"}.get(
-            choice.level, "ptx"
-        )
+        name = builder.dependent(package, target.slug, (target,), built, ptx, fat=False)
         builder.decisions.append(
-            Decision(package, choice.gpu.label, action, f"{name}: {choice.reason}")
+            Decision(package, choice.gpu.label, _ACTIONS[choice.level], f"{name}: {choice.reason}")
         )
         builder.add_serve(name, Serve(choice.gpu.label, choice.level, choice.reason))
-        if cuda != rules.package_cuda(package)[0]:
+        if built != preferred:
             builder.decisions.append(
                 Decision(
                     package,
                     name,
                     "cuda",
-                    f"CUDA {cuda} instead of the preferred {rules.package_cuda(package)[0]}: "
-                    f"{rules.why_not(package, choice.cap, rules.package_cuda(package)[0])}",
+                    f"CUDA {built} instead of the preferred {preferred}: "
+                    f"{rules.why_not(package, target, preferred)}",
                 )
             )
     for cap in extras:
@@ -487,7 +615,7 @@ def _plan_package(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) 
                 f"built: {why}",
                 hint=f"remove {cap} from packages.{package}.extra or allow another CUDA version",
             )
-        name = builder.dependent(package, cap.slug, (cap,), cuda, want_ptx, fat=False)
+        name = builder.dependent(package, cap.slug, (cap,), found, want_ptx, fat=False)
         builder.decisions.append(
             Decision(package, str(cap), "extra", f"{name}: asked for in extra")
         )
@@ -540,7 +668,7 @@ def _plan_fat(builder: _Builder, package: str, choices: list[_Choice], want_ptx:
                 verdict = how_runs(
                     choice.gpu.capability,
                     keep,
-                    builder.variants[name].ptx,
+                    builder.ptx_of(name),
                     jetson=choice.gpu.jetson,
                 )
                 if verdict.level is not RunLevel.CANNOT_RUN:
@@ -548,6 +676,7 @@ def _plan_fat(builder: _Builder, package: str, choices: list[_Choice], want_ptx:
 
 
 # -- the plan -------------------------------------------------------------------------------------
+@gc_paused
 def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
     """Plan every requested package for the fleet. Raises CapplanError subclasses on bad input."""
     policy_cuda = resolve_cuda_policy(kb, config.policy.cuda)
@@ -579,11 +708,11 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
             )
     closure = dependency_closure(kb, requested)  # unknown dependencies and cycles fail here
     rules = _Rules(kb, config, config.policy.system, policy_cuda)
-    builder = _Builder(rules, {}, [])
+    builder = _Builder(rules)
     unserved: list[Decision] = []
     for package in requested:
         unserved.extend(_plan_package(builder, package, fleet))
-    planned = {v.package for v in builder.variants.values()}
+    planned = {spec.pkg.name for spec in builder.specs.values()}
     for package in requested:
         if fleet and kb.package(package).capability_dependent and package not in planned:
             reasons = "; ".join(

@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Schedule", "list_schedule"]
+__all__ = ["Schedule", "list_schedule", "schedule_jobs"]
 
 
 @dataclass(frozen=True)
@@ -39,69 +39,95 @@ def list_schedule(
     runners: int,
 ) -> Schedule:
     """Schedule ``order`` (a topological order) onto ``runners`` runners."""
-    bottom: dict[str, float] = {}
-    for name in reversed(order):
-        bottom[name] = minutes[name] + max((bottom[d] for d in dependents[name]), default=0.0)
-    total = sum(minutes[n] for n in order)
-    critical = max(bottom.values(), default=0.0)
-    waiting = {n: len(needs[n]) for n in order}
-    ready_at = dict.fromkeys(order, 0.0)
-    index = {n: i for i, n in enumerate(order)}
-    # Ready jobs, best first: longest bottom level, then longest job, then order.
-    ready: list[tuple[float, float, int, str]] = [
-        (-bottom[n], -minutes[n], index[n], n) for n in order if waiting[n] == 0
-    ]
+    index = {name: i for i, name in enumerate(order)}
+    return schedule_jobs(
+        order,
+        [minutes[name] for name in order],
+        [len(needs[name]) for name in order],
+        [[index[d] for d in dependents[name]] for name in order],
+        runners,
+    )
+
+
+def schedule_jobs(
+    names: Sequence[str],
+    cost: Sequence[float],
+    need_counts: Sequence[int],
+    later: Sequence[Sequence[int]],
+    runners: int,
+) -> Schedule:
+    """:func:`list_schedule` on job numbers: job ``i`` is ``names[i]``, numbered in a topological
+    order, needs ``need_counts[i]`` jobs, and is needed by the jobs ``later[i]``. Plain lists and
+    integer heaps keep 40,000 jobs well under a second."""
+    n = len(names)
+    bottom = [0.0] * n
+    for i in range(n - 1, -1, -1):
+        tail = 0.0
+        for d in later[i]:
+            if bottom[d] > tail:
+                tail = bottom[d]
+        bottom[i] = cost[i] + tail
+    # Ready jobs, best first: longest bottom level, then longest job, then order. The ranking
+    # is fixed, so the ready heap holds plain integers (a job's rank).
+    by_rank = sorted(range(n), key=lambda i: (-bottom[i], -cost[i], i))
+    rank = [0] * n
+    for r, i in enumerate(by_rank):
+        rank[i] = r
+    waiting = list(need_counts)
+    ready = [rank[i] for i in range(n) if waiting[i] == 0]
     heapq.heapify(ready)
+    ready_at = [0.0] * n
     free: list[tuple[float, int]] = [(0.0, r) for r in range(runners)]
-    heapq.heapify(free)
-    running: list[tuple[float, str]] = []
-    start: dict[str, float] = {}
-    runner_of: dict[str, int] = {}
+    running: list[tuple[float, str, int]] = []  # (end, name, job): ties finish in name order
+    start = [0.0] * n
+    runner_of = [0] * n
     makespan = 0.0
+    push, pop = heapq.heappush, heapq.heappop
     while ready or running:
         if not ready:
             # Nothing ready: let the earliest running job finish and release its dependents.
-            finish, done = heapq.heappop(running)
-            _release(done, finish, dependents, waiting, ready_at, ready, bottom, minutes, index)
+            finish, _, done = pop(running)
+            _release(later[done], finish, waiting, ready_at, ready, rank)
             continue
-        free_at, runner = heapq.heappop(free)
+        free_at, runner = pop(free)
         # Finish every job that ends before this runner is free, so their dependents compete.
         while running and running[0][0] <= free_at:
-            finish, done = heapq.heappop(running)
-            _release(done, finish, dependents, waiting, ready_at, ready, bottom, minutes, index)
-        _, _, _, name = heapq.heappop(ready)
-        begin = max(free_at, ready_at[name])
-        end = begin + minutes[name]
-        start[name] = begin
-        runner_of[name] = runner
-        makespan = max(makespan, end)
-        heapq.heappush(running, (end, name))
-        heapq.heappush(free, (end, runner))
-    lower = max(critical, total / runners) if order else 0.0
+            finish, _, done = pop(running)
+            _release(later[done], finish, waiting, ready_at, ready, rank)
+        job = by_rank[pop(ready)]
+        begin = free_at if free_at > ready_at[job] else ready_at[job]
+        end = begin + cost[job]
+        start[job] = begin
+        runner_of[job] = runner
+        if end > makespan:
+            makespan = end
+        push(running, (end, names[job], job))
+        push(free, (end, runner))
+    total = sum(cost)
+    critical = max(bottom, default=0.0)
+    lower = max(critical, total / runners) if n else 0.0
     return Schedule(
         runners,
         round(makespan, 4),
         round(lower, 4),
         round(critical, 4),
         round(total, 4),
-        start,
-        runner_of,
+        dict(zip(names, start, strict=True)),
+        dict(zip(names, runner_of, strict=True)),
     )
 
 
 def _release(
-    done: str,
+    dependents: Sequence[int],
     finish: float,
-    dependents: Mapping[str, Sequence[str]],
-    waiting: dict[str, int],
-    ready_at: dict[str, float],
-    ready: list[tuple[float, float, int, str]],
-    bottom: Mapping[str, float],
-    minutes: Mapping[str, float],
-    index: Mapping[str, int],
+    waiting: list[int],
+    ready_at: list[float],
+    ready: list[int],
+    rank: list[int],
 ) -> None:
-    for dep in dependents[done]:
+    for dep in dependents:
         waiting[dep] -= 1
-        ready_at[dep] = max(ready_at[dep], finish)
+        if finish > ready_at[dep]:
+            ready_at[dep] = finish
         if waiting[dep] == 0:
-            heapq.heappush(ready, (-bottom[dep], -minutes[dep], index[dep], dep))
+            heapq.heappush(ready, rank[dep])
