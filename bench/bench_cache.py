@@ -1,8 +1,8 @@
 """Benchmark: narinfo lookups against a local binary cache that adds latency to every request.
 
-Starts tests/data/cache_server.py (a separate process) over a directory of synthetic narinfos,
-with ``--latency`` seconds added per request (20 ms by default, roughly a nearby CDN), then
-runs capplan.adapters.binary_cache.query_caches:
+Starts a cache server (a separate process) over a directory of synthetic narinfos, with
+``--latency`` seconds added per request (20 ms by default, roughly a nearby CDN), then runs
+capplan.adapters.binary_cache.query_caches:
 
 - sequentially (concurrency 1) over a smaller sample (the per-lookup cost does not depend on
   the count, and 2,000 sequential lookups would only take 40+ s to say the same);
@@ -10,8 +10,14 @@ runs capplan.adapters.binary_cache.query_caches:
 - in fresh child processes at two counts, reporting each one's peak RSS, to show memory stays
   flat as the number of lookups grows.
 
+The server is bench/narinfo_server.py by default: asyncio, one thread, narinfos held in
+memory, so on a 2-core machine it leaves the client (the thing measured) a core of its own,
+as a remote cache would. ``--server threaded`` uses the tests' fault-injecting server
+(tests/data/cache_server.py: a thread and a full http.server parse per request) instead.
+
 Goal (issue 6): >= 800 lookups/s at concurrency 32 and >= 25x the sequential rate.
-Run: ``python bench/bench_cache.py [--lookups 2000] [--sequential 200] [--latency 0.02]``.
+Run: ``python bench/bench_cache.py [--lookups 2000] [--sequential 200] [--latency 0.02]
+[--server asyncio|threaded]``.
 """
 
 from __future__ import annotations
@@ -31,7 +37,10 @@ from pathlib import Path
 from capplan.adapters.binary_cache import query_caches
 from capplan.core.narinfo import nix32_encode
 
-SERVER = Path(__file__).resolve().parents[1] / "tests" / "data" / "cache_server.py"
+SERVERS = {
+    "asyncio": Path(__file__).resolve().parent / "narinfo_server.py",
+    "threaded": Path(__file__).resolve().parents[1] / "tests" / "data" / "cache_server.py",
+}
 
 
 def make_cache(root: Path, count: int, seed: int = 1) -> list[str]:
@@ -61,9 +70,11 @@ def make_cache(root: Path, count: int, seed: int = 1) -> list[str]:
     return paths
 
 
-def start_server(root: Path, latency: float) -> tuple[subprocess.Popen[str], str]:
+def start_server(
+    root: Path, latency: float, kind: str = "asyncio"
+) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--root", str(root), "--latency", str(latency)],
+        [sys.executable, str(SERVERS[kind]), "--root", str(root), "--latency", str(latency)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -123,6 +134,7 @@ def main() -> None:
     parser.add_argument("--sequential", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.020)
+    parser.add_argument("--server", choices=sorted(SERVERS), default="asyncio")
     parser.add_argument("--memory-counts", default="500,2000")
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs of each; the median is shown"
@@ -139,7 +151,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="capplan-bench-") as tmp:
         root = Path(tmp) / "cache"
         paths = make_cache(root, max([args.lookups, args.sequential, *counts]))
-        proc, url = start_server(root, args.latency)
+        proc, url = start_server(root, args.latency, args.server)
         try:
             timed(paths[:50], url, args.concurrency)  # warm up the server's threads
             seq_runs = [
@@ -162,7 +174,8 @@ def main() -> None:
     speedup = par_rate / seq_rate
     print(
         f"narinfo lookups, {args.latency * 1000:g} ms added latency per request, "
-        f"server 127.0.0.1 (Python {sys.version.split()[0]}, {os.cpu_count()} CPUs)"
+        f"{args.server} server on 127.0.0.1 (Python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} CPUs)"
     )
     print()
     print(f"| {'run':<28} | {'lookups':>7} | {'seconds':>7} | {'lookups/s':>9} |")

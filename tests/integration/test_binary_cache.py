@@ -403,6 +403,17 @@ def test_many_lookups_concurrently(nix_cache: NixCache, main: Server) -> None:
 # --- credentials ----------------------------------------------------------------------------
 
 
+def test_cache_url_with_characters_to_quote_is_requested_quoted(
+    nix_cache: NixCache, main: Server
+) -> None:
+    # Plain cache URLs skip requests' URL preparation; this one must still go through it.
+    result = query([nix_cache.b], [f"{main.url}/sub dir"])
+    assert result.present == {} and result.warnings == []
+    assert [e["path"] for e in main.log()] == [
+        f"/sub%20dir/{store_path_hash(nix_cache.b)}.narinfo"
+    ]
+
+
 def _redirect_to(server: Server, path: str) -> dict[str, Any]:
     return {
         "mode": "redirect",
