@@ -100,18 +100,19 @@ def run_one(n: int, repeats: int) -> dict[str, float]:
         runs.append(
             {"plan_s": planned - start, "matrix_s": done - planned, "total_s": done - start}
         )
-        del matrix, text
+        jobs, ratio = len(plan.variants), matrix.schedule.ratio
+        cudas = {str(v.cuda) for v in plan.variants}
+        del plan, matrix, text  # one run's objects at a time: peak RSS is one run's
     best = min(runs, key=lambda r: r["total_s"])
-    cudas = {str(v.cuda) for v in plan.variants}
     return {
         "packages": n,
-        "jobs": len(plan.variants),
+        "jobs": jobs,
         "cuda_versions": len(cudas),
         **best,
         "median_total_s": statistics.median(r["total_s"] for r in runs),
         "runs": len(runs),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "makespan_over_lb": build_matrix(plan, RUNNERS).schedule.ratio,
+        "makespan_over_lb": ratio,
     }
 
 
