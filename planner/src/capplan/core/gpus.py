@@ -13,10 +13,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from capplan.core.capability import Capability
-from capplan.core.kb import GpuModel
+from capplan.core.kb import ChipInfo, GpuModel, KnowledgeBase, PciDevice
 from capplan.errors import InvalidInputError
 
-__all__ = ["GpuMatch", "find_gpus", "normalise", "resolve_device"]
+__all__ = [
+    "REPORT_HINT",
+    "GpuMatch",
+    "PciAnswer",
+    "find_gpus",
+    "lookup_pci",
+    "normalise",
+    "parse_pci_id",
+    "resolve_device",
+]
+
+NVIDIA_VENDOR = "10de"
+# Where an unknown device id gets reported; the table is regenerated from pci.ids.
+REPORT_HINT = (
+    "report it with the output of 'lspci -nn -d 10de:' at the capplan issue tracker; meanwhile"
+    " give the capability itself, e.g. --gpu 8.9 (see 'capplan caps')"
+)
 
 # Words that vendors add and users leave out; they carry no identity.
 _NOISE = {"nvidia", "geforce", "tesla", "quadro", "graphics", "gpu"}
@@ -94,6 +110,62 @@ def resolve_device(text: str, models: Sequence[GpuModel]) -> tuple[Capability, G
         names = ", ".join(f"{m.model.name} ({m.model.capability})" for m in matches[:4])
         raise InvalidInputError(
             f"GPU name '{text.strip()}' is ambiguous: {names}",
-            hint="give a fuller name, or the capability itself",
+            hint="give a fuller name, the PCI id ('capplan gpus --pci 10de:XXXX', from"
+            " 'lspci -nn -d 10de:'), or the capability itself",
         )
     return matches[0].model.capability, matches[0].model
+
+
+_PCI_RE = re.compile(r"(?:0x)?([0-9a-f]{4}):(?:0x)?([0-9a-f]{4})")
+
+
+def parse_pci_id(text: str) -> str:
+    """``10de:2684`` (any case, optional ``0x``) to ``10de:2684``; else exit 4."""
+    match = _PCI_RE.fullmatch(text.strip().lower())
+    if match is None:
+        raise InvalidInputError(
+            f"PCI id '{text.strip()}' is not vendor:device in hex",
+            hint="give it as vvvv:dddd, e.g. 10de:2684, as 'lspci -nn' prints it",
+        )
+    return f"{match.group(1)}:{match.group(2)}"
+
+
+@dataclass(frozen=True, slots=True)
+class PciAnswer:
+    device: PciDevice
+    chip: ChipInfo
+    models: tuple[GpuModel, ...]
+
+    @property
+    def capability(self) -> Capability:
+        return self.chip.capability
+
+    @property
+    def name(self) -> str:
+        """The best name: the first model's, else pci.ids' name, else the id and chip."""
+        if self.models:
+            return self.models[0].name
+        if self.device.pci_name:
+            return f"NVIDIA {self.device.pci_name}"
+        return f"NVIDIA GPU {self.device.id} ({self.chip.chip})"
+
+
+def lookup_pci(pci_id: str, kb: KnowledgeBase) -> PciAnswer:
+    """The chip, capability and models of an NVIDIA PCI id; a clear error otherwise (exit 4)."""
+    wanted = parse_pci_id(pci_id)
+    vendor = wanted.split(":")[0]
+    if vendor != NVIDIA_VENDOR:
+        raise InvalidInputError(
+            f"PCI id '{wanted}' is not an NVIDIA device (vendor {vendor}, NVIDIA is 10de)",
+            hint="give an NVIDIA id from 'lspci -nn -d 10de:'",
+        )
+    device = kb.pci_device(wanted)
+    if device is None:
+        raise InvalidInputError(
+            f"unknown NVIDIA device id '{wanted}': not in capplan's PCI table", hint=REPORT_HINT
+        )
+    chip = kb.chip(device.chip)
+    if chip is None:  # the loader checks every device's chip; kept for type narrowing
+        raise InvalidInputError(f"NVIDIA device id '{wanted}' has no known chip", hint=REPORT_HINT)
+    models = tuple(m for m in (kb.gpu(n) for n in device.models) if m is not None)
+    return PciAnswer(device, chip, models)
