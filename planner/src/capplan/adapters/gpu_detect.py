@@ -41,6 +41,7 @@ from capplan.errors import CapplanError, ConfigError, InvalidInputError, NoGpuEr
 
 __all__ = [
     "NVIDIA_SMI_ENV",
+    "NVML_ENV",
     "PROC_ROOT",
     "SYSFS_ENV",
     "SysfsGpu",
@@ -55,6 +56,7 @@ __all__ = [
 
 NVIDIA_SMI_ENV = "CAPPLAN_NVIDIA_SMI"
 SYSFS_ENV = "CAPPLAN_SYSFS_ROOT"
+NVML_ENV = "CAPPLAN_NVML"  # "0": skip NVML
 PROC_ROOT = Path("/proc/driver/nvidia")
 NVIDIA_VENDOR = 0x10DE
 # PCI class codes (base class 0x03 display): 0x0300 VGA controller, 0x0302 3D controller. The
@@ -358,7 +360,8 @@ def detect_gpus(
 
     Raises NoGpuError when no source lists one. ``nvml`` stands in for the ``pynvml`` module;
     ``use_nvml`` defaults to True only with the real process environment (``env`` None) or an
-    injected module, so tests that pass a fake ``env`` never reach a real driver.
+    injected module, so tests that pass a fake ``env`` never reach a real driver; ``CAPPLAN_NVML=0``
+    turns it off.
     """
     environ = os.environ if env is None else env
     if kb is None:
@@ -367,7 +370,7 @@ def detect_gpus(
         kb = load_kb()
     reasons: list[str] = []
     if use_nvml is None:
-        use_nvml = env is None or nvml is not None
+        use_nvml = (env is None or nvml is not None) and environ.get(NVML_ENV, "").strip() != "0"
     gpus: list[DetectedGpu] = []
     if use_nvml:
         gpus, why = read_nvml(nvml)
