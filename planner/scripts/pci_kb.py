@@ -32,14 +32,15 @@ from capplan.core.pciids import (  # noqa: E402
 )
 
 KB = HERE.parent / "src" / "capplan" / "kb"
-JETSON_CAPS = {"3.2", "5.3", "6.2", "7.2", "8.7", "10.1", "11.0"}
 
 
 def render(pci_ids: str, *, commit: str | None, date: str | None, kb: Path = KB) -> str:
     chips_doc = json.loads((kb / "chips.json").read_text(encoding="utf-8"))
     caps_doc = json.loads((kb / "capabilities.json").read_text(encoding="utf-8"))
-    jetson = {c["capability"] for c in caps_doc["capabilities"] if c["jetson"]} | JETSON_CAPS
-    chips = [ChipRow(c["chip"], c["capability"], c["capability"] in jetson) for c in chips_doc["chips"]]
+    jetson = {c["capability"] for c in caps_doc["capabilities"] if c["jetson"]}
+    chips = [
+        ChipRow(c["chip"], c["capability"], c["capability"] in jetson) for c in chips_doc["chips"]
+    ]
     gpus_doc = json.loads((kb / "gpus.json").read_text(encoding="utf-8"))
     hand = [
         HandModel(g["name"], (g["name"], *g["aliases"]), g["capability"]) for g in gpus_doc["gpus"]

@@ -24,6 +24,7 @@ the GPUs: ``/proc/driver/nvidia/version`` holds the driver version and
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -44,8 +45,8 @@ __all__ = [
     "NVML_ENV",
     "PROC_ROOT",
     "SYSFS_ENV",
-    "SysfsGpu",
     "DetectedGpu",
+    "SysfsGpu",
     "detect_gpus",
     "parse_nvidia_smi_csv",
     "read_nvml",
@@ -254,10 +255,8 @@ def read_nvml(module: Any = None) -> tuple[list[DetectedGpu], str]:
     except Exception as exc:
         return [], f"NVML: {_text(exc) or type(exc).__name__}"
     finally:
-        try:
+        with contextlib.suppress(Exception):  # NVML already gone: nothing left to release
             module.nvmlShutdown()
-        except Exception:
-            pass
     return gpus, "" if gpus else "NVML lists no GPU"
 
 

@@ -255,7 +255,7 @@ def build_pci_table(
         for group in groups:
             name = f"{spelled[key]} ({group[0]})" if split else spelled[key]
             chip_rows = [by_chip[c] for c in group]
-            devices = sorted(d for c in group for d in rest[c])
+            ids = sorted(d for c in group for d in rest[c])
             source = "PCI ID repository pci.ids: " + ", ".join(
                 f"{d} {c}" for c in group for d in sorted(rest[c])
             )
@@ -274,7 +274,7 @@ def build_pci_table(
                     "capability": chip_rows[0].capability,
                     "segment": _segment(name, chip_rows[0].jetson),
                     "chips": group,
-                    "pci_ids": [f"10de:{d}" for d in devices],
+                    "pci_ids": [f"10de:{d}" for d in ids],
                     "note": note,
                     "source": source,
                 }
@@ -286,9 +286,9 @@ def build_pci_table(
     for entry, chip, names in sorted(kept, key=lambda k: k[0].device):
         linked: list[str] = []
         for name in names:
-            model = model_of[(normalise(name), chip)]
-            if model not in linked:
-                linked.append(model)
+            linked_name = model_of[(normalise(name), chip)]
+            if linked_name not in linked:
+                linked.append(linked_name)
         devices.append(
             {
                 "id": f"10de:{entry.device}",
