@@ -26,15 +26,18 @@ def _top(query: str) -> list[GpuModel]:
 
 @pytest.mark.parametrize("model", KB.gpus, ids=lambda m: m.name)
 def test_every_model_name_resolves_to_its_capability(model: GpuModel) -> None:
-    top = _top(model.name)
-    assert model in top, model.name
-    caps = {m.capability for m in top}
-    if len(caps) == 1:
-        assert resolve_device(model.name, KB.gpus)[0] == model.capability
-    else:
-        # A name sold on chips of different capabilities: said, never picked.
-        with pytest.raises(InvalidInputError, match="ambiguous"):
-            resolve_device(model.name, KB.gpus)
+    # Every full name and alias; a name pci.ids puts on chips of different capabilities
+    # ("GeForce GTX 750 Ti": GK106 3.0 and GM107 5.0) is said to be ambiguous, never picked,
+    # and resolves once the chip is added.
+    assert model in _top(model.name), model.name
+    for label in (model.name, *model.aliases):
+        try:
+            cap = resolve_device(label, KB.gpus)[0]
+        except InvalidInputError as error:
+            assert "ambiguous" in error.message, label
+            assert {m.capability for m in _top(label)} != {model.capability}, label
+            cap = resolve_device(f"{label} ({model.chips[0]})", KB.gpus)[0]
+        assert cap == model.capability, label
     for chip in model.chips:
         info = KB.chip(chip)
         assert info is not None and info.capability == model.capability, (model.name, chip)
@@ -162,7 +165,14 @@ def test_names_on_chips_of_different_capabilities_are_ambiguous(
     line = info.value.one_line()
     assert info.value.exit_code == ExitCode.INVALID_INPUT
     assert "ambiguous" in line and all(f"({c})" in line for c in caps)
-    assert "capplan gpus --pci" in line
+    assert "capplan gpus --pci" in line and "add the chip, e.g." in line
+
+
+@pytest.mark.parametrize(
+    ("query", "cap"), [("gt 640 (GK208)", "3.5"), ("GeForce GT 640 (gk107)", "3.0"), ("gtx 750 ti (GM107)", "5.0")]
+)
+def test_a_chip_in_parentheses_settles_it(query: str, cap: str) -> None:
+    assert resolve_device(query, KB.gpus)[0] == Capability.parse(cap)
 
 
 def test_chip_qualifier_is_not_a_word() -> None:

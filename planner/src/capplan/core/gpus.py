@@ -8,6 +8,7 @@ ranks: an exact name or alias, then entries holding every word of the query, the
 from __future__ import annotations
 
 import difflib
+from functools import lru_cache
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ _NOISE = {"nvidia", "geforce", "tesla", "quadro", "graphics", "gpu"}
 _CHIP_QUALIFIER = re.compile(r"\((?:G[KMPVAHB]|TU|AD)[0-9]{2,3}[A-Z]?\)", re.IGNORECASE)
 
 
+@lru_cache(maxsize=16384)
 def normalise(name: str) -> tuple[str, ...]:
     text = _CHIP_QUALIFIER.sub(" ", name).lower()
     # "rtx3090" -> "rtx 3090", "gtx1650" -> "gtx 1650", "a100-sxm4" -> "a100 sxm4"
@@ -61,12 +63,18 @@ class GpuMatch:
 
 
 def find_gpus(query: str, models: Sequence[GpuModel]) -> list[GpuMatch]:
-    """Every model matching ``query``, best first (ties by capability then name)."""
+    """Every model matching ``query``, best first (ties by capability then name).
+
+    A chip in parentheses (``GT 640 (GK208)``) keeps only the models built on that chip.
+    """
     wanted = normalise(query)
     if not wanted:
         return []
+    chips = {m.group(0)[1:-1].upper() for m in _CHIP_QUALIFIER.finditer(query)}
     results: list[GpuMatch] = []
     for model in models:
+        if chips and not chips <= {c.upper() for c in model.chips}:
+            continue
         best: GpuMatch | None = None
         for label in (model.name, *model.aliases):
             words = normalise(label)
@@ -110,10 +118,14 @@ def resolve_device(text: str, models: Sequence[GpuModel]) -> tuple[Capability, G
         names = ", ".join(f"{m.model.name} ({m.model.capability})" for m in matches[:4])
         raise InvalidInputError(
             f"GPU name '{text.strip()}' is ambiguous: {names}",
-            hint="give a fuller name, the PCI id ('capplan gpus --pci 10de:XXXX', from"
-            " 'lspci -nn -d 10de:'), or the capability itself",
+            hint="add the chip, e.g. '" + _with_chip(text, matches[0].model) + "', give the PCI"
+            " id ('capplan gpus --pci 10de:XXXX', from 'lspci -nn -d 10de:'), or the capability",
         )
     return matches[0].model.capability, matches[0].model
+
+
+def _with_chip(text: str, model: GpuModel) -> str:
+    return f"{text.strip()} ({model.chips[0]})" if model.chips else text.strip()
 
 
 _PCI_RE = re.compile(r"(?:0x)?([0-9a-f]{4}):(?:0x)?([0-9a-f]{4})")
