@@ -8,10 +8,10 @@ ranks: an exact name or alias, then entries holding every word of the query, the
 from __future__ import annotations
 
 import difflib
-from functools import lru_cache
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from capplan.core.capability import Capability
 from capplan.core.kb import ChipInfo, GpuModel, KnowledgeBase, PciDevice
