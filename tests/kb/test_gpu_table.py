@@ -209,3 +209,33 @@ def test_bad_pci_queries(query: str, says: str) -> None:
     with pytest.raises(InvalidInputError) as info:
         lookup_pci(query, KB)
     assert says in info.value.message and info.value.exit_code == ExitCode.INVALID_INPUT
+
+
+def _kb_copy(tmp_path: Path, name: str, edit: object) -> Path:
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    for path in KB_DIR.glob("*.json"):
+        (folder / path.name).write_text(path.read_text())
+    data = json.loads((folder / name).read_text())
+    edit(data)  # type: ignore[operator]
+    (folder / name).write_text(json.dumps(data))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("name", "edit", "fragment"),
+    [
+        ("chips.json", lambda d: d["chips"][-1].update(capability="8.9"), "its chip GB20B has 8.9"),
+        ("gpus.json", lambda d: d["gpus"][0].update(chips=["GX999"]), "unknown chip 'GX999'"),
+        ("pci.json", lambda d: d["devices"][0].update(chip="GX999"), "unknown chip 'GX999'"),
+        ("pci.json", lambda d: d["devices"][-1].update(id="10de:XYZ"), "pci.json"),
+    ],
+)
+def test_inconsistent_chip_data_is_a_data_error(
+    capplan_cli: object, tmp_path: Path, name: str, edit: object, fragment: str
+) -> None:
+    folder = _kb_copy(tmp_path, name, edit)
+    result = capplan_cli("gpus", "a100", env={"CAPPLAN_KB_DIR": str(folder)})  # type: ignore[operator]
+    assert result.exit_code == ExitCode.DATA, result.stderr
+    line = result.stderr.strip()
+    assert line.startswith("capplan: error: ") and "\n" not in line and fragment in line
