@@ -105,7 +105,8 @@ def test_gpus_shape(gpus: dict[str, Any]) -> None:
     assert len(gpus["gpus"]) >= 60
     for gpu in gpus["gpus"]:
         where = f"gpus.json entry {gpu.get('name')!r}"
-        assert set(gpu) == {"name", "aliases", "capability", "segment", "source"}, where
+        assert set(gpu) == {"name", "aliases", "capability", "segment", "chips", "source"}, where
+        assert gpu["chips"] and all(isinstance(c, str) and c for c in gpu["chips"]), where
         assert isinstance(gpu["name"], str) and gpu["name"].strip() == gpu["name"] != "", where
         assert isinstance(gpu["aliases"], list), where
         assert all(isinstance(a, str) and a.strip() == a != "" for a in gpu["aliases"]), where

@@ -93,7 +93,8 @@ def _fake_smi(directory: Path, output: str, *, name: str = "nvidia-smi", old: bo
 
 
 def _env(path: Path | str, **extra: str) -> dict[str, str]:
-    return {"PATH": str(path), **extra}
+    # An empty sysfs root: these tests stay about nvidia-smi and /proc on a machine with a GPU.
+    return {"PATH": str(path), "CAPPLAN_SYSFS_ROOT": str(Path(path) / "no-sysfs"), **extra}
 
 
 def test_fake_nvidia_smi_on_path(tmp_path: Path) -> None:

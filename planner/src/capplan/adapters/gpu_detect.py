@@ -1,4 +1,15 @@
-"""Find the local NVIDIA GPUs: nvidia-smi first, /proc/driver/nvidia as the fallback.
+"""Find the local NVIDIA GPUs: NVML, nvidia-smi, sysfs, then /proc/driver/nvidia.
+
+Sources, best first (the first that lists a GPU answers; ``DetectedGpu.source`` says which):
+
+- NVML through NVIDIA's ``nvidia-ml-py`` binding (``import pynvml``; optional: ``pip install
+  'capplan[nvml]'``): names, capabilities, driver and PCI ids straight from the driver.
+- ``nvidia-smi`` (below).
+- sysfs: ``/sys/bus/pci/devices/*/{vendor,device,class}``, vendor 0x10de with a VGA (0x0300xx)
+  or 3D (0x0302xx) controller class, mapped through the PCI table (kb/pci.json, kb/chips.json).
+  Needs no driver at all: the case of a new machine before the driver is set up. The root is
+  ``CAPPLAN_SYSFS_ROOT`` (default ``/sys``).
+- ``/proc/driver/nvidia`` (below): names and driver, no capability.
 
 ``nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader`` prints one line
 per physical GPU (MIG instances are not listed by --query-gpu), fields separated by ", ", and
@@ -13,29 +24,45 @@ the GPUs: ``/proc/driver/nvidia/version`` holds the driver version and
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import re
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from capplan.core.capability import Capability
-from capplan.errors import CapplanError, ConfigError, NoGpuError
+from capplan.core.gpus import REPORT_HINT, lookup_pci
+from capplan.core.kb import KnowledgeBase
+from capplan.errors import CapplanError, ConfigError, InvalidInputError, NoGpuError
 
 __all__ = [
     "NVIDIA_SMI_ENV",
+    "NVML_ENV",
     "PROC_ROOT",
+    "SYSFS_ENV",
     "DetectedGpu",
+    "SysfsGpu",
     "detect_gpus",
     "parse_nvidia_smi_csv",
+    "read_nvml",
     "read_proc_driver",
+    "read_sysfs",
     "run_nvidia_smi",
 ]
 
 NVIDIA_SMI_ENV = "CAPPLAN_NVIDIA_SMI"
+SYSFS_ENV = "CAPPLAN_SYSFS_ROOT"
+NVML_ENV = "CAPPLAN_NVML"  # "0": skip NVML
 PROC_ROOT = Path("/proc/driver/nvidia")
+NVIDIA_VENDOR = 0x10DE
+# PCI class codes (base class 0x03 display): 0x0300 VGA controller, 0x0302 3D controller. The
+# GPU's HDMI audio function (0x0403) and USB-C controller (0x0c03) share its vendor id.
+_GPU_CLASSES = (0x0300, 0x0302)
 
 _FULL_QUERY = ("name", "compute_cap", "driver_version")
 _OLD_DRIVER_QUERY = ("name", "driver_version")
@@ -48,11 +75,18 @@ _NVRM_RE = re.compile(r"^NVRM version:.*?Kernel Module.*?\s([0-9]+(?:\.[0-9]+){1
 
 @dataclass(frozen=True, slots=True)
 class DetectedGpu:
-    """One physical GPU. ``capability`` / ``driver`` are None when the source did not say."""
+    """One physical GPU. ``capability`` / ``driver`` are None when the source did not say.
+
+    ``source`` (nvml, nvidia-smi, sysfs, proc) and ``pci_id`` (``10de:2330``) say where the
+    answer came from; they do not take part in equality.
+    """
 
     name: str
     capability: Capability | None
     driver: str | None
+    source: str = field(default="nvidia-smi", compare=False)
+    pci_id: str | None = field(default=None, compare=False)
+    note: str = field(default="", compare=False)  # e.g. why the capability is unknown
 
 
 def _value(text: str) -> str | None:
@@ -181,6 +215,123 @@ def read_proc_driver(root: Path = PROC_ROOT) -> list[DetectedGpu]:
     return gpus
 
 
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def read_nvml(module: Any = None) -> tuple[list[DetectedGpu], str]:
+    """GPUs as NVML reports them, and, when none, why (one line).
+
+    ``module`` stands in for ``pynvml`` (tests inject a fake; no GPU on the build machines).
+    """
+    if module is None:
+        try:
+            module = importlib.import_module("pynvml")
+        except ImportError:
+            return [], "NVML: nvidia-ml-py is not installed (pip install 'capplan[nvml]')"
+    try:
+        module.nvmlInit()
+    except Exception as exc:  # pynvml raises NVMLError_* (driver not loaded, library not found)
+        return [], f"NVML: {_text(exc) or type(exc).__name__}"
+    gpus: list[DetectedGpu] = []
+    try:
+        driver = _driver(_value(_text(module.nvmlSystemGetDriverVersion())))
+        for index in range(int(module.nvmlDeviceGetCount())):
+            handle = module.nvmlDeviceGetHandleByIndex(index)
+            name = _value(_text(module.nvmlDeviceGetName(handle))) or f"NVIDIA GPU {index}"
+            major, minor = module.nvmlDeviceGetCudaComputeCapability(handle)
+            # pciDeviceId packs device << 16 | vendor: 0x233010DE is 10de:2330 (H100 SXM5).
+            packed = int(module.nvmlDeviceGetPciInfo(handle).pciDeviceId)
+            pci_id = f"{packed & 0xFFFF:04x}:{packed >> 16:04x}"
+            gpus.append(
+                DetectedGpu(
+                    name,
+                    _capability(f"{int(major)}.{int(minor)}"),
+                    driver,
+                    source="nvml",
+                    pci_id=pci_id,
+                )
+            )
+    except Exception as exc:
+        return [], f"NVML: {_text(exc) or type(exc).__name__}"
+    finally:
+        with contextlib.suppress(Exception):  # NVML already gone: nothing left to release
+            module.nvmlShutdown()
+    return gpus, "" if gpus else "NVML lists no GPU"
+
+
+@dataclass(frozen=True, slots=True)
+class SysfsGpu:
+    """An NVIDIA display or 3D controller function in sysfs."""
+
+    bus: str  # 0000:00:06.0
+    pci_id: str  # 10de:2330
+
+
+def _hex_file(path: Path) -> int:
+    """A sysfs hex attribute (``0x10de``); ValueError naming the file when it is not one."""
+    raw = path.read_bytes()
+    text = raw.decode("ascii", errors="strict").strip() if raw.isascii() else None
+    if not text:
+        raise ValueError(f"{path}: {'empty' if not raw.strip() else 'not text'}")
+    try:
+        return int(text, 16)
+    except ValueError:
+        raise ValueError(f"{path}: not hex ({text[:20]!r})") from None
+
+
+def read_sysfs(root: Path) -> tuple[list[SysfsGpu], list[str]]:
+    """NVIDIA GPU functions under ``root``/bus/pci/devices, in bus order, and the problems met."""
+    devices = root / "bus" / "pci" / "devices"
+    problems: list[str] = []
+    try:
+        entries = sorted(devices.iterdir(), key=lambda p: p.name)
+    except OSError as exc:
+        return [], [f"{devices}: {exc.strerror or exc}"]
+    found: list[SysfsGpu] = []
+    for entry in entries:
+        try:
+            vendor = _hex_file(entry / "vendor")
+            if vendor != NVIDIA_VENDOR:
+                continue
+            device = _hex_file(entry / "device")
+            pci_class = _hex_file(entry / "class")
+        except OSError as exc:
+            problems.append(f"{entry.name}: cannot read {Path(exc.filename or '').name}"
+                            f" ({exc.strerror or exc})")
+            continue
+        except ValueError as exc:
+            problems.append(f"{entry.name}: {str(exc).replace(str(entry) + '/', '')}")
+            continue
+        if pci_class >> 8 not in _GPU_CLASSES or device > 0xFFFF:
+            continue
+        found.append(SysfsGpu(entry.name, f"10de:{device:04x}"))
+    return found, problems
+
+
+def _from_sysfs(found: list[SysfsGpu], kb: KnowledgeBase) -> list[DetectedGpu]:
+    gpus: list[DetectedGpu] = []
+    for item in found:
+        try:
+            answer = lookup_pci(item.pci_id, kb)
+        except InvalidInputError:
+            gpus.append(
+                DetectedGpu(
+                    f"NVIDIA GPU {item.pci_id} at {item.bus}",
+                    None,
+                    None,
+                    source="sysfs",
+                    pci_id=item.pci_id,
+                    note=f"unknown NVIDIA device id {item.pci_id}: {REPORT_HINT}",
+                )
+            )
+            continue
+        gpus.append(
+            DetectedGpu(answer.name, answer.capability, None, source="sysfs", pci_id=item.pci_id)
+        )
+    return gpus
+
+
 def _executable(env: Mapping[str, str]) -> str | None:
     configured = env.get(NVIDIA_SMI_ENV, "").strip()
     if configured:
@@ -199,25 +350,58 @@ def detect_gpus(
     proc_root: Path = PROC_ROOT,
     env: Mapping[str, str] | None = None,
     timeout: float = 20.0,
+    sysfs_root: Path | None = None,
+    nvml: Any = None,
+    use_nvml: bool | None = None,
+    kb: KnowledgeBase | None = None,
 ) -> list[DetectedGpu]:
-    """The local GPUs, in PCI bus order. Raises NoGpuError when there is none."""
+    """The local GPUs, in PCI bus order, from the best source that lists any.
+
+    Raises NoGpuError when no source lists one. ``nvml`` stands in for the ``pynvml`` module;
+    ``use_nvml`` defaults to True only with the real process environment (``env`` None) or an
+    injected module, so tests that pass a fake ``env`` never reach a real driver; ``CAPPLAN_NVML=0``
+    turns it off.
+    """
     environ = os.environ if env is None else env
-    executable = _executable(environ)
+    if kb is None:
+        from capplan.adapters.kb import load_kb
+
+        kb = load_kb()
+    reasons: list[str] = []
+    if use_nvml is None:
+        use_nvml = (env is None or nvml is not None) and environ.get(NVML_ENV, "").strip() != "0"
     gpus: list[DetectedGpu] = []
+    if use_nvml:
+        gpus, why = read_nvml(nvml)
+        if gpus:
+            return gpus
+        reasons.append(why)
+    root = sysfs_root or Path(environ.get(SYSFS_ENV, "").strip() or "/sys")
+    sysfs_found, problems = read_sysfs(root)
+    executable = _executable(environ)
     reason = "nvidia-smi not found on PATH"
     if executable is not None:
         gpus, reason = run_nvidia_smi(executable, timeout=timeout)
     proc_gpus = read_proc_driver(proc_root)
-    if not gpus:
-        gpus = proc_gpus
-    elif proc_gpus and proc_gpus[0].driver:
+    proc_driver = proc_gpus[0].driver if proc_gpus else None
+    if gpus:
         # nvidia-smi may print [N/A] for the driver (seen on some containers); the module knows.
-        gpus = [
-            g if g.driver else DetectedGpu(g.name, g.capability, proc_gpus[0].driver) for g in gpus
-        ]
-    if not gpus:
-        raise NoGpuError(
-            f"no NVIDIA GPU found: {reason}; {proc_root / 'gpus'} lists none",
-            hint=f"run on a machine with an NVIDIA GPU and driver, or set {NVIDIA_SMI_ENV}",
-        )
-    return gpus
+        gpus = [g if g.driver else replace(g, driver=proc_driver) for g in gpus]
+        if len(sysfs_found) == len(gpus):  # both in PCI bus order
+            gpus = [replace(g, pci_id=s.pci_id) for g, s in zip(gpus, sysfs_found, strict=True)]
+        return gpus
+    reasons.append(reason)
+    if sysfs_found:
+        # No working nvidia-smi: the PCI ids still give each GPU's chip and capability.
+        return [replace(g, driver=proc_driver) for g in _from_sysfs(sysfs_found, kb)]
+    reasons.append(
+        f"{root / 'bus/pci/devices'} lists no NVIDIA GPU"
+        + (f" ({'; '.join(problems[:3])})" if problems else "")
+    )
+    if proc_gpus:
+        return [replace(g, source="proc") for g in proc_gpus]
+    raise NoGpuError(
+        f"no NVIDIA GPU found: {'; '.join(r for r in reasons if r)}; {proc_root / 'gpus'} lists"
+        " none",
+        hint=f"run on a machine with an NVIDIA GPU, or set {NVIDIA_SMI_ENV} or {SYSFS_ENV}",
+    )

@@ -34,7 +34,7 @@ def detect(config_path: Path | None, as_json: bool) -> None:
     from capplan.adapters.gpu_detect import detect_gpus
 
     kb = current_kb()
-    found = detect_gpus()
+    found = detect_gpus(kb=kb)
     plan = load_plan(config_path)
     report: list[dict[str, Any]] = []
     for gpu in found:
@@ -46,6 +46,9 @@ def detect(config_path: Path | None, as_json: bool) -> None:
             "name": gpu.name,
             "capability": str(cap) if cap else None,
             "driver": gpu.driver,
+            "source": gpu.source,
+            "pci_id": gpu.pci_id,
+            "note": gpu.note,
             "max_cuda": None,
             "max_cuda_minor_compat": None,
             "variants": {},
@@ -82,7 +85,18 @@ def _print(report: list[dict[str, Any]]) -> None:
             f"[bold]{entry['name']}[/bold]: capability {entry['capability'] or 'unknown'}, "
             f"driver {entry['driver'] or 'unknown'} (runs CUDA up to "
             f"{entry['max_cuda_minor_compat'] or '?'}; new PTX up to {entry['max_cuda'] or '?'})"
+            f", from {entry['source']}"
+            + (f", PCI id {entry['pci_id']}" if entry["pci_id"] else "")
         )
+        if entry["driver"] is None and entry["source"] == "sysfs":
+            console.print(
+                "the NVIDIA driver is not loaded (no NVML, nvidia-smi or /proc/driver/nvidia):"
+                " this GPU was found by its PCI id; below is what to use once the driver is"
+                " installed (it must be new enough for the variant's CUDA)",
+                markup=False,
+            )
+        if entry.get("note"):
+            console.print(entry["note"], markup=False)
         if entry["capability"] is None:
             continue
         table = make_table("package", "variant", "how", "get it")

@@ -8,7 +8,8 @@ import click
 
 from capplan.cli.output import emit_json, make_table, out_console
 from capplan.cli.planning import current_kb
-from capplan.core.gpus import find_gpus, suggestions
+from capplan.core.gpus import find_gpus, lookup_pci, suggestions
+from capplan.core.kb import GpuModel, KnowledgeBase
 from capplan.errors import InvalidInputError
 
 __all__ = ["gpus"]
@@ -16,10 +17,24 @@ __all__ = ["gpus"]
 
 @click.command()
 @click.argument("query", required=False)
+@click.option(
+    "--pci",
+    "pci_id",
+    metavar="VVVV:DDDD",
+    help="The models of this PCI id (as 'lspci -nn' prints it, e.g. 10de:2684).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def gpus(query: str | None, as_json: bool) -> None:
+def gpus(query: str | None, pci_id: str | None, as_json: bool) -> None:
     """List GPU models (all, or those matching QUERY, best match first)."""
     kb = current_kb()
+    if pci_id is not None:
+        if query is not None:
+            raise InvalidInputError(
+                f"give a name or --pci, not both (got '{query}' and '{pci_id}')",
+                hint="drop one of them",
+            )
+        _print_pci(kb, pci_id, as_json)
+        return
     if query is None:
         models = sorted(kb.gpus, key=lambda m: (m.capability.sort_key, m.name))
     else:
@@ -33,23 +48,56 @@ def gpus(query: str | None, as_json: bool) -> None:
             )
             raise InvalidInputError(f"unknown GPU '{query}'", hint=hint)
         models = [m.model for m in matches]
-    rows: list[dict[str, Any]] = []
-    for model in models:
-        info = kb.capability(model.capability)
-        rows.append(
-            {
-                "name": model.name,
-                "capability": str(model.capability),
-                "arch": info.arch,
-                "segment": model.segment,
-                "jetson": info.jetson,
-                "aliases": list(model.aliases),
-            }
-        )
+    _emit(kb, [_row(kb, m) for m in models], as_json)
+
+
+def _row(kb: KnowledgeBase, model: GpuModel) -> dict[str, Any]:
+    info = kb.capability(model.capability)
+    return {
+        "name": model.name,
+        "capability": str(model.capability),
+        "arch": info.arch,
+        "segment": model.segment,
+        "jetson": info.jetson,
+        "aliases": list(model.aliases),
+        "chips": list(model.chips),
+        "pci_ids": list(model.pci_ids)
+        or sorted(d.id for d in kb.pci_devices if model.name in d.models),
+        "note": model.note,
+    }
+
+
+def _emit(kb: KnowledgeBase, rows: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    table = make_table("name", "capability", "arch", "segment")
+    table = make_table("name", "capability", "arch", "segment", "chips")
     for r in rows:
-        table.add_row(r["name"], r["capability"], r["arch"], r["segment"])
+        table.add_row(r["name"], r["capability"], r["arch"], r["segment"], ", ".join(r["chips"]))
     out_console().print(table)
+
+
+def _print_pci(kb: KnowledgeBase, pci_id: str, as_json: bool) -> None:
+    answer = lookup_pci(pci_id, kb)
+    rows = [_row(kb, m) for m in answer.models]
+    if not rows:
+        # An id pci.ids lists without a product name: the chip still gives the capability.
+        info = kb.capability(answer.capability)
+        rows = [
+            {
+                "name": answer.name,
+                "capability": str(answer.capability),
+                "arch": info.arch,
+                "segment": None,
+                "jetson": info.jetson,
+                "aliases": [],
+                "chips": [answer.chip.chip],
+                "pci_ids": [answer.device.id],
+                "note": "",
+            }
+        ]
+    for row in rows:
+        row["pci_id"] = answer.device.id
+        row["chip"] = answer.chip.chip
+        row["pci_name"] = answer.device.pci_name
+    _emit(kb, rows, as_json)
