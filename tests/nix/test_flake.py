@@ -107,7 +107,9 @@ def test_evaluating_one_variant_imports_nixpkgs_once(nix_example: NixRunner) -> 
     assert (imports, instantiations) == (1, 0), proc.stderr
     assert '"cudaCapabilities":["8.6"]' in proc.stderr
     # A non-default CUDA goes through cudaPackages_12_6.pkgs: one import, one extension of it.
-    proc = nix_example.flake(["eval"], f".#legacyPackages.{SYSTEM}.torch-sm61-cu126.drvPath", "--raw")
+    proc = nix_example.flake(
+        ["eval"], f".#legacyPackages.{SYSTEM}.torch-sm61-cu126.drvPath", "--raw"
+    )
     assert count_imports(proc.stderr) == (1, 1), proc.stderr
     assert "8.6" not in proc.stderr
 

@@ -22,7 +22,9 @@ FEATURES = ["--extra-experimental-features", "nix-command flakes"]
 
 @pytest.fixture(scope="module")
 def cached(nix_repo: NixRunner, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    outs = nix_repo.build(["legacyPackages.x86_64-linux.cudnn", "legacyPackages.x86_64-linux.nccl-sm80"])
+    outs = nix_repo.build(
+        ["legacyPackages.x86_64-linux.cudnn", "legacyPackages.x86_64-linux.nccl-sm80"]
+    )
     root = tmp_path_factory.mktemp("cache") / "c"
     for out in outs.values():
         subprocess.run(

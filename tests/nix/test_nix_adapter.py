@@ -85,7 +85,9 @@ def test_attr_names_are_data_not_code(flake: Path, name: str) -> None:
 
 
 def test_missing_attr_is_named(flake: Path) -> None:
-    with pytest.raises(NixError, match=r"has no legacyPackages\.[a-z0-9_]+-[a-z]+\.nope \(and 1 more\)"):
+    with pytest.raises(
+        NixError, match=r"has no legacyPackages\.[a-z0-9_]+-[a-z]+\.nope \(and 1 more\)"
+    ):
         flake_output_paths(f"path:{flake}", ["plain", "nope", "nope2"])
 
 

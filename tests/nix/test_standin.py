@@ -150,13 +150,13 @@ def test_unfree_refused_without_allow_unfree(nix_repo: NixRunner) -> None:
         (
             "cudaPackages",
             ["8.7"],
-            "Requested pre-SBSA (10.1) Jetson CUDA capabilities ([\"8.7\"]) require computed"
+            'Requested pre-SBSA (10.1) Jetson CUDA capabilities (["8.7"]) require computed'
             " NVIDIA hostRedistSystem (linux-x86_64) to be linux-aarch64",
         ),
         (
             "cudaPackages",
             ["10.1"],
-            "Requested SBSA (10.1) Jetson CUDA capabilities ([\"10.1\"]) require computed"
+            'Requested SBSA (10.1) Jetson CUDA capabilities (["10.1"]) require computed'
             " NVIDIA hostRedistSystem (linux-x86_64) to be linux-sbsa",
         ),
     ],
@@ -192,8 +192,7 @@ def test_jetson_rules(nix_repo: NixRunner) -> None:
     )
     # From CUDA 13, Orin (8.7) and Thor (11.0) use the SBSA toolkit and mix with others.
     got = nix_repo.expr_json(
-        f"{cuda(['8.7', '9.0', '11.0'], system='aarch64-linux')}"
-        ".cudaPackages_13_0.flags.realArches"
+        f"{cuda(['8.7', '9.0', '11.0'], system='aarch64-linux')}.cudaPackages_13_0.flags.realArches"
     )
     assert got == ["sm_87", "sm_90", "sm_110"]
 
@@ -220,7 +219,9 @@ def test_broken_packages_are_refused(nix_repo: NixRunner) -> None:
     stderr = failure(nix_repo, f"{cuda(['8.6'])}.magma.drvPath")
     assert "Refusing to evaluate package 'magma-2.9.0'" in stderr
     assert "is marked as broken" in stderr and "NIXPKGS_ALLOW_BROKEN" in stderr
-    stderr = failure(nix_repo, f"{cuda(['8.6'], 'rocmSupport = true;')}.python3Packages.torch.drvPath")
+    stderr = failure(
+        nix_repo, f"{cuda(['8.6'], 'rocmSupport = true;')}.python3Packages.torch.drvPath"
+    )
     assert "is marked as broken" in stderr
     got = nix_repo.expr_json(
         f"[ {cuda(['8.6'])}.magma-cuda-static.name"
@@ -230,7 +231,9 @@ def test_broken_packages_are_refused(nix_repo: NixRunner) -> None:
 
 
 def test_cuda_set_pkgs_is_the_set_itself_for_the_default(nix_repo: NixRunner) -> None:
-    proc = nix_repo.expr(f"{cuda(['8.6'])}.cudaPackages_12_9.pkgs.cudaPackages.cudaMajorMinorVersion")
+    proc = nix_repo.expr(
+        f"{cuda(['8.6'])}.cudaPackages_12_9.pkgs.cudaPackages.cudaMajorMinorVersion"
+    )
     assert json.loads(proc.stdout) == "12.9"
     assert count_imports(proc.stderr) == (1, 0)
     proc = nix_repo.expr(

@@ -15,11 +15,10 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from nixhelpers import REPO, SYSTEM, NixRunner, copy_tree, count_imports
+from nixhelpers import REPO, SYSTEM, NixRunner, copy_tree
 
 pytestmark = pytest.mark.nix
 
@@ -182,7 +181,10 @@ def ptx_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NixRunner]:
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "planner" / "src"), "NO_COLOR": "1"}
     subprocess.run(
-        [sys.executable, "-m", "capplan", "generate"], cwd=root, env=env, check=True,
+        [sys.executable, "-m", "capplan", "generate"],
+        cwd=root,
+        env=env,
+        check=True,
         capture_output=True,
     )
     yield NixRunner(root)
@@ -241,4 +243,4 @@ def test_own_nix_code_needs_only_nix_2_8(nix_repo: NixRunner) -> None:
     version = nix_repo.expr_json("builtins.nixVersion")
     if version.startswith("2.8."):
         # On 2.8 itself the whole suite (flake, overlay, checks) ran: record that it did.
-        assert nix_repo.expr_json("builtins.compareVersions builtins.nixVersion \"2.8\"") >= 0
+        assert nix_repo.expr_json('builtins.compareVersions builtins.nixVersion "2.8"') >= 0

@@ -251,13 +251,17 @@ def test_ptx_variants_of_one_capability_share_one_instance() -> None:
     # torchvision inherits the PTX torch; its own kernels follow torch.cudaCapabilities.
     assert variants["torchvision-sm86"].ptx == ()
     assert any(
-        d.action == "no-ptx" and d.subject == "torchvision-sm86" and "inherit" not in d.reason
+        d.action == "no-ptx"
+        and d.subject == "torchvision-sm86"
+        and "inherit" not in d.reason
         and "PTX torch" in d.reason
         for d in plan.decisions
     )
     overlay = plan_json(plan)["variants"]
-    assert {json.dumps([overlay[n][k] for k in ("capabilities", "forward_compat", "gpu_targets")])
-            for n in names} == {json.dumps([["8.6"], True, ["8.6+PTX"]])}
+    assert {
+        json.dumps([overlay[n][k] for k in ("capabilities", "forward_compat", "gpu_targets")])
+        for n in names
+    } == {json.dumps([["8.6"], True, ["8.6+PTX"]])}
 
 
 def test_without_ptx_the_instance_has_no_forward_compat() -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import platform
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,10 +30,11 @@ __all__ = [
 NIX_FEATURES = "nix-command flakes"
 PARAMS_ENV = "CAPPLAN_NIX_PARAMS"
 
-# Given the flake's `legacyPackages` attrset (where capplan's flake keeps its variants, as nixpkgs
-# does, so that `nix flake show` never forces them), return { <attr> = [ <outPath of each output> ] }
-# for the requested attrs, and null for a missing attr so Python can name it. Only outPaths are forced:
-# evaluating a variant never builds it, and never forces a sibling variant (DESIGN.md).
+# Given the flake's `legacyPackages` attrset (where capplan's flake keeps its variants, as
+# nixpkgs does, so that `nix flake show` never forces them), return
+# { <attr> = [ <outPath of each output> ] } for the requested attrs, and null for a missing attr
+# so Python can name it. Only outPaths are forced: evaluating a variant never builds it, and
+# never forces a sibling variant (DESIGN.md).
 _OUTPUTS_EXPR = """
 legacyPackages:
 let

@@ -546,9 +546,9 @@ class _Builder:
         ptx: tuple[Capability, ...] = ()
         forward_compat, gpu_targets = instances.get((spec.ctx.cuda, spec.caps), (True, ()))
         if not spec.independent:
-            if info.ptx == "forward-compat" and forward_compat:
-                ptx = (spec.caps[-1],)
-            elif info.ptx == "gpu-targets" and spec.ptx:
+            if (info.ptx == "forward-compat" and forward_compat) or (
+                info.ptx == "gpu-targets" and spec.ptx
+            ):
                 ptx = (spec.caps[-1],)
             if spec.ptx and not ptx:
                 why = (
