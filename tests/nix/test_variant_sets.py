@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -248,3 +249,31 @@ def test_own_nix_code_needs_only_nix_2_8(nix_repo: NixRunner) -> None:
     # On Debian's nix-bin 2.8 (this machine) this is the exact set 2.8 offers.
     available = set(nix_repo.expr_json("builtins.attrNames builtins"))
     assert used <= available, used - available
+
+
+def test_matrix_says_when_nixpkgs_needs_a_newer_nix(nix_repo: NixRunner, tmp_path: Path) -> None:
+    # A nixpkgs that aborts as current nixpkgs' default.nix does on Nix < 2.18
+    # (lib/minfeatures.nix); `capplan matrix --skip-cached` evaluates the flake with it.
+    fake = tmp_path / "nixpkgs"
+    fake.mkdir()
+    (fake / "default.nix").write_text(
+        "args: abort ''\n  This version of Nixpkgs requires an implementation of Nix with the "
+        "following features:\n  - `builtins.nixVersion` reports at least 2.18\n\n"
+        "  You are evaluating with Nix ${builtins.nixVersion}, please upgrade:\n''\n"
+    )
+    (fake / "flake.nix").write_text(
+        "{ outputs = { self }: { legacyPackages.x86_64-linux = import ./. { }; }; }\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "planner" / "src"), "NO_COLOR": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "capplan", "matrix", "--cache", "http://127.0.0.1:9",
+         "--skip-cached", "--override-input", "nixpkgs", f"path:{fake}"],
+        cwd=nix_repo.root, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 14, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(
+        "capplan: error: the pinned nixpkgs needs Nix >= 2.18, this nix is 2."
+    )
+    assert "upgrade Nix" in lines[0]
