@@ -37,6 +37,11 @@
 
       capplanFor = system: import ./pkgs/capplan.nix { inherit (pkgsFor system) python3Packages; };
 
+      # The variants live in legacyPackages, as nixpkgs keeps its package set there: `nix flake
+      # show` and `nix flake check` do not descend into it, so they never import nixpkgs once per
+      # variant config (each is a full instance: seconds and hundreds of MB on real nixpkgs).
+      # `nix build .#torch-sm86` still works (Nix looks in legacyPackages after packages);
+      # hydraJobs and checks.variants-evaluate are the places that force them all.
       variantsFor = system: if system == plan.system then planned.packages else { };
 
       # A derivation that depends on every variant's .drv file but not on its outputs: building
@@ -84,14 +89,12 @@
         inherit plan;
       };
 
-      packages = genAttrs systems (
-        system:
-        variantsFor system
-        // {
-          capplan = capplanFor system;
-          default = capplanFor system;
-        }
-      );
+      legacyPackages = genAttrs systems variantsFor;
+
+      packages = genAttrs systems (system: {
+        capplan = capplanFor system;
+        default = capplanFor system;
+      });
 
       apps = genAttrs systems (system: {
         default = {

@@ -1,8 +1,9 @@
 # The variant builder: turns overlays/plan.json (written by `capplan generate`) into package
 # sets and derivations.  builtins only, and from nixpkgs only what NIXPKGS.md lists (`import
-# <nixpkgs> { system; config; }`, `cudaPackages_X_Y.pkgs`, the package attributes and torch's
-# `.override { gpuTargets; }`), so the same code evaluates against real nixpkgs and the stand-in
-# in tests/nixpkgs.
+# <nixpkgs> { localSystem; crossSystem; config; overlays; }`, `pkgs.path`, `pkgs.config`,
+# `pkgs.overlays`, `stdenv.hostPlatform`/`buildPlatform`, `cudaPackages_X_Y.pkgs`, the package
+# attributes, `pythonPackagesExtensions` and torch's `.override { gpuTargets; }`), so the same
+# code evaluates against real nixpkgs and the stand-in in tests/nixpkgs.  Nix >= 2.8.
 let
   inherit (builtins)
     attrNames
@@ -31,9 +32,11 @@ let
       plan;
 
   /**
-    The nixpkgs `config` of one variant: the base config with CUDA on, unfree allowed (CUDA is
-    unfree, NIXPKGS.md section 2), the plan's sorted capability list (`[]` = the CUDA set's
-    default list) and its PTX choice as `cudaForwardCompat` (PTX for the last element).
+    The nixpkgs `config` of one variant: the base config with CUDA on and ROCm off (as real
+    `pkgsCuda`/`pkgsForCudaArch` do, pkgs/top-level/variants.nix: torch is `meta.broken` with
+    both), unfree allowed (CUDA is unfree, NIXPKGS.md section 2), the plan's sorted capability
+    list (`[]` = the CUDA set's default list) and its instance's PTX choice as
+    `cudaForwardCompat` (PTX for the last element).
 
     # Type
 
@@ -45,7 +48,7 @@ let
 
     ```nix
     variantConfig { } { capabilities = [ "8.6" ]; forward_compat = false; ... }
-    => { allowUnfree = true; cudaSupport = true; cudaCapabilities = [ "8.6" ]; cudaForwardCompat = false; }
+    => { allowUnfree = true; cudaSupport = true; rocmSupport = false; cudaCapabilities = [ "8.6" ]; cudaForwardCompat = false; }
     ```
   */
   variantConfig =
@@ -54,23 +57,56 @@ let
     // {
       allowUnfree = true;
       cudaSupport = true;
+      rocmSupport = false;
       cudaCapabilities = variant.capabilities;
       cudaForwardCompat = variant.forward_compat;
     };
 
   /**
-    Variants with the same key can share one nixpkgs instance: the key is everything that goes
-    into that instance's config.
+    What `pkgs.capplan.configs` shows of a variant: only the keys capplan sets, plus the CUDA
+    version, as plain data (real `pkgs.config` is an evaluated module with functions, so it
+    cannot go through `builtins.toJSON`).
+  */
+  plainConfig = variant: {
+    allowUnfree = true;
+    cudaSupport = true;
+    rocmSupport = false;
+    cudaCapabilities = variant.capabilities;
+    cudaForwardCompat = variant.forward_compat;
+    cudaMajorMinorVersion = variant.cuda;
+  };
+
+  /**
+    The overlay that puts the plan's PTX torch into every Python package set of an instance,
+    so torchvision (which takes `torch` from its own set and has no `gpuTargets`,
+    pkgs/development/python-modules/torchvision/default.nix) builds against that very torch.
+    `pythonPackagesExtensions` is the top-level list every interpreter's package set applies
+    (pkgs/development/interpreters/python/passthrufun.nix: `extensions = composeManyExtensions
+    ([ hooks pythonExtension ] ++ pythonPackagesExtensions ++ [ overrides ])`).
+  */
+  gpuTargetsOverlay = gpuTargets: final: prev: {
+    pythonPackagesExtensions = prev.pythonPackagesExtensions ++ [
+      (pyFinal: pyPrev: {
+        torch = pyPrev.torch.override { inherit gpuTargets; };
+      })
+    ];
+  };
+
+  /**
+    Variants with the same key share one nixpkgs instance: the key is everything that goes
+    into that instance (config and extra overlay). The planner gives every variant of one
+    capability list the same key, so a dependency job is the derivation its dependents link.
   */
   instanceKey = variant: toJSON [
     variant.capabilities
     variant.forward_compat
+    variant.gpu_targets
   ];
 
   /**
     The package of one variant, taken from an instantiated package set: through
-    `<cuda_set>.pkgs` when the plan pins a non-default CUDA, then the attribute path, then
-    `.override { gpuTargets; }` when the plan lists explicit targets (torch embeds PTX only so).
+    `<cuda_set>.pkgs` when the plan pins a non-default CUDA, then the attribute path. A variant
+    without a pinned set asserts that nixpkgs' default CUDA is the one the plan assumed.
 
     # Type
 
@@ -81,10 +117,16 @@ let
   selectPackage =
     pkgs: variant:
     let
-      set = if variant.cuda_set == null then pkgs else pkgs.${variant.cuda_set}.pkgs;
-      pkg = foldl' (scope: name: scope.${name}) set variant.attr;
+      default = pkgs.cudaPackages.cudaMajorMinorVersion;
+      set =
+        if variant.cuda_set != null then
+          pkgs.${variant.cuda_set}.pkgs
+        else if default == variant.cuda then
+          pkgs
+        else
+          throw "capplan: this plan expects CUDA ${variant.cuda} as nixpkgs' default, the pinned nixpkgs has ${default}: regenerate with capplan generate";
     in
-    if variant.gpu_targets == [ ] then pkg else pkg.override { gpuTargets = variant.gpu_targets; };
+    foldl' (scope: name: scope.${name}) set variant.attr;
 
   /**
     The attribute name of a variant under its package: the variant name without the
@@ -111,10 +153,14 @@ let
     # Type
 
     ```
-    mkVariants :: { nixpkgs :: Path, config :: AttrSet ? {}, plan :: AttrSet } -> {
+    mkVariants :: {
+      nixpkgs :: Path, plan :: AttrSet,
+      config :: AttrSet ? {}, overlays :: [Overlay] ? [],
+      localSystem :: AttrSet ? { system = plan.system; }, crossSystem :: AttrSet ? null,
+    } -> {
       packages :: AttrSet Derivation;            # by variant name: packages."torch-sm86"
       variants :: AttrSet (AttrSet Derivation);  # by package, then suffix: variants.torch.sm86
-      configs :: AttrSet AttrSet;                # by variant name: the nixpkgs config used
+      configs :: AttrSet AttrSet;                # by variant name: plain data, see plainConfig
       plan :: AttrSet;
     }
     ```
@@ -124,8 +170,10 @@ let
     `nixpkgs`
     : the nixpkgs source to import (`pkgs.path`, or a flake input)
 
-    `config`
-    : the base config the variants start from (`pkgs.config` in the overlay, `{}` in the flake)
+    `config`, `overlays`, `localSystem`, `crossSystem`
+    : what every variant is imported with, besides its CUDA settings (the overlay passes the
+      package set's own, as real `pkgsForCudaArch` keeps them; the flake passes `{}`, `[]`
+      and the plan's system)
 
     `plan`
     : the decoded overlays/plan.json
@@ -134,21 +182,37 @@ let
     {
       nixpkgs,
       config ? { },
+      overlays ? [ ],
+      localSystem ? null,
+      crossSystem ? null,
       plan,
     }:
     let
       checked = checkPlan plan;
-      inherit (checked) system;
       names = attrNames checked.variants;
-      configs = mapAttrs (_: variantConfig config) checked.variants;
+      platforms =
+        {
+          localSystem = if localSystem == null then { inherit (checked) system; } else localSystem;
+        }
+        // (if crossSystem == null then { } else { inherit crossSystem; });
       instances = listToAttrs (
-        map (name: {
-          name = instanceKey checked.variants.${name};
-          value = import nixpkgs {
-            inherit system;
-            config = configs.${name};
-          };
-        }) names
+        map (
+          name:
+          let
+            variant = checked.variants.${name};
+          in
+          {
+            name = instanceKey variant;
+            value = import nixpkgs (
+              platforms
+              // {
+                config = variantConfig config variant;
+                overlays =
+                  overlays ++ (if variant.gpu_targets == [ ] then [ ] else [ (gpuTargetsOverlay variant.gpu_targets) ]);
+              }
+            );
+          }
+        ) names
       );
       packages = mapAttrs (
         _: variant: selectPackage instances.${instanceKey variant} variant
@@ -165,17 +229,18 @@ let
       ) byPackage;
     in
     {
-      inherit
-        packages
-        variants
-        configs
-        ;
+      inherit packages variants;
+      configs = mapAttrs (_: plainConfig) checked.variants;
       plan = checked;
     };
 
   /**
-    An overlay adding `pkgs.capplan.{packages,variants,configs,plan}` for the given plan; each
-    variant re-imports `prev.path` with `prev.config` plus the variant's CUDA settings.
+    An overlay adding `pkgs.capplan.{packages,variants,configs,plan}` for the given plan. Each
+    variant re-imports `prev.path` as real `pkgsForCudaArch` does (pkgs/top-level/stage.nix
+    `nixpkgsFun`, variants.nix): the set's config plus the variant's CUDA settings, the set's
+    own overlays (`pkgs.overlays`, so a user's patched magma reaches the variants) and its
+    platforms (an aarch64 set gives aarch64 variants; a cross set stays cross, written as
+    variants.nix's pkgsMusl writes it).
 
     # Type
 
@@ -191,12 +256,17 @@ let
   */
   mkOverlay =
     plan: final: prev:
+    let
+      inherit (prev.stdenv) hostPlatform buildPlatform;
+      native = hostPlatform == buildPlatform;
+    in
     {
       capplan = mkVariants {
         nixpkgs = prev.path;
-        # `pkgs.config` is the resolved config of the set the overlay is applied to (real
-        # variants.nix builds pkgsForCudaArch from `super.config` the same way).
-        config = prev.config or { };
+        config = prev.config;
+        inherit (prev) overlays;
+        localSystem = if native then hostPlatform else buildPlatform;
+        crossSystem = if native then null else hostPlatform;
         inherit plan;
       };
     };
@@ -205,6 +275,8 @@ in
   inherit
     checkPlan
     variantConfig
+    plainConfig
+    gpuTargetsOverlay
     selectPackage
     suffixOf
     mkVariants

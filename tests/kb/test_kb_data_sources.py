@@ -30,7 +30,7 @@ DRIVER = re.compile(r"^[0-9]+(\.[0-9]+)*$")
 
 SEGMENTS = {"datacenter", "workstation", "consumer", "embedded"}
 KINDS = {"capability-dependent", "capability-independent", "ignores-capabilities"}
-PTX_MODES = {"gpu-targets", "forward-compat", "none"}
+PTX_MODES = {"gpu-targets", "forward-compat", "inherited", "none"}
 SUFFIXES = {"", "a", "f"}
 
 
@@ -382,3 +382,13 @@ def test_capability_dependent_deps_of_torch_do_not_reject_torch_capabilities(
             continue
         dep_excl = set(pkgs[dep]["limits"]["exclude"]) - torch_excl
         assert dep_excl <= {"7.2", "8.7"}, f"{dep} excludes {sorted(dep_excl)}"
+
+
+def test_ptx_modes_follow_the_nixpkgs_recipes(packages: dict[str, Any]) -> None:
+    # torch: `gpuTargets` ("8.6+PTX", torch/source/default.nix); torchvision: no gpuTargets
+    # argument, TORCH_CUDA_ARCH_LIST from torch.cudaCapabilities (torchvision/default.nix);
+    # nccl, magma, onnxruntime build from cudaPackages.flags (cudaForwardCompat).
+    modes = {name: pkg["ptx"] for name, pkg in packages["packages"].items()}
+    assert modes["torch"] == "gpu-targets"
+    assert modes["torchvision"] == "inherited"
+    assert {modes[n] for n in ("nccl", "magma", "onnxruntime")} == {"forward-compat"}

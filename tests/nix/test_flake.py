@@ -17,7 +17,7 @@ pytestmark = pytest.mark.nix
 
 EXAMPLE = json.loads((PLANS / "example.json").read_text())
 BUILT = [
-    f"packages.{SYSTEM}.{name}"
+    f"legacyPackages.{SYSTEM}.{name}"
     for name in (
         "torch-sm86",
         "torch-sm61-cu126",
@@ -102,12 +102,14 @@ def test_cupy_ignores_capabilities(built: dict[str, tuple[Path, Any]]) -> None:
 
 
 def test_evaluating_one_variant_imports_nixpkgs_once(nix_example: NixRunner) -> None:
-    proc = nix_example.flake(["eval"], f".#packages.{SYSTEM}.torch-sm86.drvPath", "--raw")
+    proc = nix_example.flake(["eval"], f".#legacyPackages.{SYSTEM}.torch-sm86.drvPath", "--raw")
     imports, instantiations = count_imports(proc.stderr)
     assert (imports, instantiations) == (1, 0), proc.stderr
     assert '"cudaCapabilities":["8.6"]' in proc.stderr
     # A non-default CUDA goes through cudaPackages_12_6.pkgs: one import, one extension of it.
-    proc = nix_example.flake(["eval"], f".#packages.{SYSTEM}.torch-sm61-cu126.drvPath", "--raw")
+    proc = nix_example.flake(
+        ["eval"], f".#legacyPackages.{SYSTEM}.torch-sm61-cu126.drvPath", "--raw"
+    )
     assert count_imports(proc.stderr) == (1, 1), proc.stderr
     assert "8.6" not in proc.stderr
 
@@ -115,7 +117,7 @@ def test_evaluating_one_variant_imports_nixpkgs_once(nix_example: NixRunner) -> 
 def test_variants_with_the_same_config_share_one_import(nix_example: NixRunner) -> None:
     proc = nix_example.flake(
         ["eval"],
-        f".#packages.{SYSTEM}",
+        f".#legacyPackages.{SYSTEM}",
         "--apply",
         'ps: [ ps."torch-sm86".drvPath ps."torchvision-sm86".drvPath ]',
         "--json",
@@ -149,8 +151,15 @@ def test_overlay_in_users_nixpkgs(
     assert result["cudnn"] == built["cudnn"][0].as_posix()
     assert result["names"] == sorted(EXAMPLE["variants"])
     assert result["torchSuffixes"] == ["fat", "sm61-cu126", "sm86"]
-    assert result["config"]["cudaCapabilities"] == ["8.0", "8.6", "8.9", "9.0"]
-    assert result["config"]["allowUnfree"] is True and result["config"]["cudaSupport"] is True
+    # Plain data: only the keys capplan sets, and the CUDA version (issue 11).
+    assert result["config"] == {
+        "allowUnfree": True,
+        "cudaSupport": True,
+        "rocmSupport": False,
+        "cudaCapabilities": ["8.0", "8.6", "8.9", "9.0"],
+        "cudaForwardCompat": True,
+        "cudaMajorMinorVersion": "12.9",
+    }
     # The user's own set, the torch-sm86 instance and the default-capabilities instance (cudnn);
     # torch-fat's config is data, reading it imports nothing.
     assert count_imports(proc.stderr) == (3, 0), proc.stderr
@@ -212,15 +221,18 @@ def test_outputs_evaluate_and_mirror_the_plan(nix_example: NixRunner) -> None:
 
     result = {
         "packages": ev("packages", f"o: builtins.attrNames o.{SYSTEM}"),
+        "legacyPackages": ev("legacyPackages", "builtins.mapAttrs (_: builtins.attrNames)"),
         "hydra": ev("hydraJobs", "builtins.mapAttrs (_: builtins.attrNames)"),
         "checks": ev("checks", f"o: builtins.attrNames o.{SYSTEM}"),
         "app": ev("apps", f"o: o.{SYSTEM}.default"),
         "devShell": ev("devShells", f"o: o.{SYSTEM}.default.drvPath"),
         "formatter": ev("formatter", f"o: o.{SYSTEM}.meta.mainProgram"),
-        "torchFeatures": ev("packages", f"o: o.{SYSTEM}.torch-sm86.requiredSystemFeatures"),
+        "torchFeatures": ev("legacyPackages", f"o: o.{SYSTEM}.torch-sm86.requiredSystemFeatures"),
     }
     variants = sorted(EXAMPLE["variants"])
-    assert result["packages"] == sorted([*variants, "capplan", "default"])
+    # The variants live in legacyPackages (for the plan's system only); packages is the tool.
+    assert result["packages"] == ["capplan", "default"]
+    assert result["legacyPackages"] == {SYSTEM: variants, "aarch64-linux": []}
     assert result["hydra"] == {
         **{name: [SYSTEM] for name in variants},
         "capplan": ["aarch64-linux", SYSTEM],
@@ -275,7 +287,7 @@ def test_other_packages_build_from_flags(nix_more: NixRunner) -> None:
     records = {
         attr.rsplit(".", 1)[1]: record
         for attr, record in nix_more.records(
-            [f"packages.{SYSTEM}.{n}" for n in sorted(plan)]
+            [f"legacyPackages.{SYSTEM}.{n}" for n in sorted(plan)]
         ).items()
     }
     assert records["magma-sm86-sm90"]["CMAKE_CUDA_ARCHITECTURES"] == "86;90"

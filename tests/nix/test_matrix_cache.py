@@ -22,7 +22,9 @@ FEATURES = ["--extra-experimental-features", "nix-command flakes"]
 
 @pytest.fixture(scope="module")
 def cached(nix_repo: NixRunner, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    outs = nix_repo.build(["packages.x86_64-linux.cudnn", "packages.x86_64-linux.nccl-sm80"])
+    outs = nix_repo.build(
+        ["legacyPackages.x86_64-linux.cudnn", "legacyPackages.x86_64-linux.nccl-sm80"]
+    )
     root = tmp_path_factory.mktemp("cache") / "c"
     for out in outs.values():
         subprocess.run(
@@ -96,7 +98,7 @@ def test_offline_skips_the_check(nix_repo: NixRunner, server: str) -> None:
 def test_nix_eval_jobs_file_instead_of_nix_eval(
     nix_repo: NixRunner, server: str, tmp_path: Path
 ) -> None:
-    out = nix_repo.build(["packages.x86_64-linux.cudnn"])["packages.x86_64-linux.cudnn"]
+    out = nix_repo.build(["legacyPackages.x86_64-linux.cudnn"])["legacyPackages.x86_64-linux.cudnn"]
     jobs = tmp_path / "jobs.jsonl"
     line = {"attr": "cudnn", "attrPath": ["cudnn"], "name": "cudnn", "system": "x86_64-linux",
             "drvPath": "/nix/store/00000000000000000000000000000000-cudnn.drv",

@@ -21,7 +21,7 @@ FLAKE = """
 {
   inputs.dep.url = "path:@DEP@";
   outputs = { self, dep }: {
-    packages.@SYSTEM@ = {
+    legacyPackages.@SYSTEM@ = {
       plain = derivation { name = "capplan-nixtest-plain"; system = "@SYSTEM@";
                            builder = "/bin/sh"; args = [ "-c" "echo > $out" ]; };
       multi = derivation { name = "capplan-nixtest-multi-${dep.tag}"; system = "@SYSTEM@";
@@ -80,12 +80,14 @@ def test_only_requested_attrs_are_forced(flake: Path) -> None:
 @pytest.mark.parametrize("name", ['plain"; x = builtins.abort "injected', "${builtins.abort 1}"])
 def test_attr_names_are_data_not_code(flake: Path, name: str) -> None:
     # Spliced into Nix code, these would abort evaluation; as data they are just missing attrs.
-    with pytest.raises(NixError, match="has no packages"):
+    with pytest.raises(NixError, match="has no legacyPackages"):
         flake_output_paths(f"path:{flake}", [name])
 
 
 def test_missing_attr_is_named(flake: Path) -> None:
-    with pytest.raises(NixError, match=r"has no packages\.[a-z0-9_]+-[a-z]+\.nope \(and 1 more\)"):
+    with pytest.raises(
+        NixError, match=r"has no legacyPackages\.[a-z0-9_]+-[a-z]+\.nope \(and 1 more\)"
+    ):
         flake_output_paths(f"path:{flake}", ["plain", "nope", "nope2"])
 
 
@@ -98,3 +100,19 @@ def test_nix_eval_json_and_its_errors(tmp_path: Path) -> None:
         nix_eval_json(["--expr", "undefinedThing"])
     with pytest.raises(NixError, match="nix not found"):
         nix_eval_json(["--expr", "1"], env={"PATH": str(tmp_path)})
+
+
+def test_nixpkgs_needing_a_newer_nix_is_one_clear_line(tmp_path: Path) -> None:
+    # The abort text of current nixpkgs' default.nix (lib/minfeatures.nix); a pinned nixpkgs
+    # that needs Nix >= 2.18 evaluated with this machine's Nix 2.8 fails exactly so.
+    (tmp_path / "default.nix").write_text(
+        "abort ''\n  This version of Nixpkgs requires an implementation of Nix with the "
+        "following features:\n  - `builtins.nixVersion` reports at least 2.18\n\n"
+        "  You are evaluating with Nix ${builtins.nixVersion}, please upgrade:\n''\n"
+    )
+    with pytest.raises(NixError) as info:
+        nix_eval_json(["--file", str(tmp_path / "default.nix")])
+    err = info.value
+    assert err.exit_code == 14
+    assert err.message.startswith("the pinned nixpkgs needs Nix >= 2.18, this nix is 2.")
+    assert "\n" not in err.one_line() and "upgrade Nix" in (err.hint or "")

@@ -147,11 +147,17 @@ def test_unfree_refused_without_allow_unfree(nix_repo: NixRunner) -> None:
             ["6.1", "8.6"],
             'Requested CUDA capabilities which are too old for CUDA 13.0: ["6.1"]',
         ),
-        ("cudaPackages", ["9.9"], 'Requested unrecognized CUDA capabilities: ["9.9"]'),
         (
             "cudaPackages",
             ["8.7"],
-            "require hostPlatform (x86_64-linux) to be aarch64-linux",
+            'Requested pre-SBSA (10.1) Jetson CUDA capabilities (["8.7"]) require computed'
+            " NVIDIA hostRedistSystem (linux-x86_64) to be linux-aarch64",
+        ),
+        (
+            "cudaPackages",
+            ["10.1"],
+            'Requested SBSA (10.1) Jetson CUDA capabilities (["10.1"]) require computed'
+            " NVIDIA hostRedistSystem (linux-x86_64) to be linux-sbsa",
         ),
     ],
 )
@@ -164,6 +170,14 @@ def test_capability_assertions(
     assert message in stderr
 
 
+def test_unknown_capability_fails_as_real_nixpkgs(nix_repo: NixRunner) -> None:
+    # backendStdenv.nix indexes the capability table with every requested capability while it
+    # builds the too-old list: an unknown one is a missing attribute, not a friendly message.
+    stderr = failure(nix_repo, f"{cuda(['9.9'])}.cudaPackages.cudnn.drvPath")
+    assert "attribute '9.9' missing" in stderr
+    assert "Requested unrecognized CUDA capabilities" not in stderr
+
+
 def test_jetson_rules(nix_repo: NixRunner) -> None:
     # Alone on aarch64-linux an Orin (8.7) evaluates ...
     got = nix_repo.expr_json(
@@ -173,9 +187,101 @@ def test_jetson_rules(nix_repo: NixRunner) -> None:
     # ... mixed with a non-Jetson capability it does not.
     stderr = failure(nix_repo, f"{cuda(['8.6', '8.7'], system='aarch64-linux')}.cudaPackages.flags")
     assert (
-        "Jetson CUDA capabilities" in stderr
-        and "cannot be specified with other capabilities" in stderr
+        'Requested pre-SBSA (10.1) Jetson CUDA capabilities (["8.7"]) cannot be specified with'
+        ' other capabilities (["8.6"])' in stderr
     )
+    # From CUDA 13, Orin (8.7) and Thor (11.0) use the SBSA toolkit and mix with others.
+    got = nix_repo.expr_json(
+        f"{cuda(['8.7', '9.0', '11.0'], system='aarch64-linux')}.cudaPackages_13_0.flags.realArches"
+    )
+    assert got == ["sm_87", "sm_90", "sm_110"]
+
+
+def test_redistributables_follow_the_redist_system(nix_repo: NixRunner) -> None:
+    # On aarch64 a set with a pre-SBSA Jetson capability takes the linux-aarch64 archives
+    # (another cuDNN); SBSA sets share theirs whatever the capabilities.
+    got = nix_repo.expr_json(
+        "let cudnn = caps: ("
+        + cuda(["CAPS"], system="aarch64-linux").replace('[ "CAPS" ]', "caps")
+        + ").cudaPackages.cudnn; in {"
+        ' jetson = (cudnn [ "8.7" ]).outPath == (cudnn [ "9.0" ]).outPath;'
+        ' sbsa = (cudnn [ "8.0" ]).outPath == (cudnn [ "9.0" ]).outPath;'
+        ' versions = [ (cudnn [ "8.7" ]).version (cudnn [ "9.0" ]).version ];'
+        " }"
+    )
+    assert got["jetson"] is False and got["sbsa"] is True
+    assert got["versions"][0] != got["versions"][1]
+
+
+def test_broken_packages_are_refused(nix_repo: NixRunner) -> None:
+    # check-meta.nix refuses meta.broken like unfree. Real magma with dynamic CUDA is broken
+    # (magma/generic.nix, nixpkgs issue 239237); torch with CUDA and ROCm is broken.
+    stderr = failure(nix_repo, f"{cuda(['8.6'])}.magma.drvPath")
+    assert "Refusing to evaluate package 'magma-2.9.0'" in stderr
+    assert "is marked as broken" in stderr and "NIXPKGS_ALLOW_BROKEN" in stderr
+    stderr = failure(
+        nix_repo, f"{cuda(['8.6'], 'rocmSupport = true;')}.python3Packages.torch.drvPath"
+    )
+    assert "is marked as broken" in stderr
+    got = nix_repo.expr_json(
+        f"[ {cuda(['8.6'])}.magma-cuda-static.name"
+        f" {cuda(['8.6'], 'rocmSupport = true; allowBroken = true;')}.python3Packages.torch.name ]"
+    )
+    assert got == ["magma-2.9.0", "python3.13-torch-2.12.0"]
+
+
+def test_cuda_set_pkgs_is_the_set_itself_for_the_default(nix_repo: NixRunner) -> None:
+    proc = nix_repo.expr(
+        f"{cuda(['8.6'])}.cudaPackages_12_9.pkgs.cudaPackages.cudaMajorMinorVersion"
+    )
+    assert json.loads(proc.stdout) == "12.9"
+    assert count_imports(proc.stderr) == (1, 0)
+    proc = nix_repo.expr(
+        f"let p = {cuda(['8.6'])}.cudaPackages_12_8.pkgs; in"
+        " map (s: s.cudaMajorMinorVersion) [ p.cudaPackages p.cudaPackages_12 p.cudaPackages_12_8 ]"
+    )
+    assert json.loads(proc.stdout) == ["12.8", "12.8", "12.8"]
+    assert count_imports(proc.stderr) == (1, 1)
+
+
+def test_package_details_as_in_real_nixpkgs(nix_repo: NixRunner) -> None:
+    got = nix_repo.expr_json(
+        f"let p = {cuda(['8.6'])}; in {{"
+        " onnx = p.onnxruntime.requiredSystemFeatures;"
+        " cupy = builtins.attrNames p.python3Packages.cupy.drvAttrs.record.cudaDependencies;"
+        " }"
+    )
+    # onnxruntime is big-parallel under CUDA; cupy does not take cudnn.
+    assert got["onnx"] == ["big-parallel"]
+    assert "cudnn" not in got["cupy"] and "nccl" in got["cupy"]
+
+
+def test_set_exposes_overlays_platforms_and_python_extensions(nix_repo: NixRunner) -> None:
+    got = nix_repo.expr_json(
+        'let p = import standin { localSystem = { system = "x86_64-linux"; }; overlays = ['
+        " (final: prev: { pythonPackagesExtensions = prev.pythonPackagesExtensions ++ ["
+        ' (pf: pp: { torch = pp.torch.override { gpuTargets = [ "8.6+PTX" ]; }; }) ]; })'
+        " ]; config = { allowUnfree = true; cudaSupport = true; }; }; in {"
+        " overlays = builtins.length p.overlays;"
+        " host = p.stdenv.hostPlatform.system; build = p.stdenv.buildPlatform.system;"
+        " torch = p.python3Packages.torch.gpuTargetString;"
+        " visionTorch = p.python3Packages.torchvision.torch.gpuTargetString;"
+        " }"
+    )
+    assert got == {
+        "overlays": 1,
+        "host": "x86_64-linux",
+        "build": "x86_64-linux",
+        "torch": "8.6+PTX",
+        "visionTorch": "8.6+PTX",
+    }
+    # impure.nix: `system` and `localSystem` are one argument; both at once is an error.
+    stderr = failure(
+        nix_repo,
+        '(import standin { system = "x86_64-linux"; localSystem = { system = "x86_64-linux"; }; })'
+        ".stdenv.hostPlatform.system",
+    )
+    assert "assertion" in stderr
 
 
 def test_torch_allowlist(nix_repo: NixRunner) -> None:
@@ -224,7 +330,7 @@ def test_capability_independent_paths(nix_repo: NixRunner) -> None:
         f"let p = {pkgs('allowUnfree = true;')}; a = p.pkgsForCudaArch.sm_86; b = p.pkgsForCudaArch.sm_89; in {{"
         " cudnn = a.cudaPackages.cudnn.outPath == b.cudaPackages.cudnn.outPath;"
         " nccl = a.cudaPackages.nccl.outPath == b.cudaPackages.nccl.outPath;"
-        " magma = a.magma.outPath == b.magma.outPath;"
+        " magma = a.magma-cuda-static.outPath == b.magma-cuda-static.outPath;"
         " }"
     )
     assert got == {"cudnn": True, "nccl": False, "magma": False}

@@ -5,7 +5,13 @@
 # - _cuda/lib/cuda.nix: _cudaCapabilityIsDefault, _cudaCapabilityIsSupported
 # - packages/backendStdenv.nix: cudaCapabilities = config.cudaCapabilities or default list;
 #   cudaForwardCompat = config.cudaForwardCompat or true; the assertion list and the message
-#   "cudaPackages_X_Y.backendStdenv has failed assertions:\n- ..."
+#   "cudaPackages_X_Y.backendStdenv has failed assertions:\n- ...", hostRedistSystem
+#   (_cuda/lib getRedistSystem) and its two Jetson checks;
+# - the cudaConfig resolver of mid-2026 (cuda-modules, `_getJetsonMinSbsaCapability`): the
+#   Jetson rule is "pre-SBSA": below 10.1 on CUDA 12.x, below 8.7 from CUDA 13 (Orin 8.7 and
+#   Thor 11.0 use the SBSA toolkit there), a pre-SBSA Jetson capability cannot be mixed;
+# - an unknown capability fails as there: `attribute '9.9' missing` while the too-old/too-new
+#   lists index the capability table (no friendlier message);
 # - _cuda/lib/utils.nix formatCapabilities: realArches, virtualArches, arches, gencode,
 #   gencodeString, cmakeCudaArchitecturesString (forward compat = PTX of the LAST element).
 {
@@ -16,6 +22,8 @@
   config,
   cudaMajorMinorVersion,
   extend,
+  # The package set this CUDA set belongs to (for `.pkgs`).
+  pkgs,
 }:
 let
   inherit (builtins) toJSON filter;
@@ -65,11 +73,26 @@ let
   requestedJetsonCudaCapabilities = intersectLists jetsonCudaCapabilities cudaCapabilities;
   hasJetsonCudaCapability = requestedJetsonCudaCapabilities != [ ];
 
+  # _getJetsonMinSbsaCapability: the lowest Jetson capability that uses the SBSA toolkit.
+  sbsaJetsonCapability = if versionAtLeast cudaMajorMinorVersion "13.0" then "8.7" else "10.1";
+  preSbsaJetsonCudaCapabilities = filter (c: versionOlder c sbsaJetsonCapability) requestedJetsonCudaCapabilities;
+  sbsaJetsonCudaCapabilities = subtractLists preSbsaJetsonCudaCapabilities requestedJetsonCudaCapabilities;
+
+  # _cuda/lib getRedistSystem: linux-aarch64 (Jetson archives) only for pre-SBSA Jetson sets.
+  hostRedistSystem =
+    if system == "x86_64-linux" then
+      "linux-x86_64"
+    else if system == "aarch64-linux" then
+      (if preSbsaJetsonCudaCapabilities == [ ] then "linux-sbsa" else "linux-aarch64")
+    else
+      "unsupported";
+
   assertions =
     let
-      preThorJetsonCudaCapabilities = filter (c: versionOlder c "10.1") requestedJetsonCudaCapabilities;
       unrecognizedCudaCapabilities = subtractLists allSortedCudaCapabilities cudaCapabilities;
-      known = filter (cap: cudaCapabilityToInfo ? ${cap}) cudaCapabilities;
+      # Real nixpkgs indexes the table with every requested capability: an unknown one fails
+      # here with "attribute '<cap>' missing".
+      known = cudaCapabilities;
       tooOldCudaCapabilities = filter (
         cap:
         let
@@ -96,15 +119,21 @@ let
       }
       {
         message =
-          "Requested Jetson CUDA capabilities (${toJSON requestedJetsonCudaCapabilities}) require "
-          + "hostPlatform (${system}) to be aarch64-linux";
-        assertion = hasJetsonCudaCapability -> system == "aarch64-linux";
+          "Requested pre-SBSA (${sbsaJetsonCapability}) Jetson CUDA capabilities (${toJSON preSbsaJetsonCudaCapabilities}) cannot be "
+          + "specified with other capabilities (${toJSON (subtractLists preSbsaJetsonCudaCapabilities cudaCapabilities)})";
+        assertion = preSbsaJetsonCudaCapabilities != [ ] -> preSbsaJetsonCudaCapabilities == cudaCapabilities;
       }
       {
         message =
-          "Requested pre-Thor (10.1) Jetson CUDA capabilities (${toJSON preThorJetsonCudaCapabilities}) cannot be "
-          + "specified with other capabilities (${toJSON (subtractLists preThorJetsonCudaCapabilities cudaCapabilities)})";
-        assertion = preThorJetsonCudaCapabilities != [ ] -> preThorJetsonCudaCapabilities == cudaCapabilities;
+          "Requested pre-SBSA (${sbsaJetsonCapability}) Jetson CUDA capabilities (${toJSON preSbsaJetsonCudaCapabilities}) require "
+          + "computed NVIDIA hostRedistSystem (${hostRedistSystem}) to be linux-aarch64";
+        assertion = preSbsaJetsonCudaCapabilities != [ ] -> hostRedistSystem == "linux-aarch64";
+      }
+      {
+        message =
+          "Requested SBSA (${sbsaJetsonCapability}) Jetson CUDA capabilities (${toJSON sbsaJetsonCudaCapabilities}) require "
+          + "computed NVIDIA hostRedistSystem (${hostRedistSystem}) to be linux-sbsa";
+        assertion = sbsaJetsonCudaCapabilities != [ ] -> hostRedistSystem == "linux-sbsa";
       }
     ];
 
@@ -121,6 +150,7 @@ let
       defaultCudaCapabilities
       requestedJetsonCudaCapabilities
       hasJetsonCudaCapability
+      hostRedistSystem
       ;
     hostNixSystem = system;
   };
@@ -175,9 +205,11 @@ let
     stdenv.mkDerivation {
       inherit pname version backendStdenv;
       namePrefix = "${cudaNamePrefix}-";
+      # The archive differs per redist system (linux-aarch64 for Jetson sets, linux-sbsa
+      # otherwise on aarch64): capability-independent, but not shared between the two.
       record = {
         package = pname;
-        inherit version;
+        inherit version hostRedistSystem;
         cuda = cudaMajorMinorVersion;
         capabilityIndependent = true;
       };
@@ -204,7 +236,15 @@ let
     libcusolver = redist "libcusolver" cudaMajorMinorVersion "CUDA-Redist";
     libcusparse = redist "libcusparse" cudaMajorMinorVersion "CUDA-Redist";
     libcutensor = redist "libcutensor" "2.3.1" "cuTENSOR";
-    cudnn = redist "cudnn" (if cudaMajorVersion == "12" then "9.10.2" else "9.14.0") "cuDNN";
+    # Jetson (linux-aarch64) archives of cuDNN lag behind the SBSA/x86_64 ones.
+    cudnn = redist "cudnn" (
+      if hostRedistSystem == "linux-aarch64" then
+        "9.3.0"
+      else if cudaMajorVersion == "12" then
+        "9.10.2"
+      else
+        "9.14.0"
+    ) "cuDNN";
 
     # nccl builds its kernels from flags.gencodeString (makeFlags NVCC_GENCODE=...).
     nccl = stdenv.mkDerivation {
@@ -230,8 +270,20 @@ let
       };
     };
 
-    # A whole package set in which this CUDA is the default (NIXPKGS.md 3).
-    pkgs = extend (final: _: { cudaPackages = final.${setName}; });
+    # A whole package set in which this CUDA is the default (NIXPKGS.md 3): the set itself when
+    # it already is; otherwise `extend` rebinding cudaPackages, cudaPackages_X and
+    # cudaPackages_X_Y (pkgs/top-level/cuda-packages.nix).
+    pkgs =
+      if pkgs.cudaPackages.cudaMajorMinorVersion == cudaMajorMinorVersion then
+        pkgs
+      else
+        extend (
+          final: _:
+          {
+            cudaPackages = final.${setName};
+            ${lib.mkVersionedName "cudaPackages" cudaMajorVersion} = final.${setName};
+          }
+        );
   };
 in
 self

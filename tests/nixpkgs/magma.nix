@@ -5,6 +5,8 @@
   stdenv,
   cudaPackages,
   cudaSupport ? config.cudaSupport,
+  rocmSupport ? config.rocmSupport,
+  static ? false,
 }:
 let
   inherit (cudaPackages) flags;
@@ -21,7 +23,7 @@ stdenv.mkDerivation {
   env = if cudaSupport then { CMAKE_CUDA_ARCHITECTURES = flags.cmakeCudaArchitecturesString; } else { };
   record = {
     package = "magma";
-    inherit cudaSupport;
+    inherit cudaSupport static;
   }
   // (
     if cudaSupport then
@@ -41,8 +43,13 @@ stdenv.mkDerivation {
   passthru = {
     inherit cudaSupport cudaPackages;
   };
-  meta.license = {
-    shortName = "bsd3";
-    free = true;
+  meta = {
+    license = {
+      shortName = "bsd3";
+      free = true;
+    };
+    # magma/generic.nix: "dynamic CUDA support is broken
+    # https://github.com/NixOS/nixpkgs/issues/239237"; one back-end, not both, not none.
+    broken = (cudaSupport && !static) || !(cudaSupport || rocmSupport) || (cudaSupport && rocmSupport);
   };
 }

@@ -10,6 +10,8 @@ stdenv.mkDerivation {
   pname = "onnxruntime";
   version = "1.23.2";
   backendStdenv = if cudaSupport then cudaPackages.backendStdenv else null;
+  # pkgs/by-name/on/onnxruntime/package.nix: requiredSystemFeatures = [ "big-parallel" ] with CUDA.
+  requiredSystemFeatures = if cudaSupport then [ "big-parallel" ] else [ ];
   record = {
     package = "onnxruntime";
     inherit cudaSupport;

@@ -101,12 +101,17 @@ let
     };
   };
 
-  self =
+  # The package set is a fixed point extended by the top-level `pythonPackagesExtensions`, as in
+  # pkgs/development/interpreters/python/passthrufun.nix (`extensions = composeManyExtensions
+  # ([ hooks pythonExtension ] ++ pythonPackagesExtensions ++ [ overrides ])`): an extension
+  # that replaces `torch` is what every other package of the set (torchvision) receives.
+  base =
+    self:
     let
       callPackage = callPackageWith (pkgs // self);
     in
     {
-      inherit python buildPythonPackage;
+      inherit python buildPythonPackage callPackage;
       buildPythonApplication = args: buildPythonPackage ({ namePrefix = ""; } // args);
 
       torch = callPackage ./torch.nix { };
@@ -131,5 +136,7 @@ let
       fastrlock = leaf "fastrlock" "0.8.3";
       pillow = leaf "pillow" "11.3.0";
     };
+
+  self = lib.fix (lib.foldl' (f: extension: lib.extends extension f) base pkgs.pythonPackagesExtensions);
 in
 self

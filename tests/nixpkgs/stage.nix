@@ -2,12 +2,16 @@
 # Only what ../../NIXPKGS.md (the contract) lists, with real nixpkgs' behaviour; the package
 # definitions live in the small files next to this one.
 {
-  system,
+  # Platforms as default.nix reduces them: build platform and host platform.
+  localSystem,
+  crossSystem,
   config,
   overlays,
   via,
 }:
 let
+  # Packages are built for the host platform (crossSystem; = localSystem when native).
+  inherit (crossSystem) system;
   lib = import ./lib.nix;
   db = builtins.fromJSON (builtins.readFile ./cuda-capabilities.json);
 
@@ -27,7 +31,12 @@ let
     newArgs:
     import ./stage.nix (
       {
-        inherit system config overlays;
+        inherit
+          localSystem
+          crossSystem
+          config
+          overlays
+          ;
       }
       // newArgs
     );
@@ -52,6 +61,7 @@ let
           config = resolvedConfig;
           cudaMajorMinorVersion = version;
           extend = final.extend;
+          pkgs = final;
         };
     in
     {
@@ -60,10 +70,19 @@ let
       config = resolvedConfig;
       inherit system;
 
+      # all-packages.nix: `inherit lib config overlays;` -- the overlays the set was made with.
+      inherit overlays;
+
       stdenv = import ./stdenv.nix {
-        inherit lib system;
+        inherit lib;
+        hostPlatform = crossSystem;
+        buildPlatform = localSystem;
         config = resolvedConfig;
       };
+
+      # all-packages.nix: `pythonPackagesExtensions = [ ];`, applied to every interpreter's
+      # package set (pkgs/development/interpreters/python/passthrufun.nix).
+      pythonPackagesExtensions = [ ];
       inherit (final.stdenv) mkDerivation;
 
       callPackage = callPackage;
@@ -120,7 +139,10 @@ let
 
       magma = callPackage ./magma.nix { };
       # nixpkgs marks the dynamic CUDA magma broken; torch uses the static one (all-packages.nix).
-      magma-cuda-static = final.magma;
+      magma-cuda-static = final.magma.override {
+        cudaSupport = true;
+        static = true;
+      };
       onnxruntime = callPackage ./onnxruntime.nix { };
 
       python3Packages = import ./python-packages.nix {

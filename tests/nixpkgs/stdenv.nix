@@ -6,10 +6,14 @@
 # licence check as real nixpkgs and throws its message (check-meta.nix `handle`, remediations.nix).
 {
   lib,
-  system,
+  hostPlatform,
+  buildPlatform,
   config,
 }:
 let
+  inherit (hostPlatform) system;
+  # check-meta.nix: allowBroken = config.allowBroken || getEnv "NIXPKGS_ALLOW_BROKEN" == "1"
+  allowBroken = config.allowBroken or false || builtins.getEnv "NIXPKGS_ALLOW_BROKEN" == "1";
   # check-meta.nix: allowUnfree = config.allowUnfree || getEnv "NIXPKGS_ALLOW_UNFREE" == "1"
   allowUnfree = config.allowUnfree || builtins.getEnv "NIXPKGS_ALLOW_UNFREE" == "1";
   predicate = config.allowUnfreePredicate or null;
@@ -64,12 +68,37 @@ let
     if pos == null then "«unknown-file»" else "${pos.file}:${toString pos.line}";
 
   # check-meta.nix `handle`: "Refusing to evaluate package '<name>' in <pos> because it <msg>"
+  # remediations.nix: remediate_allowlist "Broken"
+  brokenRemediation = ''
+    a) To temporarily allow broken packages, you can use an environment variable
+       for a single invocation of the nix tools.
+
+         $ export NIXPKGS_ALLOW_BROKEN=1
+
+       Note: When using `nix shell`, `nix build`, `nix develop`, etc with a flake,
+             then pass `--impure` in order to allow use of environment variables.
+
+    b) For `nixos-rebuild` you can set
+      { nixpkgs.config.allowBroken = true; }
+    in configuration.nix to override this.
+
+    c) For `nix-env`, `nix-build`, `nix-shell` or any other Nix command you can add
+      { allowBroken = true; }
+    to ~/.config/nixpkgs/config.nix.
+  '';
+
   validity =
     attrs: name:
+    # check-meta.nix checks unfree before broken, as here.
     if hasDeniedUnfreeLicense attrs then
       throw (
         "Refusing to evaluate package '${name}' in ${position attrs} because it has an unfree license (‘${showLicense attrs.meta.license}’)"
         + "\n${remediation attrs}"
+      )
+    else if !allowBroken && (attrs.meta.broken or false) then
+      throw (
+        "Refusing to evaluate package '${name}' in ${position attrs} because it is marked as broken"
+        + "\n${brokenRemediation}"
       )
     else
       true;
@@ -139,9 +168,5 @@ let
     self;
 in
 {
-  inherit mkDerivation;
-  hostPlatform = {
-    inherit system;
-    isLinux = builtins.match ".*-linux" system != null;
-  };
+  inherit mkDerivation hostPlatform buildPlatform;
 }

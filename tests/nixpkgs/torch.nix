@@ -12,14 +12,23 @@
   stdenv,
   buildPythonPackage,
   cudaSupport ? config.cudaSupport,
+  rocmSupport ? config.rocmSupport,
   cudaPackages,
-  magma,
+  # The real recipe: effectiveMagma = magma-cuda-static with CUDA (the dynamic CUDA magma is
+  # meta.broken).
+  magma-cuda-static,
   numpy,
   gpuTargets ? [ ],
 }:
 let
   lib = import ./lib.nix;
   inherit (cudaPackages) cudnn flags nccl;
+  magma = magma-cuda-static;
+
+  # torch/source/default.nix brokenConditions (the ones the stand-in can meet).
+  brokenConditions = {
+    "CUDA and ROCm are mutually exclusive" = cudaSupport && rocmSupport;
+  };
 
   # https://github.com/pytorch/pytorch/blob/v2.11.0/torch/utils/cpp_extension.py#L2407-L2410
   # (copied in nixpkgs as supportedTorchCudaCapabilities; no "f" capabilities, no 10.1).
@@ -121,8 +130,11 @@ buildPythonPackage {
       ;
     cudaCapabilities = if cudaSupport then supportedCudaCapabilities else [ ];
   };
-  meta.license = {
-    shortName = "bsd3";
-    free = true;
+  meta = {
+    license = {
+      shortName = "bsd3";
+      free = true;
+    };
+    broken = builtins.any (x: x) (builtins.attrValues brokenConditions);
   };
 }

@@ -229,8 +229,46 @@ def test_fat_build_has_ptx_only_on_the_highest_capability() -> None:
     assert fat.ptx == (Capability(9, 0),)
     assert fat.gpu_targets == ("8.0", "8.6", "9.0+PTX")
     nccl = plan.variant("nccl-fat")
-    assert nccl is not None and nccl.forward_compat and nccl.gpu_targets == ()
+    # One nixpkgs instance for the whole fat build: nccl-fat is torch-fat's nccl.
+    assert nccl is not None and nccl.forward_compat and nccl.gpu_targets == fat.gpu_targets
+    assert fat.forward_compat
     assert {s.gpu for s in fat.serves} == {"A100", "RTX 3090", "H100"}
+
+
+def test_ptx_variants_of_one_capability_share_one_instance() -> None:
+    # Issue 11: torch gets PTX through gpuTargets, nccl through cudaForwardCompat; both settings
+    # belong to ONE nixpkgs instance, so torch-sm86's nccl is the nccl-sm86 job.
+    plan = make_plan(
+        KB, config(["RTX 3090"], {"torch": {}, "torchvision": {}, "nccl": {}}, ptx="newest")
+    )
+    names = ("torch-sm86", "torchvision-sm86", "nccl-sm86", "magma-sm86")
+    found = {n: plan.variant(n) for n in names}
+    variants = {n: v for n, v in found.items() if v is not None}
+    assert set(variants) == set(names)
+    assert {(v.forward_compat, v.gpu_targets) for v in variants.values()} == {(True, ("8.6+PTX",))}
+    assert variants["torch-sm86"].ptx == (Capability(8, 6),)
+    assert variants["nccl-sm86"].ptx == (Capability(8, 6),)
+    # torchvision inherits the PTX torch; its own kernels follow torch.cudaCapabilities.
+    assert variants["torchvision-sm86"].ptx == ()
+    assert any(
+        d.action == "no-ptx"
+        and d.subject == "torchvision-sm86"
+        and "inherit" not in d.reason
+        and "PTX torch" in d.reason
+        for d in plan.decisions
+    )
+    overlay = plan_json(plan)["variants"]
+    assert {
+        json.dumps([overlay[n][k] for k in ("capabilities", "forward_compat", "gpu_targets")])
+        for n in names
+    } == {json.dumps([["8.6"], True, ["8.6+PTX"]])}
+
+
+def test_without_ptx_the_instance_has_no_forward_compat() -> None:
+    plan = make_plan(KB, config(["RTX 3090"], {"torch": {}, "nccl": {}}))
+    for name in ("torch-sm86", "nccl-sm86"):
+        v = plan.variant(name)
+        assert v is not None and not v.forward_compat and v.gpu_targets == () and v.ptx == ()
 
 
 def test_named_fat_groups() -> None:

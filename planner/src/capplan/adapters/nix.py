@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,14 +30,16 @@ __all__ = [
 NIX_FEATURES = "nix-command flakes"
 PARAMS_ENV = "CAPPLAN_NIX_PARAMS"
 
-# Given the flake's `packages` attrset, return { <attr> = [ <outPath of each output> ] } for the
-# requested attrs, and null for a missing attr so Python can name it. Only outPaths are forced:
-# evaluating a variant never builds it, and never forces a sibling variant (DESIGN.md).
+# Given the flake's `legacyPackages` attrset (where capplan's flake keeps its variants, as
+# nixpkgs does, so that `nix flake show` never forces them), return
+# { <attr> = [ <outPath of each output> ] } for the requested attrs, and null for a missing attr
+# so Python can name it. Only outPaths are forced: evaluating a variant never builds it, and
+# never forces a sibling variant (DESIGN.md).
 _OUTPUTS_EXPR = """
-packages:
+legacyPackages:
 let
   params = builtins.fromJSON (builtins.getEnv "CAPPLAN_NIX_PARAMS");
-  pkgs = packages.${params.system} or { };
+  pkgs = legacyPackages.${params.system} or { };
   outputsOf = drv: map (o: drv.${o}.outPath) (drv.outputs or [ "out" ]);
 in
 builtins.listToAttrs (map (name: {
@@ -51,6 +54,25 @@ def current_system() -> str:
     machine = platform.machine().lower()
     machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
     return f"{machine}-{platform.system().lower()}"
+
+
+# Current nixpkgs aborts on Nix older than 2.18 (lib/minfeatures.nix, checked by nixpkgs'
+# default.nix): "This version of Nixpkgs requires an implementation of Nix with the following
+# features: ... You are evaluating with Nix 2.8.0, please upgrade".
+_NIXPKGS_TOO_NEW = "This version of Nixpkgs requires"
+_EVALUATING_WITH = re.compile(r"evaluating with Nix ([0-9][^\s,]*)")
+
+
+def _nixpkgs_needs_newer_nix(stderr: str) -> NixError | None:
+    if _NIXPKGS_TOO_NEW not in stderr:
+        return None
+    found = _EVALUATING_WITH.search(stderr)
+    version = found.group(1) if found else "older than 2.18"
+    return NixError(
+        f"the pinned nixpkgs needs Nix >= 2.18, this nix is {version}",
+        hint="upgrade Nix (capplan's own flake needs only 2.8), or override the nixpkgs input "
+        "with an older pin",
+    )
 
 
 def _error_line(stderr: str) -> str:
@@ -90,6 +112,9 @@ def nix_eval_json(
             f"nix eval did not finish within {timeout:g} s", hint="check the flake evaluates"
         ) from exc
     if proc.returncode != 0:
+        too_old = _nixpkgs_needs_newer_nix(proc.stderr)
+        if too_old is not None:
+            raise too_old
         raise NixError(
             f"nix eval failed: {_error_line(proc.stderr)}",
             hint="run the same nix eval by hand with --show-trace",
@@ -111,7 +136,7 @@ def flake_output_paths(
     system: str | None = None,
     cwd: Path | None = None,
 ) -> dict[str, list[str]]:
-    """Output store paths of ``packages.<system>.<attr>`` for each attr, with ONE nix eval.
+    """Output store paths of ``legacyPackages.<system>.<attr>`` for each attr, with ONE nix eval.
 
     ``override_inputs`` maps input names to flake references (``--override-input``).
     """
@@ -119,19 +144,19 @@ def flake_output_paths(
     if not names:
         return {}
     params = json.dumps({"system": system or current_system(), "attrs": names}, sort_keys=True)
-    args = [f"{flake}#packages", "--impure", "--apply", _OUTPUTS_EXPR, "--no-write-lock-file"]
+    args = [f"{flake}#legacyPackages", "--impure", "--apply", _OUTPUTS_EXPR, "--no-write-lock-file"]
     for name, ref in sorted((override_inputs or {}).items()):
         args += ["--override-input", name, ref]
     result = nix_eval_json(args, cwd=cwd, env={PARAMS_ENV: params})
     if not isinstance(result, dict):
         raise NixError(
-            f"nix eval of {flake}#packages returned {type(result).__name__}, not an attrset",
-            hint="check the flake's packages output",
+            f"nix eval of {flake}#legacyPackages returned {type(result).__name__}, not an attrset",
+            hint="check the flake's legacyPackages output",
         )
     missing = [name for name in names if result.get(name) is None]
     if missing:
         raise NixError(
-            f"flake {flake} has no packages.{system or current_system()}.{missing[0]}"
+            f"flake {flake} has no legacyPackages.{system or current_system()}.{missing[0]}"
             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
             hint="list the flake's packages with `nix flake show`",
         )

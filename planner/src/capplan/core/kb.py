@@ -218,7 +218,11 @@ class Cost(_Frozen):
 
 
 PackageKind = Literal["capability-dependent", "capability-independent", "ignores-capabilities"]
-PtxMode = Literal["gpu-targets", "forward-compat", "none"]
+# How a package gets PTX: `gpu-targets` (torch: `.override { gpuTargets = [ "8.6+PTX" ]; }`),
+# `forward-compat` (config.cudaForwardCompat: PTX of the last capability), `inherited`
+# (torchvision: builds against its package set's torch, its own kernels follow
+# torch.cudaCapabilities, never PTX), `none`.
+PtxMode = Literal["gpu-targets", "forward-compat", "inherited", "none"]
 
 
 class PackageInfo(_Frozen):

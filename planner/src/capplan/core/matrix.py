@@ -30,7 +30,8 @@ class Matrix:
     def jobs(self) -> list[dict[str, Any]]:
         """One dict per job, in the graph's topological order (stage by stage)."""
         system = self.plan.system
-        prefix = f"packages.{system}."
+        # Variants live in legacyPackages (flake.nix), so `nix flake show` stays cheap.
+        prefix = f"legacyPackages.{system}."
         variant = self.plan.variant
         graph = self.graph
         runner = self.schedule.runner

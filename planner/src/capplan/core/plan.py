@@ -62,8 +62,10 @@ class Variant(NamedTuple):
     cuda: CudaVersion
     cuda_set: str | None  # None: nixpkgs' default CUDA package set
     ptx: tuple[Capability, ...]  # capabilities that also get PTX
+    # The settings of the variant's nixpkgs instance, shared by every variant built for the same
+    # CUDA and capability list: cudaForwardCompat, and torch's gpuTargets in its Python set.
     forward_compat: bool
-    gpu_targets: tuple[str, ...]  # torch-style targets when PTX must be asked for explicitly
+    gpu_targets: tuple[str, ...]
     independent: bool
     fat: bool
     needs: tuple[str, ...]  # names of the variants this one builds against

@@ -303,7 +303,7 @@ def _serve_gpu(
             RunLevel.COMPATIBLE,
             f"{dev} cannot be built ({why}); SASS for {best} runs on it (same major, lower minor)",
         )
-    if rules.kb.package(package).ptx == "none":
+    if rules.kb.package(package).ptx in ("none", "inherited"):
         return _Choice(gpu, None, RunLevel.CANNOT_RUN, f"{why}; {package} cannot embed PTX")
     ptx = [c for c in pool() if not c.suffix and c <= dev]
     if ptx:
@@ -354,6 +354,10 @@ def _share_compatible(
 
 
 # -- variants -------------------------------------------------------------------------------------
+# An instance's (cudaForwardCompat, torch gpuTargets).
+_Instance = tuple[bool, tuple[str, ...]]
+
+
 class _Spec:
     """A variant while it is being planned: PTX and serves are still added to it. It becomes a
     frozen :class:`Variant` once, in :meth:`_Builder.finished`."""
@@ -501,7 +505,7 @@ class _Builder:
         """The capabilities that get PTX: nixpkgs adds it for the LAST element of
         cudaCapabilities as given (NIXPKGS.md §2); the list is sorted, so the highest."""
         spec = self.specs[name]
-        if not spec.ptx or spec.independent or spec.pkg.info.ptx == "none":
+        if not spec.ptx or spec.independent or spec.pkg.info.ptx in ("none", "inherited"):
             return ()
         return (spec.caps[-1],)
 
@@ -510,21 +514,50 @@ class _Builder:
 
     def finished(self) -> list[Variant]:
         """Every variant, frozen, with its costs, PTX and serves."""
-        return [self._variant(spec) for spec in self.specs.values()]
+        instances = self._instances()
+        return [self._variant(spec, instances) for spec in self.specs.values()]
 
-    def _variant(self, spec: _Spec) -> Variant:
+    def _instances(self) -> dict[tuple[CudaVersion, tuple[Capability, ...]], _Instance]:
+        """The nixpkgs instance of each (CUDA, capability list): every variant built for the
+        same list shares ONE config, so a dependency job is the very derivation its dependents
+        link (``torch-sm86``'s nccl is the ``nccl-sm86`` job). PTX asked anywhere in it turns
+        ``cudaForwardCompat`` on for the whole instance (torch ignores it: NIXPKGS.md §6);
+        torch's ``gpuTargets`` go into the instance's Python package set, so torchvision
+        builds against that very torch."""
+        found: dict[tuple[CudaVersion, tuple[Capability, ...]], _Instance] = {}
+        for spec in self.specs.values():
+            if spec.independent:
+                continue
+            key = (spec.ctx.cuda, spec.caps)
+            forward_compat, gpu_targets = found.get(key, (False, ()))
+            if spec.ptx:
+                forward_compat = True
+                if spec.pkg.info.ptx == "gpu-targets":
+                    last = spec.caps[-1]
+                    gpu_targets = (*(c.text for c in spec.caps[:-1]), f"{last}+PTX")
+            found[key] = (forward_compat, gpu_targets)
+        return found
+
+    def _variant(
+        self, spec: _Spec, instances: dict[tuple[CudaVersion, tuple[Capability, ...]], _Instance]
+    ) -> Variant:
         pkg = spec.pkg
         info = pkg.info
         ptx: tuple[Capability, ...] = ()
-        gpu_targets: tuple[str, ...] = ()
-        if spec.ptx and not spec.independent:
-            ptx = self.ptx_of(spec.name)
-            if not ptx:
-                self.decisions.append(
-                    Decision(pkg.name, spec.name, "no-ptx", f"{pkg.name} cannot embed PTX")
+        forward_compat, gpu_targets = instances.get((spec.ctx.cuda, spec.caps), (True, ()))
+        if not spec.independent:
+            if (info.ptx == "forward-compat" and forward_compat) or (
+                info.ptx == "gpu-targets" and spec.ptx
+            ):
+                ptx = (spec.caps[-1],)
+            if spec.ptx and not ptx:
+                why = (
+                    f"{pkg.name} builds against the PTX torch of its package set; its own "
+                    "kernels follow torch.cudaCapabilities, which never carry PTX"
+                    if info.ptx == "inherited"
+                    else f"{pkg.name} cannot embed PTX"
                 )
-            elif info.ptx == "gpu-targets":
-                gpu_targets = (*(c.text for c in spec.caps[:-1]), f"{ptx[0]}+PTX")
+                self.decisions.append(Decision(pkg.name, spec.name, "no-ptx", why))
         targets = len(spec.caps) + len(ptx)
         cost = info.cost
         return Variant(
@@ -535,8 +568,8 @@ class _Builder:
             cuda=spec.ctx.cuda,
             cuda_set=spec.ctx.cuda_set,
             ptx=ptx,
-            forward_compat=spec.independent or (bool(ptx) and info.ptx == "forward-compat"),
-            gpu_targets=gpu_targets,
+            forward_compat=spec.independent or forward_compat,
+            gpu_targets=() if spec.independent else gpu_targets,
             independent=spec.independent,
             fat=spec.fat,
             needs=spec.needs,
