@@ -148,7 +148,8 @@ def github(
     """Write the GitHub Actions workflow that builds what the cache lacks, stage after stage."""
     if cache_name is None:
         raise InvalidInputError(
-            "no cache to push to" + (f" (--cache-url {cache_url} is only queried)" if cache_url else ""),
+            "no cache to push to"
+            + (f" (--cache-url {cache_url} is only queried)" if cache_url else ""),
             hint="pass --cache NAME, your cachix cache (create one at https://app.cachix.org)",
         )
     check_cache_name(cache_name)

@@ -131,7 +131,9 @@ def matrix(
 
         runners = planned.config.policy.runners
         full = build_matrix(plan, runners)  # stages before cached jobs go: the layout stays put
-        print_github_matrix(full, planned.config, cached, fmt, max_jobs, stage, shards, expect_shards)
+        print_github_matrix(
+            full, planned.config, cached, fmt, max_jobs, stage, shards, expect_shards
+        )
         return
     if stage is not None or shards:
         raise InvalidInputError(

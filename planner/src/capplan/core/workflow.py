@@ -14,6 +14,7 @@ library. Every value that comes from the user is validated before it is written.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shlex
@@ -179,7 +180,11 @@ def github_rows(
 
 def over_hosted_limit(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Rows whose estimate asks for more time than their runner allows."""
-    return [r for r in rows if timeout_minutes(r["estimated_minutes"], r["os"])[1] > r["timeout_minutes"]]
+    return [
+        r
+        for r in rows
+        if timeout_minutes(r["estimated_minutes"], r["os"])[1] > r["timeout_minutes"]
+    ]
 
 
 @dataclass(frozen=True)
@@ -224,7 +229,9 @@ def layout_text(shards: Sequence[Shard]) -> str:
     return ",".join(str(counts[s]) for s in sorted(counts))
 
 
-def without_cached(rows: Iterable[Mapping[str, Any]], cached: Iterable[str]) -> list[dict[str, Any]]:
+def without_cached(
+    rows: Iterable[Mapping[str, Any]], cached: Iterable[str]
+) -> list[dict[str, Any]]:
     """Rows minus cached jobs; a kept job's cached needs are built already, so they go too."""
     drop = set(cached)
     return [
@@ -241,8 +248,7 @@ def shard_matrices(
     (cached) is ``{"include": []}``."""
     by_name = {row["name"]: dict(row) for row in rows}
     return {
-        shard.key: {"include": [by_name[n] for n in shard.jobs if n in by_name]}
-        for shard in shards
+        shard.key: {"include": [by_name[n] for n in shard.jobs if n in by_name]} for shard in shards
     }
 
 
@@ -384,7 +390,10 @@ def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[
                 # Runs when its shard has jobs and nothing before it failed or was cancelled;
                 # a shard whose jobs were all cached is skipped, and its dependents still run
                 # (a status function in `if:` replaces the implicit success() check).
-                "if": f"${{{{ !cancelled() && !failure() && fromJSON({output}).include[0] != null }}}}",
+                "if": (
+                    "${{ !cancelled() && !failure() && "
+                    f"fromJSON({output}).include[0] != null }}}}"
+                ),
                 "runs-on": "${{ matrix.os }}",
                 "timeout-minutes": "${{ matrix.timeout_minutes }}",
                 "strategy": {"fail-fast": False, "matrix": f"${{{{ fromJSON({output}) }}}}"},
@@ -427,6 +436,7 @@ def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[
 _PLAIN = re.compile(r"[A-Za-z_](?:[A-Za-z0-9_./@+() -]*[A-Za-z0-9_./@+)-])?")
 # YAML 1.1 (GitHub's parser, PyYAML) reads these as booleans or null when unquoted.
 _RESERVED = {"y", "n", "yes", "no", "true", "false", "on", "off", "null"}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
 
 
 def _scalar(value: Any) -> str:
@@ -438,7 +448,21 @@ def _scalar(value: Any) -> str:
         raise TypeError(f"cannot render {type(value).__name__} as YAML")
     if _PLAIN.fullmatch(value) and value.lower() not in _RESERVED:
         return value
+    if _CONTROL.search(value):
+        return json.dumps(value)  # a JSON string is a valid YAML double-quoted scalar
     return "'" + value.replace("'", "''") + "'"
+
+
+def _literal_ok(text: str) -> bool:
+    """Whether a literal block (``|``, ``|-``) gives back exactly ``text``."""
+    lines = text.removesuffix("\n").split("\n")
+    return (
+        "\n" in text
+        and not text.endswith("\n\n")
+        and not _CONTROL.search(text.replace("\n", ""))
+        and lines[0][:1] not in ("", " ")
+        and all(line == line.rstrip() for line in lines)
+    )
 
 
 def _block(text: str, indent: int) -> list[str]:
@@ -472,7 +496,7 @@ def _emit(value: Any, indent: int, lines: list[str], prefix: str) -> None:
         text = "{}"
     elif isinstance(value, list):
         text = "[]"
-    elif isinstance(value, str) and "\n" in value:
+    elif isinstance(value, str) and _literal_ok(value):
         body = _block(value, indent + 2)
         lines.append(f"{pad}{prefix} {body[0]}")
         lines.extend(body[1:])
