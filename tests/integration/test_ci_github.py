@@ -200,6 +200,13 @@ def test_jobs_longer_than_hosted_runners_allow_are_named(capplan_in: Any, tmp_pa
     assert "warning" not in capplan_in("ci", "github", "--cache", "c").stderr
 
 
+def test_environment_settings_the_plan_job_lacks_are_named(capplan_cli: Any) -> None:
+    result = capplan_cli("ci", "github", "--cache", "c", env={"CAPPLAN_SHARE": "compatible"})
+    assert result.exit_code == 0
+    assert "warning: CAPPLAN_SHARE is set here but not in the workflow's plan job" in result.stderr
+    assert "warning" not in capplan_cli("ci", "github", "--cache", "c").stderr
+
+
 # ----------------------------------------------------------------------------------- bad input
 
 

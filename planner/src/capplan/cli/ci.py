@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
+from capplan.adapters.config import CONFIG_ENV
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import emit_json, err_console
 from capplan.cli.planning import config_option, plan_with_settings
@@ -191,6 +193,13 @@ def github(
             f"GitHub-hosted runners allow ({GITHUB_HOSTED_LIMIT_MINUTES} min): give it a "
             "self-hosted runner with [policy.runners_os] "
             '"big-parallel" = ["self-hosted", "big-parallel"] (or the system\'s key)'
+        )
+    for name in sorted(
+        n for n in (*CONFIG_ENV, "CAPPLAN_CONFIG", "CAPPLAN_KB_DIR") if n in os.environ
+    ):
+        _say(
+            f"warning: {name} is set here but not in the workflow's plan job, which plans from "
+            "the committed files only (put the setting in capplan.toml)"
         )
     if not layout:
         _say(
