@@ -119,3 +119,11 @@ def test_plan_job_against_a_cache_holding_half_the_outputs(
     for key in ("stage0_shard0", "stage0_shard1", "stage1_shard0"):
         assert matrices[key] == {"include": []}
     assert runs["stage1_shard1"] and runs["stage3_shard0"]
+
+    # A build job's step, `nix build -L ".#$ATTR"` with ATTR from its matrix row, builds.
+    step = doc["jobs"]["stage1_shard1"]["steps"][-1]
+    assert (
+        step["env"] == {"ATTR": "${{ matrix.attr }}"} and step["run"] == 'nix build -L ".#$ATTR"\n'
+    )
+    row = matrices["stage1_shard1"]["include"][0]
+    nix_repo.flake(["build"], f".#{row['attr']}", "--no-link", "-L")
