@@ -255,12 +255,15 @@ def test_unwritable_output_nonroot(capplan_in: Any, tmp_path: Path) -> None:
     assert "cannot write locked/w.yml" in err
 
 
-def test_unwritable_output(capplan_in: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("target", ["file/w.yml", "folder"])
+def test_unwritable_output(capplan_in: Any, tmp_path: Path, target: str) -> None:
     write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.nccl]\n')
     (tmp_path / "file").write_text("a file, not a folder\n")
-    result = capplan_in("ci", "github", "--cache", "c", "--output", "file/w.yml")
+    (tmp_path / "folder").mkdir()
+    result = capplan_in("ci", "github", "--cache", "c", "--output", target)
     err = one_line_error(result, ExitCode.INVALID_INPUT)
-    assert "cannot write file/w.yml" in err and "writable --output" in err
+    assert f"cannot write {target}" in err and "writable --output" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["capplan.toml", "file", "folder"]
 
 
 # ------------------------------------------------------------------------- --output and --check

@@ -131,7 +131,7 @@ def ci() -> None:
 )
 @click.option(
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=None,
     help=f"Write the workflow here (atomically), e.g. {DEFAULT_OUTPUT}; default: stdout.",
 )
