@@ -13,15 +13,27 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PLANS", "REPO", "SYSTEM", "NixRunner", "copy_tree", "count_imports"]
+__all__ = [
+    "PLANS",
+    "REPO",
+    "SYSTEM",
+    "NixRunner",
+    "copy_to_binary_cache",
+    "copy_tree",
+    "count_imports",
+    "serve_binary_cache",
+]
 
 REPO = Path(__file__).resolve().parents[2]
 PLANS = REPO / "tests" / "data" / "plans"
+CACHE_SERVER = REPO / "tests" / "data" / "cache_server.py"
 SYSTEM = "x86_64-linux"
 IMPORT_TRACE = "capplan-standin: import "
 INSTANTIATE_TRACE = "capplan-standin: instantiate "
@@ -160,3 +172,34 @@ class NixRunner:
 
     def expr_json(self, expression: str) -> Any:
         return json.loads(self.expr(expression).stdout)
+
+
+def copy_to_binary_cache(paths: Iterable[Path], root: Path) -> set[str]:
+    """`nix copy` store paths into a file:// binary cache; returns the narinfo hashes in it."""
+    for path in paths:
+        subprocess.run(
+            ["nix", "--extra-experimental-features", "nix-command flakes", "copy", "--to",
+             f"file://{root}", str(path)],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+    return {p.name.removesuffix(".narinfo") for p in root.glob("*.narinfo")}
+
+
+@contextmanager
+def serve_binary_cache(root: Path) -> Iterator[str]:
+    """Serve a binary-cache folder over HTTP on 127.0.0.1 (tests/data/cache_server.py)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(CACHE_SERVER), "--root", str(root), "--host", "127.0.0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        port = proc.stdout.readline().strip()
+        assert port.isdigit(), proc.stderr.read() if proc.stderr else ""
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from nixhelpers import NixRunner
+from nixhelpers import NixRunner, copy_to_binary_cache, serve_binary_cache
 
 from capplan.cli.main import cli
-
-SERVER = Path(__file__).resolve().parents[1] / "data" / "cache_server.py"
-FEATURES = ["--extra-experimental-features", "nix-command flakes"]
 
 
 @pytest.fixture(scope="module")
@@ -26,30 +21,16 @@ def cached(nix_repo: NixRunner, tmp_path_factory: pytest.TempPathFactory) -> dic
         ["legacyPackages.x86_64-linux.cudnn", "legacyPackages.x86_64-linux.nccl-sm80"]
     )
     root = tmp_path_factory.mktemp("cache") / "c"
-    for out in outs.values():
-        subprocess.run(
-            ["nix", *FEATURES, "copy", "--to", f"file://{root}", str(out)],
-            check=True,
-            capture_output=True,
-        )
-    hashes = {p.name.removesuffix(".narinfo") for p in root.glob("*.narinfo")}
+    hashes = copy_to_binary_cache(outs.values(), root)
     return {"root": root, "hashes": hashes}
 
 
 @pytest.fixture(scope="module")
 def server(cached: dict[str, object]) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--root", str(cached["root"]), "--host", "127.0.0.1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    port = proc.stdout.readline().strip()
-    assert port.isdigit(), proc.stderr.read() if proc.stderr else ""
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=10)
+    root = cached["root"]
+    assert isinstance(root, Path)
+    with serve_binary_cache(root) as url:
+        yield url
 
 
 def matrix(repo: NixRunner, *args: str) -> Result:

@@ -20,6 +20,7 @@ _EPILOG = "Exit codes:\n\n\b\n" + EXIT_CODE_HELP
 # Commands load on demand, so `capplan inspect` does not pay for networkx or pydantic models.
 COMMANDS = {
     "caps": "capplan.cli.caps:caps",
+    "ci": "capplan.cli.ci:ci",
     "detect": "capplan.cli.detect:detect",
     "explain": "capplan.cli.explain:explain",
     "generate": "capplan.cli.generate:generate",

@@ -11,7 +11,7 @@ import click
 
 from capplan.cli.output import emit_json, err_console, make_table, out_console, progress
 from capplan.cli.planning import config_option, flag_layer, plan_with_settings, policy_options
-from capplan.core.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix, github_matrices
+from capplan.core.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
 from capplan.core.plan import Plan
 from capplan.errors import InvalidInputError
 
@@ -24,9 +24,10 @@ __all__ = ["matrix"]
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json", "github"]),
+    type=click.Choice(["table", "json", "github", "github-output"]),
     default="table",
     show_default=True,
+    help="github-output: the stage-and-shard layout as $GITHUB_OUTPUT lines (capplan ci github).",
 )
 @click.option(
     "--runners",
@@ -73,6 +74,23 @@ __all__ = ["matrix"]
     help="Passed to nix eval.",
 )
 @click.option("--offline", is_flag=True, help="Skip every cache check.")
+@click.option(
+    "--stage",
+    type=click.IntRange(0),
+    default=None,
+    help="With --format github: only this stage's jobs.",
+)
+@click.option(
+    "--shards",
+    is_flag=True,
+    help="With --format github: the stage-and-shard layout as one JSON object.",
+)
+@click.option(
+    "--expect-shards",
+    default=None,
+    metavar="LAYOUT",
+    help="Exit 11 unless the plan's shards per stage are LAYOUT (e.g. 1,1,2,1; 'none').",
+)
 def matrix(
     config_path: Path | None,
     cuda: str | None,
@@ -90,6 +108,9 @@ def matrix(
     flake: str,
     override_inputs: tuple[tuple[str, str], ...],
     offline: bool,
+    stage: int | None,
+    shards: bool,
+    expect_shards: str | None,
 ) -> None:
     """Print the build matrix (table, JSON, or GitHub Actions' strategy.matrix)."""
     planned = plan_with_settings(config_path, flag_layer(cuda, share, fat, ptx, gpus, runners))
@@ -101,20 +122,30 @@ def matrix(
         )
     if skip_cached and not offline:
         cached = _cached_jobs(plan, caches, trusted_keys, jobs_file, flake, dict(override_inputs))
+    for name, url in sorted(cached.items()):
+        err_console().print(
+            f"skipped {name}: every output is in {url}", markup=False, highlight=False
+        )
+    if fmt in ("github", "github-output"):
+        from capplan.cli.ci import print_github_matrix
+
+        runners = planned.config.policy.runners
+        full = build_matrix(plan, runners)  # stages before cached jobs go: the layout stays put
+        print_github_matrix(
+            full, planned.config, cached, fmt, max_jobs, stage, shards, expect_shards
+        )
+        return
+    if stage is not None or shards:
+        raise InvalidInputError(
+            "--stage and --shards work with --format github", hint="add --format github"
+        )
     if cached:
         plan = _without(plan, set(cached))
-        for name, url in sorted(cached.items()):
-            err_console().print(
-                f"skipped {name}: every output is in {url}", markup=False, highlight=False
-            )
     result = build_matrix(plan, planned.config.policy.runners)
     if fmt == "json":
         data = result.to_json()
         data["summary"]["skipped_cached"] = sorted(cached)
         emit_json(data)
-    elif fmt == "github":
-        chunks = github_matrices(result, max_jobs)
-        emit_json(chunks[0] if len(chunks) == 1 else {"matrices": chunks})
     else:
         _table(result)
 

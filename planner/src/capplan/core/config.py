@@ -7,6 +7,7 @@ the shape and turns validation failures into one-line :class:`ConfigError` messa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -22,6 +23,9 @@ __all__ = [
     "PolicyConfig",
     "config_from_mapping",
 ]
+
+# GitHub Actions runner labels ([policy.runners_os]); capplan.core.workflow checks the same.
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 class _Strict(BaseModel):
@@ -76,6 +80,29 @@ class PolicyConfig(_Strict):
         "giving every GPU native or same-major SASS",
     )
     runners: int = Field(default=4, ge=1, le=10_000, description="CI runners for the schedule")
+    runners_os: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description="GitHub Actions runs-on labels by Nix system (x86_64-linux, aarch64-linux), "
+        'for jobs needing big-parallel (torch) ("big-parallel", or "<system>/big-parallel"); '
+        "default: ubuntu-latest, ubuntu-24.04-arm",
+    )
+
+    @field_validator("runners_os")
+    @classmethod
+    def _runners_os(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        systems = ("x86_64-linux", "aarch64-linux")
+        keys = {*systems, "big-parallel", *(f"{s}/big-parallel" for s in systems)}
+        for key, labels in value.items():
+            if key not in keys:
+                raise ValueError(f"runners_os key '{key}' must be one of {', '.join(sorted(keys))}")
+            if not labels:
+                raise ValueError(f"runners_os '{key}' needs at least one runner label")
+            for label in labels:
+                if not _LABEL.fullmatch(label):
+                    raise ValueError(
+                        f"runner label '{label}' must be letters, digits, '.', '_' or '-'"
+                    )
+        return value
 
     @field_validator("fat")
     @classmethod

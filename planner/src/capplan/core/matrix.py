@@ -6,6 +6,7 @@ nix-github-actions' keys (``name``, ``system``, ``os``, ``attr``), at most 256 j
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,11 +14,11 @@ from capplan.core.gcpause import gc_paused
 from capplan.core.graph import JobGraph, build_job_graph
 from capplan.core.plan import Plan, Variant
 from capplan.core.schedule import Schedule, schedule_jobs
+from capplan.core.workflow import github_rows
 
 __all__ = ["GITHUB_MAX_JOBS", "Matrix", "build_matrix", "github_matrices", "plan_dict", "plan_json"]
 
 GITHUB_MAX_JOBS = 256
-_RUNNER_OS = {"x86_64-linux": "ubuntu-latest", "aarch64-linux": "ubuntu-24.04-arm"}
 
 
 @dataclass(frozen=True)
@@ -105,27 +106,18 @@ def build_matrix(plan: Plan, runners: int) -> Matrix:
     return Matrix(plan, graph, schedule)
 
 
-def github_matrices(matrix: Matrix, max_jobs: int = GITHUB_MAX_JOBS) -> list[dict[str, Any]]:
+def github_matrices(
+    matrix: Matrix,
+    max_jobs: int = GITHUB_MAX_JOBS,
+    runners_os: Mapping[str, Sequence[str]] | None = None,
+) -> list[dict[str, Any]]:
     """``{"include": [...]}`` objects of at most ``max_jobs`` jobs, in stage order.
 
     Chunks follow the topological order, so a job never sits in an earlier chunk than a job it
-    needs: running the matrices one after another respects every dependency.
+    needs: running the matrices one after another respects every dependency. Rows are
+    :func:`capplan.core.workflow.github_rows`.
     """
-    rows = []
-    for job in matrix.jobs():
-        row = {
-            "name": job["name"],
-            "system": job["system"],
-            "os": [_RUNNER_OS.get(job["system"], "ubuntu-latest")],
-            "attr": job["attr"],
-            "capabilities": job["capabilities"],
-            "cuda": job["cuda"],
-            "stage": job["stage"],
-            "needs": job["needs"],
-            "estimated_minutes": job["estimated_minutes"],
-            "required_system_features": job["required_system_features"],
-        }
-        rows.append(row)
+    rows = github_rows(matrix.jobs(), runners_os)
     return [{"include": rows[i : i + max_jobs]} for i in range(0, len(rows), max_jobs)] or [
         {"include": []}
     ]

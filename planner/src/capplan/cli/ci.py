@@ -1,0 +1,259 @@
+"""``capplan ci github``: the GitHub Actions workflow that builds the plan and pushes to cachix.
+
+Also the GitHub shapes of ``capplan matrix`` (``--format github`` with ``--stage``/``--shards``,
+and ``--format github-output``, the lines the workflow's plan job appends to $GITHUB_OUTPUT).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from capplan.adapters.config import CONFIG_ENV
+from capplan.adapters.files import atomic_write_text
+from capplan.cli.output import emit_json, err_console
+from capplan.cli.planning import config_option, plan_with_settings
+from capplan.core.config import Config
+from capplan.core.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
+from capplan.core.workflow import (
+    GITHUB_HOSTED_LIMIT_MINUTES,
+    WorkflowSettings,
+    build_workflow,
+    check_cache_name,
+    check_cache_url,
+    check_ref_name,
+    check_relative_path,
+    generator_command,
+    github_output_lines,
+    github_rows,
+    layout_text,
+    over_hosted_limit,
+    render_yaml,
+    runner_labels,
+    shard_layout,
+    shard_matrices,
+    without_cached,
+)
+from capplan.errors import InvalidInputError, StaleError
+
+__all__ = ["ci", "print_github_matrix"]
+
+DEFAULT_OUTPUT = Path(".github/workflows/cuda-cache.yml")
+# One-line JSON for $GITHUB_OUTPUT values (name=value lines cannot hold a newline).
+_ONE_LINE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _say(text: str) -> None:
+    err_console().print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_github_matrix(
+    full: Matrix,
+    config: Config,
+    cached: dict[str, str],
+    fmt: str,
+    max_jobs: int,
+    stage: int | None,
+    shards_flag: bool,
+    expect_shards: str | None,
+) -> None:
+    """``capplan matrix --format github|github-output`` from the whole plan's matrix."""
+    rows = github_rows(full.jobs(), config.policy.runners_os)
+    layout = shard_layout(rows, max_jobs)
+    text = layout_text(layout)
+    if expect_shards is not None and expect_shards.strip() != (text or "none"):
+        raise StaleError(
+            f"the workflow expects shards per stage '{expect_shards}' but the plan has "
+            f"'{text or 'none'}'",
+            hint="regenerate the workflow with 'capplan ci github ... --output FILE' and commit it",
+        )
+    kept = without_cached(rows, cached)
+    if fmt == "github-output":
+        sys.stdout.write(github_output_lines(layout, kept, _ONE_LINE.encode))
+        sys.stdout.flush()
+        return
+    if shards_flag:
+        matrices = shard_matrices(layout, kept)
+        if stage is not None:
+            matrices = {s.key: matrices[s.key] for s in layout if s.stage == stage}
+        emit_json(
+            {
+                "layout": text,
+                "max_jobs": max_jobs,
+                "shards": [
+                    {"key": s.key, "stage": s.stage, "shard": s.index, "jobs": list(s.jobs)}
+                    for s in layout
+                    if stage is None or s.stage == stage
+                ],
+                "matrices": matrices,
+                "skipped_cached": sorted(cached),
+            }
+        )
+        return
+    if stage is not None:
+        kept = [row for row in kept if row["stage"] == stage]
+    chunks = [{"include": kept[i : i + max_jobs]} for i in range(0, len(kept), max_jobs)]
+    chunks = chunks or [{"include": []}]
+    emit_json(chunks[0] if len(chunks) == 1 else {"matrices": chunks})
+
+
+@click.group()
+def ci() -> None:
+    """CI workflows that build the plan and push it to a binary cache."""
+
+
+@ci.command("github")
+@config_option
+@click.option(
+    "--cache",
+    "cache_name",
+    default=None,
+    metavar="NAME",
+    help="cachix cache to push to (and query at https://NAME.cachix.org).",
+)
+@click.option(
+    "--cache-url", default=None, metavar="URL", help="Query this cache URL instead of cachix's."
+)
+@click.option(
+    "--max-jobs",
+    type=click.IntRange(1, GITHUB_MAX_JOBS),
+    default=GITHUB_MAX_JOBS,
+    show_default=True,
+    help="Jobs per shard (GitHub runs at most 256 per matrix).",
+)
+@click.option(
+    "--branch", default="main", show_default=True, help="The default branch: pushes to it build."
+)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help=f"Write the workflow here (atomically), e.g. {DEFAULT_OUTPUT}; default: stdout.",
+)
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 11 with a diff when --output is stale."
+)
+def github(
+    config_path: Path | None,
+    cache_name: str | None,
+    cache_url: str | None,
+    max_jobs: int,
+    branch: str,
+    output: Path | None,
+    check: bool,
+) -> None:
+    """Write the GitHub Actions workflow that builds what the cache lacks, stage after stage."""
+    if cache_name is None:
+        raise InvalidInputError(
+            "no cache to push to"
+            + (f" (--cache-url {cache_url} is only queried)" if cache_url else ""),
+            hint="pass --cache NAME, your cachix cache (create one at https://app.cachix.org)",
+        )
+    check_cache_name(cache_name)
+    if cache_url is not None:
+        cache_url = check_cache_url(cache_url)
+    check_ref_name(branch)
+    config_arg = None
+    if config_path is not None:
+        config_arg = check_relative_path(config_path.as_posix())
+    if check and output is None:
+        raise InvalidInputError(
+            "--check needs the committed file", hint=f"add --output {DEFAULT_OUTPUT}"
+        )
+
+    planned = plan_with_settings(config_path)
+    matrix = build_matrix(planned.plan, planned.config.policy.runners)
+    runners_os = planned.config.policy.runners_os
+    rows = github_rows(matrix.jobs(), runners_os)
+    layout = shard_layout(rows, max_jobs)
+    settings = WorkflowSettings(
+        cache=cache_name,
+        cache_url=cache_url,
+        branch=branch,
+        max_jobs=max_jobs,
+        config=config_arg,
+        plan_runner=runner_labels(planned.plan.system, False, runners_os),
+    )
+    shown = output.as_posix() if output is not None else None
+    header = [
+        f"Generated by `{generator_command(settings, shown)}` from the plan;",
+        "do not edit: change capplan.toml and rerun it (`--check` tells when this file is stale).",
+        "Needs the repository secret CACHIX_AUTH_TOKEN (a cachix auth token that can push).",
+    ]
+    text = render_yaml(build_workflow(settings, layout), header)
+
+    for row in over_hosted_limit(rows):
+        _say(
+            f"warning: {row['name']} is estimated at {row['estimated_minutes']:g} min, more than "
+            f"GitHub-hosted runners allow ({GITHUB_HOSTED_LIMIT_MINUTES} min): give it a "
+            "self-hosted runner with [policy.runners_os] "
+            '"big-parallel" = ["self-hosted", "big-parallel"] (or the system\'s key)'
+        )
+    for name in sorted(
+        n for n in (*CONFIG_ENV, "CAPPLAN_CONFIG", "CAPPLAN_KB_DIR") if n in os.environ
+    ):
+        _say(
+            f"warning: {name} is set here but not in the workflow's plan job, which plans from "
+            "the committed files only (put the setting in capplan.toml)"
+        )
+    if not layout:
+        _say(
+            "note: the plan has no build jobs: the workflow only plans (add packages or GPUs "
+            "to capplan.toml and regenerate it)"
+        )
+
+    if check:
+        assert output is not None
+        _check(output, text)
+        return
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        _write(output, text)
+        _say(f"wrote {output}")
+    stages = len({s.stage for s in layout})
+    _say(
+        f"{len(rows)} build jobs in {stages} stages, {len(layout)} shard jobs "
+        f"(shards per stage: {layout_text(layout) or 'none'}); cache {settings.cache}"
+    )
+
+
+def _check(output: Path, text: str) -> None:
+    try:
+        current = output.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        current = ""
+    except OSError as error:
+        raise InvalidInputError(
+            f"cannot read {output}: {error.strerror or error}", hint="check the --output path"
+        ) from None
+    if current != text:
+        diff = difflib.unified_diff(
+            current.splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            fromfile=f"{output} (committed)",
+            tofile=f"{output} (from the plan)",
+        )
+        click.echo("".join(diff), nl=False)
+        raise StaleError(
+            f"{output} is stale",
+            hint="run the 'capplan ci github' command in its header and commit the result",
+        )
+    _say(f"{output} is up to date")
+
+
+def _write(output: Path, text: str) -> None:
+    try:
+        atomic_write_text(output, text)
+    except OSError as error:
+        # Exit 4 (invalid input): the --output path cannot be written.
+        raise InvalidInputError(
+            f"cannot write {output}: {error.strerror or error}",
+            hint="choose a writable --output path or fix the folder's permissions",
+        ) from None

@@ -1,0 +1,515 @@
+"""GitHub Actions: matrix rows, the stage-and-shard layout, and the cache-build workflow as data.
+
+GitHub cannot express dependencies inside one matrix, caps a matrix at 256 jobs, fails on an
+empty one, and skips a job whose ``needs`` were skipped. So the workflow has one build job per
+(stage, shard), known when it is generated: stages are the plan's dependency depths and each
+stage is cut into shards of at most ``max_jobs``. The layout comes from the whole plan, before
+``--skip-cached`` drops what a cache holds, so it does not move as the cache fills: a cached job
+just leaves its shard, and an empty shard is skipped by its job's ``if:``.
+
+The workflow is a plain dict rendered by :func:`render_yaml` (block style, every string that is
+not a plain word single-quoted), so the same inputs give byte-identical text without a YAML
+library. Every value that comes from the user is validated before it is written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from capplan.errors import InvalidInputError
+
+__all__ = [
+    "BIG_PARALLEL",
+    "DEFAULT_RUNNERS_OS",
+    "GITHUB_HOSTED_LIMIT_MINUTES",
+    "SELF_HOSTED_LIMIT_MINUTES",
+    "Shard",
+    "WorkflowSettings",
+    "build_workflow",
+    "check_cache_name",
+    "check_cache_url",
+    "check_label",
+    "check_ref_name",
+    "check_relative_path",
+    "github_output_lines",
+    "github_rows",
+    "layout_text",
+    "over_hosted_limit",
+    "render_yaml",
+    "runner_labels",
+    "shard_layout",
+    "shard_matrices",
+    "timeout_minutes",
+    "without_cached",
+]
+
+BIG_PARALLEL = "big-parallel"
+# GitHub-hosted runners for each Nix system (nix-github-actions' mapping; ubuntu-24.04-arm is
+# GitHub's hosted arm64 Linux runner). `[policy.runners_os]` overrides any of them.
+DEFAULT_RUNNERS_OS: Mapping[str, tuple[str, ...]] = {
+    "x86_64-linux": ("ubuntu-latest",),
+    "aarch64-linux": ("ubuntu-24.04-arm",),
+}
+# GitHub stops a job on a hosted runner after 6 hours and on a self-hosted one after 5 days
+# (docs.github.com: "Usage limits, billing, and administration").
+GITHUB_HOSTED_LIMIT_MINUTES = 360
+SELF_HOSTED_LIMIT_MINUTES = 5 * 24 * 60
+
+# Pinned majors of the maintained actions the workflow uses.
+CHECKOUT = "actions/checkout@v7"
+INSTALL_NIX = "cachix/install-nix-action@v31"
+CACHIX = "cachix/cachix-action@v17"
+
+_CACHE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~/-]*)?")
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
+_PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
+
+
+# ---------------------------------------------------------------------------------------------
+# validation of what reaches the workflow text
+
+
+def check_cache_name(name: str) -> str:
+    if not _CACHE_NAME.fullmatch(name):
+        raise InvalidInputError(
+            f"invalid cachix cache name '{name}'",
+            hint="use lowercase letters, digits and dashes, as on cachix.org, e.g. my-cuda-cache",
+        )
+    return name
+
+
+def check_cache_url(url: str) -> str:
+    if not _URL.fullmatch(url) or ".." in url:
+        raise InvalidInputError(
+            f"invalid cache URL '{url}'",
+            hint="use http(s)://host[:port][/path] with letters, digits and . _ ~ / - only",
+        )
+    return url.rstrip("/") if url.count("/") > 2 else url
+
+
+def check_label(label: str) -> str:
+    if not _LABEL.fullmatch(label):
+        raise InvalidInputError(
+            f"invalid runner label '{label}'",
+            hint="use letters, digits, '.', '_' and '-', e.g. self-hosted",
+        )
+    return label
+
+
+def check_ref_name(branch: str) -> str:
+    if not _REF.fullmatch(branch) or ".." in branch or branch.endswith((".lock", "/")):
+        raise InvalidInputError(
+            f"invalid branch name '{branch}'",
+            hint="use letters, digits, '.', '_', '/' and '-', e.g. main",
+        )
+    return branch
+
+
+def check_relative_path(path: str) -> str:
+    if not _PATH.fullmatch(path) or ".." in path.split("/"):
+        raise InvalidInputError(
+            f"invalid --config path '{path}' for the workflow",
+            hint="give a path relative to the repository root, e.g. capplan.toml",
+        )
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix rows and the layout
+
+
+def runner_labels(
+    system: str, big_parallel: bool, runners_os: Mapping[str, Sequence[str]] | None = None
+) -> tuple[str, ...]:
+    """The ``runs-on`` labels for a job: ``<system>/big-parallel``, then ``big-parallel`` (jobs
+    that need the big-parallel system feature, such as torch), then ``<system>``, then the
+    GitHub-hosted default."""
+    table = runners_os or {}
+    keys = ([f"{system}/{BIG_PARALLEL}", BIG_PARALLEL] if big_parallel else []) + [system]
+    for key in keys:
+        if table.get(key):
+            return tuple(table[key])
+    return DEFAULT_RUNNERS_OS.get(system, DEFAULT_RUNNERS_OS["x86_64-linux"])
+
+
+def timeout_minutes(estimated: float, labels: Sequence[str]) -> tuple[int, int]:
+    """(the ``timeout-minutes`` to write, the one the estimate asks for).
+
+    The margin (half again plus 30 minutes for checkout, Nix and substitution) covers the
+    estimate's error; the written value never exceeds what the runner kind allows."""
+    wanted = math.ceil(estimated * 1.5) + 30
+    limit = SELF_HOSTED_LIMIT_MINUTES if "self-hosted" in labels else GITHUB_HOSTED_LIMIT_MINUTES
+    return min(wanted, limit), wanted
+
+
+def github_rows(
+    jobs: Iterable[Mapping[str, Any]], runners_os: Mapping[str, Sequence[str]] | None = None
+) -> list[dict[str, Any]]:
+    """One ``strategy.matrix`` row per job (``Matrix.jobs()`` dicts), in the same order, with
+    nix-github-actions' keys (``name``, ``system``, ``os``, ``attr``) and a timeout."""
+    rows = []
+    for job in jobs:
+        features = list(job["required_system_features"])
+        labels = runner_labels(job["system"], BIG_PARALLEL in features, runners_os)
+        timeout, _ = timeout_minutes(job["estimated_minutes"], labels)
+        rows.append(
+            {
+                "name": job["name"],
+                "system": job["system"],
+                "os": list(labels),
+                "attr": job["attr"],
+                "capabilities": job["capabilities"],
+                "cuda": job["cuda"],
+                "stage": job["stage"],
+                "needs": job["needs"],
+                "estimated_minutes": job["estimated_minutes"],
+                "timeout_minutes": timeout,
+                "required_system_features": features,
+            }
+        )
+    return rows
+
+
+def over_hosted_limit(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Rows whose estimate asks for more time than their runner allows."""
+    return [
+        r
+        for r in rows
+        if timeout_minutes(r["estimated_minutes"], r["os"])[1] > r["timeout_minutes"]
+    ]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One build job of the workflow: the matrix jobs of one stage that share a shard."""
+
+    stage: int
+    index: int
+    jobs: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        """The plan job's output name and the build job's id."""
+        return f"stage{self.stage}_shard{self.index}"
+
+
+def shard_layout(rows: Sequence[Mapping[str, Any]], max_jobs: int) -> tuple[Shard, ...]:
+    """Each stage cut into ``ceil(n / max_jobs)`` shards of nearly equal size, in row order."""
+    if max_jobs < 1:
+        raise InvalidInputError(f"--max-jobs must be >= 1, got {max_jobs}", hint="use 1 to 256")
+    by_stage: dict[int, list[str]] = {}
+    for row in rows:
+        by_stage.setdefault(int(row["stage"]), []).append(str(row["name"]))
+    shards: list[Shard] = []
+    for stage in sorted(by_stage):
+        names = by_stage[stage]
+        count = math.ceil(len(names) / max_jobs)
+        size, extra = divmod(len(names), count)
+        start = 0
+        for index in range(count):
+            end = start + size + (1 if index < extra else 0)
+            shards.append(Shard(stage, index, tuple(names[start:end])))
+            start = end
+    return tuple(shards)
+
+
+def layout_text(shards: Sequence[Shard]) -> str:
+    """Shards per stage, comma-separated (``1,1,2,1``); empty for a plan with no jobs."""
+    counts: dict[int, int] = {}
+    for shard in shards:
+        counts[shard.stage] = counts.get(shard.stage, 0) + 1
+    return ",".join(str(counts[s]) for s in sorted(counts))
+
+
+def without_cached(
+    rows: Iterable[Mapping[str, Any]], cached: Iterable[str]
+) -> list[dict[str, Any]]:
+    """Rows minus cached jobs; a kept job's cached needs are built already, so they go too."""
+    drop = set(cached)
+    return [
+        {**row, "needs": [n for n in row["needs"] if n not in drop]}
+        for row in rows
+        if row["name"] not in drop
+    ]
+
+
+def shard_matrices(
+    shards: Sequence[Shard], rows: Iterable[Mapping[str, Any]]
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """``{shard key: {"include": rows}}`` for every shard; a shard whose jobs are all gone
+    (cached) is ``{"include": []}``."""
+    by_name = {row["name"]: dict(row) for row in rows}
+    return {
+        shard.key: {"include": [by_name[n] for n in shard.jobs if n in by_name]} for shard in shards
+    }
+
+
+def github_output_lines(
+    shards: Sequence[Shard], rows: Iterable[Mapping[str, Any]], json_encode: Any
+) -> str:
+    """``name=value`` lines for ``$GITHUB_OUTPUT``: one per shard, then ``jobs`` and ``layout``.
+
+    ``json_encode`` turns a value into one-line JSON (the caller's deterministic encoder)."""
+    matrices = shard_matrices(shards, rows)
+    lines = [f"{key}={json_encode(value)}" for key, value in matrices.items()]
+    lines.append(f"jobs={sum(len(m['include']) for m in matrices.values())}")
+    lines.append(f"layout={layout_text(shards)}")
+    return "".join(line + "\n" for line in lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# the workflow document
+
+
+@dataclass(frozen=True)
+class WorkflowSettings:
+    cache: str  # cachix cache name (validated)
+    cache_url: str | None = None  # queried instead of https://<cache>.cachix.org
+    branch: str = "main"
+    max_jobs: int = 256
+    config: str | None = None  # --config for the plan job, relative to the repository root
+    plan_runner: tuple[str, ...] = DEFAULT_RUNNERS_OS["x86_64-linux"]
+    name: str = "cuda-cache"
+    cron: str = "17 4 * * 1"  # weekly, Monday 04:17 UTC: picks up nixpkgs and KB changes
+
+
+def _checked(settings: WorkflowSettings) -> WorkflowSettings:
+    check_cache_name(settings.cache)
+    if settings.cache_url is not None:
+        check_cache_url(settings.cache_url)
+    check_ref_name(settings.branch)
+    if settings.config is not None:
+        check_relative_path(settings.config)
+    for label in settings.plan_runner:
+        check_label(label)
+    if not 1 <= settings.max_jobs <= 256:
+        raise InvalidInputError(
+            f"--max-jobs must be 1 to 256, got {settings.max_jobs}",
+            hint="GitHub runs at most 256 jobs per matrix",
+        )
+    return settings
+
+
+def cache_url(settings: WorkflowSettings) -> str:
+    return settings.cache_url or f"https://{settings.cache}.cachix.org"
+
+
+def plan_command(settings: WorkflowSettings, shards: Sequence[Shard]) -> list[str]:
+    """The argv of the plan job's capplan (after ``nix run .#capplan --``)."""
+    argv = ["matrix"]
+    if settings.config is not None:
+        argv += ["--config", settings.config]
+    argv += [
+        "--format",
+        "github-output",
+        "--max-jobs",
+        str(settings.max_jobs),
+        "--expect-shards",
+        layout_text(shards) or "none",
+        "--cache",
+        cache_url(settings),
+        "--skip-cached",
+    ]
+    return argv
+
+
+def generator_command(settings: WorkflowSettings, output: str | None) -> str:
+    """The command that regenerates the workflow (its header comment)."""
+    argv = ["capplan", "ci", "github"]
+    if settings.config is not None:
+        argv += ["--config", settings.config]
+    argv += ["--cache", settings.cache]
+    if settings.cache_url is not None:
+        argv += ["--cache-url", settings.cache_url]
+    if settings.branch != "main":
+        argv += ["--branch", settings.branch]
+    if settings.max_jobs != 256:
+        argv += ["--max-jobs", str(settings.max_jobs)]
+    if output is not None:
+        argv += ["--output", output]
+    return shlex.join(argv)
+
+
+def _nix_steps() -> list[dict[str, Any]]:
+    return [
+        {"name": "Check out", "uses": CHECKOUT},
+        {"name": "Install Nix", "uses": INSTALL_NIX},
+    ]
+
+
+def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[str, Any]:
+    """The workflow as data: a plan job, then one build job per shard, stage after stage."""
+    settings = _checked(settings)
+    argv = [shlex.quote(arg) for arg in plan_command(settings, shards)]
+    # One option (and its value) per line; the flag after the last value closes the command.
+    parts = [argv[0]]
+    for arg in argv[1:]:
+        if arg.startswith("--"):
+            parts.append(arg)
+        else:
+            parts[-1] += " " + arg
+    run = "nix run .#capplan -- " + " \\\n  ".join(parts) + ' \\\n  >> "$GITHUB_OUTPUT"\n'
+    plan_step: dict[str, Any] = {"name": "Plan what the cache lacks", "id": "plan"}
+    if settings.cache_url is None:
+        # Private cachix caches need the token to answer narinfo queries; capplan sends it
+        # only to the cache's own host.
+        plan_step["env"] = {"CAPPLAN_CACHE_TOKEN": "${{ secrets.CACHIX_AUTH_TOKEN }}"}
+    plan_step["run"] = run
+    outputs = {s.key: f"${{{{ steps.plan.outputs.{s.key} }}}}" for s in shards}
+    outputs["jobs"] = "${{ steps.plan.outputs.jobs }}"
+    jobs: dict[str, Any] = {
+        "plan": {
+            "name": "plan",
+            "runs-on": (
+                settings.plan_runner[0]
+                if len(settings.plan_runner) == 1
+                else list(settings.plan_runner)
+            ),
+            "timeout-minutes": 60,
+            "outputs": outputs,
+            "steps": [*_nix_steps(), plan_step],
+        }
+    }
+    stages = sorted({s.stage for s in shards})
+    previous: list[str] = []
+    for stage in stages:
+        current = [s for s in shards if s.stage == stage]
+        for shard in current:
+            output = f"needs.plan.outputs.{shard.key}"
+            jobs[shard.key] = {
+                "name": f"stage {stage} shard {shard.index} (${{{{ matrix.name }}}})",
+                "needs": ["plan", *previous],
+                # Runs when its shard has jobs and nothing before it failed or was cancelled;
+                # a shard whose jobs were all cached is skipped, and its dependents still run
+                # (a status function in `if:` replaces the implicit success() check).
+                "if": (
+                    "${{ !cancelled() && !failure() && "
+                    f"fromJSON({output}).include[0] != null }}}}"
+                ),
+                "runs-on": "${{ matrix.os }}",
+                "timeout-minutes": "${{ matrix.timeout_minutes }}",
+                "strategy": {"fail-fast": False, "matrix": f"${{{{ fromJSON({output}) }}}}"},
+                "steps": [
+                    *_nix_steps(),
+                    {
+                        "name": "Use the cachix cache (pushes what is built)",
+                        "uses": CACHIX,
+                        "with": {
+                            "name": settings.cache,
+                            "authToken": "${{ secrets.CACHIX_AUTH_TOKEN }}",
+                        },
+                    },
+                    {
+                        "name": "Build",
+                        "env": {"ATTR": "${{ matrix.attr }}"},
+                        "run": 'nix build -L ".#$ATTR"\n',
+                    },
+                ],
+            }
+        previous = [s.key for s in current]
+    return {
+        "name": settings.name,
+        "on": {
+            "push": {"branches": [settings.branch]},
+            "schedule": [{"cron": settings.cron}],
+            "workflow_dispatch": {},
+        },
+        # One run at a time: a second run would rebuild what the first is about to push.
+        "concurrency": {"group": settings.name, "cancel-in-progress": False},
+        "permissions": {"contents": "read"},
+        "jobs": jobs,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML rendering
+
+# Plain (unquoted) scalars: no YAML indicator characters, no ": " or " #", no edge spaces.
+_PLAIN = re.compile(r"[A-Za-z_](?:[A-Za-z0-9_./@+() -]*[A-Za-z0-9_./@+)-])?")
+# YAML 1.1 (GitHub's parser, PyYAML) reads these as booleans or null when unquoted.
+_RESERVED = {"y", "n", "yes", "no", "true", "false", "on", "off", "null"}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if not isinstance(value, str):
+        raise TypeError(f"cannot render {type(value).__name__} as YAML")
+    if _PLAIN.fullmatch(value) and value.lower() not in _RESERVED:
+        return value
+    if _CONTROL.search(value):
+        return json.dumps(value)  # a JSON string is a valid YAML double-quoted scalar
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _literal_ok(text: str) -> bool:
+    """Whether a literal block (``|``, ``|-``) gives back exactly ``text``."""
+    lines = text.removesuffix("\n").split("\n")
+    return (
+        "\n" in text
+        and not text.endswith("\n\n")
+        and not _CONTROL.search(text.replace("\n", ""))
+        and lines[0][:1] not in ("", " ")
+        and all(line == line.rstrip() for line in lines)
+    )
+
+
+def _block(text: str, indent: int) -> list[str]:
+    chomp = "|" if text.endswith("\n") else "|-"
+    pad = " " * indent
+    return [chomp] + [pad + line if line else "" for line in text.rstrip("\n").split("\n")]
+
+
+def _emit(value: Any, indent: int, lines: list[str], prefix: str) -> None:
+    """Append ``value`` after ``prefix`` (``key:`` or ``-``) at ``indent`` spaces."""
+    pad = " " * indent
+    if isinstance(value, dict) and value:
+        if prefix == "-":
+            # A mapping as a list item: its keys two spaces in, the first one after "- ".
+            sub: list[str] = []
+            for key, item in value.items():
+                _emit(item, indent + 2, sub, f"{_scalar(key)}:")
+            sub[0] = pad + "- " + sub[0][indent + 2 :]
+            lines.extend(sub)
+            return
+        lines.append(pad + prefix)
+        for key, item in value.items():
+            _emit(item, indent + 2, lines, f"{_scalar(key)}:")
+        return
+    if isinstance(value, list) and value:
+        lines.append(pad + prefix)
+        for item in value:
+            _emit(item, indent + 2, lines, "-")
+        return
+    if isinstance(value, dict):
+        text = "{}"
+    elif isinstance(value, list):
+        text = "[]"
+    elif isinstance(value, str) and _literal_ok(value):
+        body = _block(value, indent + 2)
+        lines.append(f"{pad}{prefix} {body[0]}")
+        lines.extend(body[1:])
+        return
+    else:
+        text = _scalar(value)
+    lines.append(f"{pad}{prefix} {text}")
+
+
+def render_yaml(document: Mapping[str, Any], header: Sequence[str] = ()) -> str:
+    """Block-style YAML for a dict of dicts, lists, strings, ints and bools, keys in insertion
+    order; ``header`` lines become comments at the top."""
+    lines = [f"# {line}".rstrip() for line in header]
+    for key, value in document.items():
+        _emit(value, 0, lines, f"{_scalar(key)}:")
+    return "\n".join(lines) + "\n"

