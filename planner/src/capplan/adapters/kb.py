@@ -15,10 +15,12 @@ from pydantic import BaseModel, ValidationError
 
 from capplan.core.kb import (
     CapabilitiesFile,
+    ChipsFile,
     CudaFile,
     GpusFile,
     KnowledgeBase,
     PackagesFile,
+    PciFile,
     TorchFile,
 )
 from capplan.errors import DataError
@@ -29,9 +31,11 @@ M = TypeVar("M", bound=BaseModel)
 
 KB_FILES: dict[str, type[BaseModel]] = {
     "capabilities.json": CapabilitiesFile,
+    "chips.json": ChipsFile,
     "cuda.json": CudaFile,
     "gpus.json": GpusFile,
     "packages.json": PackagesFile,
+    "pci.json": PciFile,
     "torch.json": TorchFile,
 }
 
@@ -98,10 +102,15 @@ def load_kb(directory: Path | None = None) -> KnowledgeBase:
     gpus = load_kb_file("gpus.json", GpusFile, directory)
     packages = load_kb_file("packages.json", PackagesFile, directory)
     torch = load_kb_file("torch.json", TorchFile, directory)
+    chips = load_kb_file("chips.json", ChipsFile, directory)
+    pci = load_kb_file("pci.json", PciFile, directory)
     return KnowledgeBase(
         capabilities=caps.capabilities,
         cuda_releases=tuple(sorted(cuda.releases, key=lambda r: r.version)),
-        gpus=gpus.gpus,
+        # Hand-written models first: on equal match scores they come first.
+        gpus=gpus.gpus + pci.models,
         packages=dict(sorted(packages.packages.items())),
         torch_releases=torch.releases,
+        chips=chips.chips,
+        pci_devices=pci.devices,
     )

@@ -22,12 +22,17 @@ __all__ = ["GpuMatch", "find_gpus", "normalise", "resolve_device"]
 _NOISE = {"nvidia", "geforce", "tesla", "quadro", "graphics", "gpu"}
 
 
+# "NVIDIA GeForce GT 640 (GK107)": the chip qualifier of a name sold on chips of different
+# capabilities; dropped so the plain name matches every chip's model equally (then: ambiguous).
+_CHIP_QUALIFIER = re.compile(r"\((?:G[KMPVAHB]|TU|AD)[0-9]{2,3}[A-Z]?\)", re.IGNORECASE)
+
+
 def normalise(name: str) -> tuple[str, ...]:
-    text = name.lower()
-    # "rtx3090" -> "rtx 3090", "a100-sxm4" -> "a100 sxm4"
-    text = (
-        re.sub(r"([a-z])(?=\d{3,4}\b)", r"\1 ", text) if re.search(r"rtx\d|gtx\d", text) else text
-    )
+    text = _CHIP_QUALIFIER.sub(" ", name).lower()
+    # "rtx3090" -> "rtx 3090", "gtx1650" -> "gtx 1650", "a100-sxm4" -> "a100 sxm4"
+    text = re.sub(r"\b(rtx|gtx|gt|mx)(?=\d)", r"\1 ", text)
+    # "rtx 4090d" -> "rtx 4090 d" (the China "D" models)
+    text = re.sub(r"\b(\d{4})d\b", r"\1 d", text)
     words = re.split(r"[^a-z0-9.]+", text)
     return tuple(w for w in words if w and w not in _NOISE)
 

@@ -11,16 +11,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    WithJsonSchema,
+)
 
 from capplan.core.capability import Capability
 from capplan.core.cuda import CudaVersion
-from capplan.errors import CapplanError, InvalidInputError
+from capplan.errors import CapplanError, DataError, InvalidInputError
 
 __all__ = [
     "CapField",
     "CapabilitiesFile",
     "CapabilityInfo",
+    "ChipInfo",
+    "ChipsFile",
     "Cost",
     "CudaField",
     "CudaFile",
@@ -28,9 +37,12 @@ __all__ = [
     "GpuModel",
     "GpusFile",
     "KnowledgeBase",
+    "LeftOutChip",
     "Limits",
     "PackageInfo",
     "PackagesFile",
+    "PciDevice",
+    "PciFile",
     "SourceNote",
     "TorchFile",
     "TorchRelease",
@@ -135,11 +147,52 @@ class GpuModel(_Frozen):
     capability: CapField
     segment: Segment
     source: str
+    chips: tuple[str, ...] = ()  # the chip(s) it is built on, each in chips.json
+    pci_ids: tuple[str, ...] = ()  # "10de:2684" (generated models of pci.json)
+    note: str = ""
 
 
 class GpusFile(_Frozen):
     source: str
     gpus: tuple[GpuModel, ...]
+
+
+class ChipInfo(_Frozen):
+    """One GPU chip and its one capability (``AD102`` -> 8.9)."""
+
+    chip: str
+    capability: CapField
+    arch: str
+    pci: bool  # False: integrated in a Tegra SoC, no PCI id
+    products: str
+    note: str
+    source: str
+
+
+class LeftOutChip(_Frozen):
+    chip: str
+    reason: str
+
+
+class ChipsFile(_Frozen):
+    source: str
+    chips: tuple[ChipInfo, ...]
+    left_out: tuple[LeftOutChip, ...]
+
+
+class PciDevice(_Frozen):
+    """An NVIDIA PCI device id, its chip, and the models sold with it."""
+
+    id: Annotated[str, Field(pattern=r"^10de:[0-9a-f]{4}$")]
+    chip: str
+    pci_name: str | None
+    models: tuple[str, ...]
+
+
+class PciFile(_Frozen):
+    source: str
+    devices: tuple[PciDevice, ...]
+    models: tuple[GpuModel, ...]
 
 
 SuffixField = Literal["", "a", "f"]
@@ -212,12 +265,62 @@ class KnowledgeBase:
     gpus: tuple[GpuModel, ...]
     packages: Mapping[str, PackageInfo]
     torch_releases: tuple[TorchRelease, ...]
+    chips: tuple[ChipInfo, ...] = ()
+    pci_devices: tuple[PciDevice, ...] = ()
     _by_cap: dict[Capability, CapabilityInfo] = field(init=False, repr=False, compare=False)
     _by_cuda: dict[CudaVersion, CudaRelease] = field(init=False, repr=False, compare=False)
+    _by_chip: dict[str, ChipInfo] = field(init=False, repr=False, compare=False)
+    _by_pci: dict[str, PciDevice] = field(init=False, repr=False, compare=False)
+    _by_name: dict[str, GpuModel] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_cap", {c.capability: c for c in self.capabilities})
         object.__setattr__(self, "_by_cuda", {r.version: r for r in self.cuda_releases})
+        object.__setattr__(self, "_by_chip", {c.chip: c for c in self.chips})
+        object.__setattr__(self, "_by_pci", {d.id: d for d in self.pci_devices})
+        object.__setattr__(self, "_by_name", {g.name: g for g in self.gpus})
+        if self.chips:
+            self._check_chips()
+
+    def _check_chips(self) -> None:
+        """Every model's chips exist and share its capability; every device's chip exists."""
+        for model in self.gpus:
+            for chip in model.chips:
+                info = self._by_chip.get(chip)
+                if info is None:
+                    raise DataError(
+                        f"GPU model '{model.name}' names unknown chip '{chip}'",
+                        hint="add the chip to kb/chips.json or fix the model",
+                    )
+                if info.capability != model.capability:
+                    raise DataError(
+                        f"GPU model '{model.name}' has capability {model.capability} but its chip"
+                        f" {chip} has {info.capability}",
+                        hint="a chip has one capability: fix kb/chips.json or the model",
+                    )
+        for device in self.pci_devices:
+            if device.chip not in self._by_chip:
+                raise DataError(
+                    f"PCI device {device.id} names unknown chip '{device.chip}'",
+                    hint="regenerate kb/pci.json with planner/scripts/pci_kb.py",
+                )
+            for name in device.models:
+                if name not in self._by_name:
+                    raise DataError(
+                        f"PCI device {device.id} names unknown model '{name}'",
+                        hint="regenerate kb/pci.json with planner/scripts/pci_kb.py",
+                    )
+
+    # -- chips and PCI ids --------------------------------------------------------------------
+    def chip(self, name: str) -> ChipInfo | None:
+        return self._by_chip.get(name)
+
+    def pci_device(self, pci_id: str) -> PciDevice | None:
+        """The NVIDIA device with this ``10de:dddd`` id (lower case), or None."""
+        return self._by_pci.get(pci_id)
+
+    def gpu(self, name: str) -> GpuModel | None:
+        return self._by_name.get(name)
 
     # -- capabilities -------------------------------------------------------------------------
     def capability(self, cap: Capability) -> CapabilityInfo:
