@@ -21,6 +21,7 @@ _EPILOG = "Exit codes:\n\n\b\n" + EXIT_CODE_HELP
 COMMANDS = {
     "caps": "capplan.cli.caps:caps",
     "detect": "capplan.cli.detect:detect",
+    "dispatch": "capplan.cli.dispatch:dispatch",
     "explain": "capplan.cli.explain:explain",
     "generate": "capplan.cli.generate:generate",
     "gpus": "capplan.cli.gpus:gpus",

@@ -117,9 +117,12 @@ def rank(variant: dict[str, Any], dev: Cap, jetson: bool) -> int | None:
     return None
 
 
-def _order(variant: dict[str, Any]) -> tuple[int, str]:
-    # Single-capability builds before fat ones, then by name: deterministic.
-    return len(_caps(variant.get("sass"))), str(variant.get("name"))
+def _order(variant: dict[str, Any]) -> tuple[int, int, int, str]:
+    """Single-capability builds before fat ones, then the newest SASS (closest to the device:
+    sm_86 before sm_80 on an 8.9), then by name, so the choice is deterministic."""
+    caps = _caps(variant.get("sass"))
+    newest = max((c[:2] for c in caps), default=(0, 0))
+    return len(caps), -newest[0], -newest[1], str(variant.get("name"))
 
 
 def select(table: dict[str, Any], gpus: list[Cap], selection: Selection) -> None:
@@ -133,13 +136,15 @@ def select(table: dict[str, Any], gpus: list[Cap], selection: Selection) -> None
         return
     if len(set(g[:2] for g in gpus)) > 1:
         # The variant that serves every GPU natively or by compatible SASS, best worst case first.
-        common = []
+        common: list[tuple[int, int, tuple[int, int, int, str], dict[str, Any]]] = []
         for v in variants:
             ranks = [rank(v, g, g[:2] in jetson) for g in gpus]
             if all(r is not None and r <= 1 for r in ranks):
-                common.append((max(r for r in ranks if r is not None), _order(v), v))
+                levels = [r for r in ranks if r is not None]
+                common.append((max(levels), sum(levels), _order(v), v))
         if common:
-            worst, _, chosen = min(common, key=lambda item: (item[0], item[1]))
+            # Best worst case, then most GPUs served exactly, then the smaller build.
+            worst, _, _, chosen = min(common, key=lambda item: item[:3])
             caps = ", ".join(fmt(g) for g in gpus)
             _chose(selection, chosen, worst, f"serves every visible GPU ({caps}) with SASS")
             return
