@@ -73,7 +73,10 @@ def explain(
             )
     env = dict(os.environ)
     if devices:
-        env["CAPPLAN_CAPABILITY"] = ",".join(str(resolve_device(d)) for d in devices)
+        caps = [resolve_device(d) for d in devices]
+        for cap in caps:
+            kb.capability(cap)  # an unknown capability (99.9) is exit 4, as everywhere
+        env["CAPPLAN_CAPABILITY"] = ",".join(str(c) for c in caps)
     pci = pci_capabilities(kb)
     jetson = jetson_capabilities(kb)
     report: list[dict[str, Any]] = []
