@@ -4,6 +4,7 @@
 # `.override { gpuTargets; }`), so the same code evaluates against real nixpkgs and the stand-in
 # in tests/nixpkgs.
 let
+  dispatchLib = import ./dispatch.nix;
   inherit (builtins)
     attrNames
     foldl'
@@ -68,6 +69,12 @@ let
   ];
 
   /**
+    The package set a variant is built in: the instance itself, or `<cuda_set>.pkgs` when the
+    plan pins a non-default CUDA (NIXPKGS.md section 3).
+  */
+  setOf = pkgs: variant: if variant.cuda_set == null then pkgs else pkgs.${variant.cuda_set}.pkgs;
+
+  /**
     The package of one variant, taken from an instantiated package set: through
     `<cuda_set>.pkgs` when the plan pins a non-default CUDA, then the attribute path, then
     `.override { gpuTargets; }` when the plan lists explicit targets (torch embeds PTX only so).
@@ -81,7 +88,7 @@ let
   selectPackage =
     pkgs: variant:
     let
-      set = if variant.cuda_set == null then pkgs else pkgs.${variant.cuda_set}.pkgs;
+      set = setOf pkgs variant;
       pkg = foldl' (scope: name: scope.${name}) set variant.attr;
     in
     if variant.gpu_targets == [ ] then pkg else pkg.override { gpuTargets = variant.gpu_targets; };
@@ -153,6 +160,34 @@ let
       packages = mapAttrs (
         _: variant: selectPackage instances.${instanceKey variant} variant
       ) checked.variants;
+      # Dispatch outputs (pkgs/dispatch.nix): each Python variant's environment is built with
+      # `python3.withPackages` in the variant's own package set; the builder's interpreter is any
+      # instance's python3 (it does not depend on CUDA settings).
+      dispatchNames = if checked ? dispatch then
+        builtins.concatMap (p: map (v: v.name) checked.dispatch.packages.${p}.variants) (
+          attrNames checked.dispatch.packages
+        )
+      else
+        [ ];
+      envs = listToAttrs (
+        map (name: {
+          inherit name;
+          value =
+            let
+              variant = checked.variants.${name};
+            in
+            if dispatchLib.isPython variant then
+              (setOf instances.${instanceKey variant} variant).python3.withPackages (_: [ packages.${name} ])
+            else
+              packages.${name};
+        }) dispatchNames
+      );
+      dispatch = dispatchLib.mkDispatch {
+        plan = checked;
+        variants = packages;
+        inherit envs;
+        python = instances.${instanceKey checked.variants.${builtins.head dispatchNames}}.python3;
+      };
       byPackage = builtins.groupBy (name: checked.variants.${name}.package) names;
       variants = mapAttrs (
         _: members:
@@ -169,6 +204,7 @@ let
         packages
         variants
         configs
+        dispatch
         ;
       plan = checked;
     };
@@ -210,4 +246,5 @@ in
     mkVariants
     mkOverlay
     ;
+  inherit (dispatchLib) mkDispatch;
 }

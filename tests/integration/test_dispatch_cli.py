@@ -111,7 +111,7 @@ def test_no_gpu_here_exits_10_with_the_fix(capplan_in: Cli, tmp_path: Path) -> N
     env = {
         "CAPPLAN_SYSFS_ROOT": str(tmp_path / "nosys"),
         "CAPPLAN_NVIDIA_SMI": "/nonexistent",
-        "CAPPLAN_DISPATCH_NO_NVML": "1",
+        "CAPPLAN_NVML": "0",
     }
     result = capplan_in("dispatch", "explain", "--package", "torch", env=env)
     assert result.exit_code == ExitCode.NO_GPU

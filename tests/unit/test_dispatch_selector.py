@@ -28,7 +28,7 @@ SELECTOR = Path(selector.__file__)
 
 # PCI ids from the PCI ID repository: GA102 RTX 3090, GA100 A100 SXM4 40GB, AD104 L4, GH100 H100.
 PCI = {"2204": "8.6", "20b0": "8.0", "27b8": "8.9", "2330": "9.0"}
-NO_SOURCES = {"CAPPLAN_DISPATCH_NO_NVML": "1", "CAPPLAN_NVIDIA_SMI": "/nonexistent/nvidia-smi"}
+NO_SOURCES = {"CAPPLAN_NVML": "0", "CAPPLAN_NVIDIA_SMI": "/nonexistent/nvidia-smi"}
 
 
 def _table(*variants: tuple[str, list[str], list[str]], fallback: str = "error") -> dict[str, Any]:
@@ -317,8 +317,19 @@ class _FakeNvml:
         return 0
 
 
+def test_nvml_is_skipped_without_the_kernel_driver(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(selector, "_driver_loaded", lambda: False)
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: pytest.fail("NVML loaded without a driver"))
+    _gpu_dir(tmp_path, "0000:01:00.0", "0x10de", "0x2204", "0x030000")
+    chosen = _choose(SM80_SM86, {"CAPPLAN_SYSFS_ROOT": str(tmp_path)})
+    assert chosen.source == "sysfs"
+
+
 def test_nvml_answers_first(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     fake = _FakeNvml([(9, 0), (8, 6)])
+    monkeypatch.setattr(selector, "_driver_loaded", lambda: True)
     monkeypatch.setattr(ctypes, "CDLL", lambda name: fake)
     _gpu_dir(tmp_path, "0000:01:00.0", "0x10de", "0x20b0", "0x030000")  # sysfs would say 8.0
     env = {"CAPPLAN_SYSFS_ROOT": str(tmp_path), "CUDA_VISIBLE_DEVICES": "GPU-0002"}
@@ -328,6 +339,7 @@ def test_nvml_answers_first(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
 
 
 def test_nvml_without_driver_falls_through(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(selector, "_driver_loaded", lambda: True)
     monkeypatch.setattr(ctypes, "CDLL", lambda name: _FakeNvml([], init=9))
     _gpu_dir(tmp_path, "0000:01:00.0", "0x10de", "0x20b0", "0x030000")
     chosen = _choose(SM80_SM86, {"CAPPLAN_SYSFS_ROOT": str(tmp_path)})
@@ -335,6 +347,7 @@ def test_nvml_without_driver_falls_through(monkeypatch: pytest.MonkeyPatch, tmp_
 
 
 def test_nvml_broken_library_falls_through(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(selector, "_driver_loaded", lambda: True)
     monkeypatch.setattr(ctypes, "CDLL", lambda name: object())  # no NVML functions at all
     _gpu_dir(tmp_path, "0000:01:00.0", "0x10de", "0x2204", "0x030000")
     chosen = _choose(SM80_SM86, {"CAPPLAN_SYSFS_ROOT": str(tmp_path)})

@@ -9,7 +9,8 @@ import click
 
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import err_console, to_json_text
-from capplan.cli.planning import config_option, plan_with_settings
+from capplan.cli.planning import config_option, current_kb, plan_with_settings
+from capplan.core.dispatch import dispatch_section
 from capplan.core.matrix import plan_json
 from capplan.errors import StaleError
 
@@ -31,7 +32,8 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
     """Write overlays/plan.json, the data the flake and overlay read."""
     planned = plan_with_settings(config_path)
     plan = planned.plan
-    text = to_json_text(plan_json(plan))
+    dispatch = dispatch_section(current_kb(), plan, fallback=planned.config.dispatch.fallback)
+    text = to_json_text(plan_json(plan, dispatch))
     if output is None:
         found = planned.config_file
         root = found.parent if found is not None else Path.cwd()

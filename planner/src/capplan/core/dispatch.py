@@ -23,6 +23,7 @@ __all__ = [
     "DispatchCost",
     "dispatch_cost",
     "dispatch_packages",
+    "dispatch_section",
     "dispatch_table",
     "jetson_capabilities",
     "pci_capabilities",
@@ -85,6 +86,25 @@ def dispatch_table(
         ],
         "pci": {device: cap.text for device, cap in sorted(pci.items())},
         "jetson": sorted({c.text for c in jetson}),
+    }
+
+
+def dispatch_section(kb: KnowledgeBase, plan: Plan, *, fallback: str) -> dict[str, Any]:
+    """The ``dispatch`` part of overlays/plan.json: per package, what its table holds besides
+    the store paths and the shared PCI and Jetson tables, once for all packages. pkgs/dispatch.nix
+    assembles each package's table from it (the same shape as :func:`dispatch_table`)."""
+    pci = pci_capabilities(kb)
+    jetson = jetson_capabilities(kb)
+    packages = {}
+    for package in dispatch_packages(plan):
+        table = dispatch_table(plan, package, fallback=fallback, pci=pci, jetson=jetson)
+        packages[package] = {"fallback": table["fallback"], "variants": table["variants"]}
+    first = dispatch_table(plan, "", fallback="error", pci=pci, jetson=jetson)
+    return {
+        "version": TABLE_VERSION,
+        "pci": first["pci"],
+        "jetson": first["jetson"],
+        "packages": packages,
     }
 
 

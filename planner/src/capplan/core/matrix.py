@@ -131,9 +131,12 @@ def github_matrices(matrix: Matrix, max_jobs: int = GITHUB_MAX_JOBS) -> list[dic
 
 
 @gc_paused
-def plan_json(plan: Plan) -> dict[str, Any]:
-    """overlays/plan.json: the data overlays/default.nix reads with builtins.fromJSON."""
+def plan_json(plan: Plan, dispatch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """overlays/plan.json: the data overlays/default.nix reads with builtins.fromJSON;
+    ``dispatch`` is :func:`capplan.core.dispatch.dispatch_section` (the dispatch outputs)."""
+    extra = {} if dispatch is None else {"dispatch": dispatch}
     return {
+        **extra,
         "version": 1,
         "system": plan.system,
         "variants": {

@@ -25,20 +25,22 @@ each with one line on stderr, and only when the table's ``fallback`` is ``"error
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
-from typing import Any
 
-__all__ = ["Selection", "detect", "main", "parse_capability", "select"]
+# Every import costs start-up time on each run of a dispatch package (bench/bench_dispatch.py):
+# typing, re and json are left out of the wrappers' path (the table comes as a compiled module).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["Selection", "choose", "detect", "main", "parse_capability", "run", "select"]
 
 EXIT_INVALID = 4
 EXIT_NO_VARIANT = 7
 EXIT_NO_GPU = 10
 EXIT_CANNOT_START = 14
 
-_CAP_RE = re.compile(r"^\s*(?:sm_|compute_)?([1-9][0-9]?)\.?([0-9])([af]?)\s*$")
 _RANKS = {0: "native", 1: "compatible", 2: "ptx-jit"}
 _DISPLAY_CLASSES = ("0x0300", "0x0302")  # VGA-compatible and 3D controllers
 _NVIDIA = "0x10de"
@@ -74,10 +76,18 @@ class Selection:
 
 def parse_capability(text: str) -> Cap | None:
     """``8.6``, ``86``, ``sm_86``, ``9.0a`` -> (8, 6, ""); None when it is not one."""
-    found = _CAP_RE.match(text)
-    if not found:
+    text = text.strip().removeprefix("sm_").removeprefix("compute_")
+    suffix = text[-1:] if text[-1:] in ("a", "f") else ""
+    digits = text[: len(text) - len(suffix)]
+    if digits.count(".") == 1:
+        major, _, minor = digits.partition(".")
+    else:
+        major, minor = digits[:-1], digits[-1:]
+    if not (major.isascii() and major.isdigit() and minor.isascii() and minor.isdigit()):
         return None
-    return int(found.group(1)), int(found.group(2)), found.group(3)
+    if len(minor) != 1 or not 1 <= len(major) <= 2 or major.startswith("0"):
+        return None
+    return int(major), int(minor), suffix
 
 
 def fmt(cap: Cap) -> str:
@@ -236,7 +246,15 @@ def _filter(gpus: list[tuple[str, Cap]], visible: list[str] | None, notes: list[
     return chosen
 
 
+def _driver_loaded() -> bool:
+    return os.path.exists("/proc/driver/nvidia/version")
+
+
 def _from_nvml(notes: list[str]) -> list[tuple[str, Cap]] | None:
+    # NVML needs the kernel driver; without it, skip loading the library (and ctypes) at all.
+    if not _driver_loaded():
+        notes.append("nvml: no NVIDIA kernel driver loaded (/proc/driver/nvidia)")
+        return None
     import ctypes  # imported here: most starts never need it
 
     try:
@@ -367,7 +385,7 @@ def detect(table: dict[str, Any], env: dict[str, str], selection: Selection) -> 
 
     sources = (("nvml", nvml), ("sysfs", sysfs), ("nvidia-smi", smi))
     for name, source in sources:
-        if name == "nvml" and env.get("CAPPLAN_DISPATCH_NO_NVML") == "1":
+        if name == "nvml" and env.get("CAPPLAN_NVML") == "0":  # as `capplan detect`
             continue
         try:
             found = source()
@@ -391,9 +409,9 @@ def choose(table: dict[str, Any], env: dict[str, str]) -> Selection:
 
 
 def main(table_path: str, program: str, argv: list[str]) -> int:
-    """Choose a variant and exec its ``bin/<program>`` with ``argv``; returns only on failure."""
-    env = dict(os.environ)
-    debug = env.get("CAPPLAN_DISPATCH_DEBUG") == "1"
+    """Read the JSON table at ``table_path``, then :func:`run`."""
+    import json  # only the script form reads JSON; the wrappers import the table compiled
+
     try:
         with open(table_path, encoding="utf-8") as handle:
             table = json.load(handle)
@@ -402,8 +420,17 @@ def main(table_path: str, program: str, argv: list[str]) -> int:
     except (OSError, ValueError) as error:
         print(f"capplan-dispatch: cannot read {table_path}: {error}", file=sys.stderr)
         return EXIT_CANNOT_START
+    return run(table, program, argv)
+
+
+def run(table: dict[str, Any], program: str, argv: list[str]) -> int:
+    """Choose a variant and exec its ``bin/<program>`` with ``argv``; returns only on failure."""
+    env = dict(os.environ)
+    debug = env.get("CAPPLAN_DISPATCH_DEBUG") == "1"
     selection = choose(table, env)
     if debug:
+        import json
+
         print(
             f"capplan-dispatch: {json.dumps(selection.to_json(), sort_keys=True)}", file=sys.stderr
         )
@@ -423,8 +450,7 @@ def main(table_path: str, program: str, argv: list[str]) -> int:
         os.execv(target, [target, *argv])
     except OSError as error:
         print(f"capplan-dispatch: cannot start {target}: {error}", file=sys.stderr)
-        return EXIT_CANNOT_START
-    return EXIT_CANNOT_START  # not reached: execv replaced the process
+    return EXIT_CANNOT_START
 
 
 if __name__ == "__main__":  # the wrappers run: selector.py TABLE PROGRAM [ARGS...]
