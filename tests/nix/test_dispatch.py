@@ -146,9 +146,9 @@ def test_variants_are_referenced_not_copied(dispatch_error: tuple[NixRunner, Pat
         check=True,
     ).stdout.split()
     assert {nix.out_path("torch-sm80"), nix.out_path("torch-sm86")} <= set(closure)
-    # The output itself is a wrapper, the selector and its table: a few tens of kilobytes.
+    # The output itself is the wrappers, the selector and its table (source and compiled).
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    assert size < 100_000
+    assert size < 256_000
 
 
 def test_no_dispatch_output_without_per_capability_variants(
