@@ -25,6 +25,7 @@ CONFIG = """
 [fleet]
 gpus = ["A100", "RTX 3090"]
 [packages.torch]
+[packages.torchvision]
 [packages.cupy]
 [dispatch]
 fallback = "{fallback}"
@@ -158,3 +159,28 @@ def test_no_dispatch_output_without_per_capability_variants(
     names = nix.eval_json("packages.x86_64-linux", "--apply", "builtins.attrNames")
     assert "torch-dispatch" in names
     assert "cupy-dispatch" not in names  # cupy is capability-independent: nothing to choose
+
+
+def test_overlay_exposes_dispatch(dispatch_error: tuple[NixRunner, Path]) -> None:
+    nix, _ = dispatch_error
+    found = nix.expr_json(
+        'let pkgs = import standin { system = "x86_64-linux"; '
+        'overlays = [ (import (root + "/overlays")) ]; }; in '
+        "{ names = builtins.attrNames pkgs.capplan.dispatch; "
+        "drv = pkgs.capplan.dispatch.torch.drvPath; }"
+    )
+    assert found["names"] == ["torch", "torchvision"]
+    assert found["drv"].endswith("-torch-dispatch.drv")
+
+
+def test_store_optimise_links_files_identical_across_outputs(
+    dispatch_error: tuple[NixRunner, Path],
+) -> None:
+    """`nix-store --optimise` hard-links byte-identical files across store paths (here the
+    selector both dispatch outputs carry; in real variants, their host-only libraries)."""
+    nix, torch = dispatch_error
+    vision = _build(nix, "torchvision-dispatch")
+    share = "share/capplan-dispatch/capplan_selector.py"
+    assert (torch / share).read_bytes() == (vision / share).read_bytes()
+    subprocess.run(["nix-store", "--optimise"], check=True, capture_output=True, timeout=600)
+    assert (torch / share).stat().st_ino == (vision / share).stat().st_ino

@@ -56,6 +56,14 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
             )
         err_console().print(f"{output} is up to date", markup=False, highlight=False)
         return
+    for package in plan.packages:
+        if package not in dispatch["packages"]:
+            err_console().print(
+                f"note: no {package}-dispatch output: {package} has only capability-independent "
+                "builds in this plan (one build already serves every GPU)",
+                markup=False,
+                highlight=False,
+            )
     atomic_write_text(output, text)
     err_console().print(
         f"wrote {output} ({len(plan.variants)} variants)", markup=False, highlight=False

@@ -34,8 +34,10 @@ TABLE_VERSION = 1
 
 
 def dispatch_packages(plan: Plan) -> tuple[str, ...]:
-    """Planned packages with capability-dependent variants: the ones a dispatcher can serve."""
-    return tuple(sorted({v.package for v in plan.variants if not v.independent}))
+    """Requested packages with capability-dependent variants: the ones a dispatcher can serve
+    (dependencies that were not asked for, such as magma under torch, get none)."""
+    requested = set(plan.packages)
+    return tuple(sorted({v.package for v in plan.variants if not v.independent} & requested))
 
 
 def _variants(plan: Plan, package: str) -> tuple[Variant, ...]:
