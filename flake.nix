@@ -42,7 +42,16 @@
       # variant config (each is a full instance: seconds and hundreds of MB on real nixpkgs).
       # `nix build .#torch-sm86` still works (Nix looks in legacyPackages after packages);
       # hydraJobs and checks.variants-evaluate are the places that force them all.
-      variantsFor = system: if system == plan.system then planned.packages else { };
+      # `<package>-dispatch` (pkgs/dispatch.nix): every variant of a package behind one wrapper
+      # that starts the right one for the GPU it finds.
+      dispatchOutputs = builtins.listToAttrs (
+        map (package: {
+          name = "${package}-dispatch";
+          value = planned.dispatch.${package};
+        }) (builtins.attrNames planned.dispatch)
+      );
+
+      variantsFor = system: if system == plan.system then planned.packages // dispatchOutputs else { };
 
       # A derivation that depends on every variant's .drv file but not on its outputs: building
       # it proves every variant evaluates, without building any of them.
@@ -83,6 +92,7 @@
         inherit (variantLib)
           mkOverlay
           mkVariants
+          mkDispatch
           variantConfig
           checkPlan
           ;
@@ -104,7 +114,7 @@
       });
 
       # Hydra: one job per variant, for the plan's system; and the tool.
-      hydraJobs = builtins.mapAttrs (_: drv: { ${plan.system} = drv; }) planned.packages // {
+      hydraJobs = builtins.mapAttrs (_: drv: { ${plan.system} = drv; }) (planned.packages // dispatchOutputs) // {
         capplan = genAttrs systems capplanFor;
       };
 

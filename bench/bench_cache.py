@@ -53,8 +53,7 @@ def make_cache(root: Path, count: int, seed: int = 1) -> list[str]:
         path = f"/nix/store/{hash_part}-bench-pkg-{i}"
         nar_hash = nix32_encode(hashlib.sha256(path.encode()).digest())
         refs = " ".join(
-            f"{nix32_encode(rng.randbytes(20))}-dep-{j}"
-            for j in range(rng.randrange(0, 8))
+            f"{nix32_encode(rng.randbytes(20))}-dep-{j}" for j in range(rng.randrange(0, 8))
         )
         (root / f"{hash_part}.narinfo").write_text(
             f"StorePath: {path}\nURL: nar/{nar_hash}.nar.zst\nCompression: zstd\n"
@@ -64,9 +63,7 @@ def make_cache(root: Path, count: int, seed: int = 1) -> list[str]:
             f"Sig: bench-1:{base64.b64encode(rng.randbytes(64)).decode()}\n"
         )
         paths.append(path)
-    (root / "nix-cache-info").write_text(
-        "StoreDir: /nix/store\nWantMassQuery: 1\nPriority: 40\n"
-    )
+    (root / "nix-cache-info").write_text("StoreDir: /nix/store\nWantMassQuery: 1\nPriority: 40\n")
     return paths
 
 
@@ -136,9 +133,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.020)
     parser.add_argument("--server", choices=sorted(SERVERS), default="asyncio")
     parser.add_argument("--memory-counts", default="500,2000")
-    parser.add_argument(
-        "--repeat", type=int, default=3, help="runs of each; the median is shown"
-    )
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each; the median is shown")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-count", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
@@ -154,12 +149,9 @@ def main() -> None:
         proc, url = start_server(root, args.latency, args.server)
         try:
             timed(paths[:50], url, args.concurrency)  # warm up the server's threads
-            seq_runs = [
-                timed(paths[: args.sequential], url, 1) for _ in range(args.repeat)
-            ]
+            seq_runs = [timed(paths[: args.sequential], url, 1) for _ in range(args.repeat)]
             par_runs = [
-                timed(paths[: args.lookups], url, args.concurrency)
-                for _ in range(args.repeat)
+                timed(paths[: args.lookups], url, args.concurrency) for _ in range(args.repeat)
             ]
             rss = {n: peak_rss_kib(url, n, root) for n in counts}
         finally:
@@ -180,15 +172,11 @@ def main() -> None:
     print()
     print(f"| {'run':<28} | {'lookups':>7} | {'seconds':>7} | {'lookups/s':>9} |")
     print(f"|{'-' * 30}|{'-' * 9}|{'-' * 9}|{'-' * 11}|")
-    print(
-        f"| {'concurrency 1 (sequential)':<28} | {seq_n:>7} | {seq_s:>7.2f} | {seq_rate:>9.1f} |"
-    )
+    print(f"| {'concurrency 1 (sequential)':<28} | {seq_n:>7} | {seq_s:>7.2f} | {seq_rate:>9.1f} |")
     label = f"concurrency {args.concurrency}"
     print(f"| {label:<28} | {par_n:>7} | {par_s:>7.2f} | {par_rate:>9.1f} |")
     print()
-    print(
-        f"median of {args.repeat} runs each; concurrency {args.concurrency} runs: {par_all}/s"
-    )
+    print(f"median of {args.repeat} runs each; concurrency {args.concurrency} runs: {par_all}/s")
     print(
         f"speed-up: {speedup:.1f}x (goal >= 25x); rate at {args.concurrency}: "
         f"{par_rate:.0f}/s (goal >= 800/s)"
@@ -200,9 +188,7 @@ def main() -> None:
         print(f"| {n:<28} | {kib / 1024:>12.1f} |")
     first, last = rss[counts[0]], rss[counts[-1]]
     print()
-    print(
-        f"RSS growth from {counts[0]} to {counts[-1]} lookups: {(last - first) / 1024:+.1f} MiB"
-    )
+    print(f"RSS growth from {counts[0]} to {counts[-1]} lookups: {(last - first) / 1024:+.1f} MiB")
 
 
 if __name__ == "__main__":

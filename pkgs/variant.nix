@@ -5,6 +5,7 @@
 # attributes, `pythonPackagesExtensions` and torch's `.override { gpuTargets; }`), so the same
 # code evaluates against real nixpkgs and the stand-in in tests/nixpkgs.  Nix >= 2.8.
 let
+  dispatchLib = import ./dispatch.nix;
   inherit (builtins)
     attrNames
     foldl'
@@ -104,6 +105,23 @@ let
   ];
 
   /**
+    The package set a variant is built in: `<cuda_set>.pkgs` when the plan pins a non-default CUDA
+    (NIXPKGS.md section 3), else the instance itself, after checking that nixpkgs' default CUDA
+    is the one the plan assumed.
+  */
+  setOf =
+    pkgs: variant:
+    let
+      default = pkgs.cudaPackages.cudaMajorMinorVersion;
+    in
+    if variant.cuda_set != null then
+      pkgs.${variant.cuda_set}.pkgs
+    else if default == variant.cuda then
+      pkgs
+    else
+      throw "capplan: this plan expects CUDA ${variant.cuda} as nixpkgs' default, the pinned nixpkgs has ${default}: regenerate with capplan generate";
+
+  /**
     The package of one variant, taken from an instantiated package set: through
     `<cuda_set>.pkgs` when the plan pins a non-default CUDA, then the attribute path. A variant
     without a pinned set asserts that nixpkgs' default CUDA is the one the plan assumed.
@@ -117,14 +135,7 @@ let
   selectPackage =
     pkgs: variant:
     let
-      default = pkgs.cudaPackages.cudaMajorMinorVersion;
-      set =
-        if variant.cuda_set != null then
-          pkgs.${variant.cuda_set}.pkgs
-        else if default == variant.cuda then
-          pkgs
-        else
-          throw "capplan: this plan expects CUDA ${variant.cuda} as nixpkgs' default, the pinned nixpkgs has ${default}: regenerate with capplan generate";
+      set = setOf pkgs variant;
     in
     foldl' (scope: name: scope.${name}) set variant.attr;
 
@@ -217,6 +228,34 @@ let
       packages = mapAttrs (
         _: variant: selectPackage instances.${instanceKey variant} variant
       ) checked.variants;
+      # Dispatch outputs (pkgs/dispatch.nix): each Python variant's environment is built with
+      # `python3.withPackages` in the variant's own package set; the builder's interpreter is any
+      # instance's python3 (it does not depend on CUDA settings).
+      dispatchNames = if checked ? dispatch then
+        builtins.concatMap (p: map (v: v.name) checked.dispatch.packages.${p}.variants) (
+          attrNames checked.dispatch.packages
+        )
+      else
+        [ ];
+      envs = listToAttrs (
+        map (name: {
+          inherit name;
+          value =
+            let
+              variant = checked.variants.${name};
+            in
+            if dispatchLib.isPython variant then
+              (setOf instances.${instanceKey variant} variant).python3.withPackages (_: [ packages.${name} ])
+            else
+              packages.${name};
+        }) dispatchNames
+      );
+      dispatch = dispatchLib.mkDispatch {
+        plan = checked;
+        variants = packages;
+        inherit envs;
+        python = instances.${instanceKey checked.variants.${builtins.head dispatchNames}}.python3;
+      };
       byPackage = builtins.groupBy (name: checked.variants.${name}.package) names;
       variants = mapAttrs (
         _: members:
@@ -229,7 +268,7 @@ let
       ) byPackage;
     in
     {
-      inherit packages variants;
+      inherit packages variants dispatch;
       configs = mapAttrs (_: plainConfig) checked.variants;
       plan = checked;
     };
@@ -282,4 +321,5 @@ in
     mkVariants
     mkOverlay
     ;
+  inherit (dispatchLib) mkDispatch;
 }

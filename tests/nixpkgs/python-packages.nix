@@ -80,24 +80,13 @@ let
       };
     };
 
-  python = pkgs.stdenv.mkDerivation {
-    pname = "python3";
-    version = "${pythonVersion}.5";
-    record.package = "python3";
+  python = import ./python-interpreter.nix {
+    inherit (pkgs) system;
+    inherit pythonVersion;
     passthru = {
       pkgs = self;
       inherit pythonVersion;
       sitePackages = "lib/python${pythonVersion}/site-packages";
-      withPackages =
-        f:
-        pkgs.stdenv.mkDerivation {
-          pname = "python3-env";
-          version = "${pythonVersion}.5";
-          record = {
-            package = "python3.withPackages";
-            packages = map (p: "${p}") (f self);
-          };
-        };
     };
   };
 

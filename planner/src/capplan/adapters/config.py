@@ -31,11 +31,13 @@ _LISTS = {"CAPPLAN_GPUS", "CAPPLAN_CUDA"}
 # Variables capplan reads that are not config keys.
 OTHER_ENV = (
     "CAPPLAN_CACHE_TOKEN",
+    # Read by the dispatch selector (capplan/runtime/selector.py) and `capplan dispatch explain`.
+    "CAPPLAN_CAPABILITY",
     "CAPPLAN_CONFIG",
     "CAPPLAN_DEBUG",
+    "CAPPLAN_DISPATCH_DEBUG",
     "CAPPLAN_KB_DIR",
     "CAPPLAN_NVIDIA_SMI",
-    "CAPPLAN_NVML",
     "CAPPLAN_SYSFS_ROOT",
     "CAPPLAN_TORCH_SOURCE_URL",
 )

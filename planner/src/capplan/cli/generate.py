@@ -9,7 +9,8 @@ import click
 
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import err_console, to_json_text
-from capplan.cli.planning import config_option, plan_with_settings
+from capplan.cli.planning import config_option, current_kb, plan_with_settings
+from capplan.core.dispatch import dispatch_section
 from capplan.core.matrix import plan_json
 from capplan.errors import StaleError
 
@@ -31,7 +32,8 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
     """Write overlays/plan.json, the data the flake and overlay read."""
     planned = plan_with_settings(config_path)
     plan = planned.plan
-    text = to_json_text(plan_json(plan))
+    dispatch = dispatch_section(current_kb(), plan, fallback=planned.config.dispatch.fallback)
+    text = to_json_text(plan_json(plan, dispatch))
     if output is None:
         found = planned.config_file
         root = found.parent if found is not None else Path.cwd()
@@ -54,6 +56,14 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
             )
         err_console().print(f"{output} is up to date", markup=False, highlight=False)
         return
+    for package in plan.packages:
+        if package not in dispatch["packages"]:
+            err_console().print(
+                f"note: no {package}-dispatch output: {package} has only capability-independent "
+                "builds in this plan (one build already serves every GPU)",
+                markup=False,
+                highlight=False,
+            )
     atomic_write_text(output, text)
     err_console().print(
         f"wrote {output} ({len(plan.variants)} variants)", markup=False, highlight=False

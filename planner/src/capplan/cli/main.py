@@ -22,6 +22,7 @@ COMMANDS = {
     "caps": "capplan.cli.caps:caps",
     "ci": "capplan.cli.ci:ci",
     "detect": "capplan.cli.detect:detect",
+    "dispatch": "capplan.cli.dispatch:dispatch",
     "explain": "capplan.cli.explain:explain",
     "generate": "capplan.cli.generate:generate",
     "gpus": "capplan.cli.gpus:gpus",

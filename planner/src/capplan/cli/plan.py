@@ -7,7 +7,14 @@ from pathlib import Path
 import click
 
 from capplan.cli.output import emit_json, make_table, out_console
-from capplan.cli.planning import config_option, flag_layer, load_plan, policy_options
+from capplan.cli.planning import (
+    config_option,
+    current_kb,
+    flag_layer,
+    load_plan,
+    policy_options,
+)
+from capplan.core.dispatch import DispatchCost, dispatch_cost, dispatch_packages
 from capplan.core.matrix import plan_dict
 from capplan.core.plan import Plan
 
@@ -34,13 +41,15 @@ def plan(
     if print_identifiers:
         click.echo("\n".join(result.identifiers()))
         return
+    kb = current_kb()
+    costs = [dispatch_cost(kb, result, p) for p in dispatch_packages(result)]
     if as_json:
-        emit_json(plan_dict(result))
+        emit_json({**plan_dict(result), "dispatch": [c.to_json() for c in costs]})
         return
-    _print(result)
+    _print(result, costs)
 
 
-def _print(result: Plan) -> None:
+def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
     console = out_console()
     for package in sorted({v.package for v in result.variants if not v.independent}):
         table = make_table("variant", "capabilities", "CUDA", "PTX", "serves", title=package)
@@ -77,6 +86,24 @@ def _print(result: Plan) -> None:
         f"{b.naive_size_mb:g}",
     )
     console.print(costs)
+    if dispatch:
+        sizes = make_table(
+            "package",
+            "variants",
+            "dispatch MB",
+            "one fat build MB",
+            "one variant MB",
+            title="One package for every GPU: closure sizes (<package>-dispatch)",
+        )
+        for c in dispatch:
+            sizes.add_row(
+                c.package,
+                str(c.variants),
+                f"{c.dispatch_mb:g}",
+                f"{c.fat_mb:g}",
+                f"{c.one_variant_mb:g}",
+            )
+        console.print(sizes)
     if result.share == "compatible":
         console.print(
             f"share=compatible builds {sum(1 for v in result.variants if not v.fat)} "

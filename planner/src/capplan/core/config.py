@@ -18,6 +18,7 @@ from capplan.errors import ConfigError
 
 __all__ = [
     "Config",
+    "DispatchConfig",
     "FleetConfig",
     "PackageConfig",
     "PolicyConfig",
@@ -120,10 +121,21 @@ class PolicyConfig(_Strict):
         return value
 
 
+class DispatchConfig(_Strict):
+    """What a ``<package>-dispatch`` output does when no planned variant fits the machine."""
+
+    fallback: str = Field(
+        default="error",
+        description='"error" (one line on stderr and an exit code), "fat" (the package\'s fat '
+        'build when the plan has one), or a planned variant name such as "torch-sm86"',
+    )
+
+
 class Config(_Strict):
     fleet: FleetConfig = FleetConfig()
     packages: dict[str, PackageConfig] = Field(default_factory=dict)
     policy: PolicyConfig = PolicyConfig()
+    dispatch: DispatchConfig = DispatchConfig()
 
 
 def config_from_mapping(data: Mapping[str, Any], *, origin: str) -> Config:

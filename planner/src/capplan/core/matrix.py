@@ -124,9 +124,12 @@ def github_matrices(
 
 
 @gc_paused
-def plan_json(plan: Plan) -> dict[str, Any]:
-    """overlays/plan.json: the data overlays/default.nix reads with builtins.fromJSON."""
+def plan_json(plan: Plan, dispatch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """overlays/plan.json: the data overlays/default.nix reads with builtins.fromJSON;
+    ``dispatch`` is :func:`capplan.core.dispatch.dispatch_section` (the dispatch outputs)."""
+    extra = {} if dispatch is None else {"dispatch": dispatch}
     return {
+        **extra,
         "version": 1,
         "system": plan.system,
         "variants": {

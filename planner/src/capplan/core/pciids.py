@@ -199,6 +199,7 @@ def build_pci_table(
     ``normalise`` is the name matcher's normaliser, so "same name" here means the same as it
     does when a user types one.
     """
+
     def normalise(name: str) -> tuple[str, ...]:
         # Word order differs between sources ("A100 PCIe 80GB", "A100 80GB PCIe").
         return tuple(sorted(normalise_name(name)))

@@ -1,0 +1,111 @@
+"""``capplan dispatch explain``: which variant a ``<package>-dispatch`` output starts here, and why.
+
+It runs the very selector the dispatch outputs embed (:mod:`capplan.runtime.selector`) on a table
+made from the current plan, so what it prints is what the wrappers do.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from capplan.cli.output import emit_json, make_table, out_console
+from capplan.cli.planning import config_option, current_kb, plan_with_settings, resolve_device
+from capplan.core.dispatch import (
+    dispatch_packages,
+    dispatch_table,
+    jetson_capabilities,
+    pci_capabilities,
+)
+from capplan.core.suggest import closest
+from capplan.errors import InvalidInputError
+from capplan.runtime import selector
+
+__all__ = ["dispatch"]
+
+
+@click.group()
+def dispatch() -> None:
+    """Run-time dispatch: one package that starts the right variant for the GPU it finds."""
+
+
+@dispatch.command()
+@config_option
+@click.option(
+    "--package",
+    "packages",
+    multiple=True,
+    help="A planned package (repeatable; default: every package with per-capability variants).",
+)
+@click.option(
+    "--device",
+    "devices",
+    multiple=True,
+    help="A capability or GPU name instead of this machine's GPUs (repeat for several GPUs).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def explain(
+    config_path: Path | None, packages: tuple[str, ...], devices: tuple[str, ...], as_json: bool
+) -> None:
+    """Say which variant each dispatch output would start on this machine (or --device), and why.
+
+    Exit status: 0 when every package has a variant to start, else the selector's code
+    (7 no variant runs on the GPU, 10 no GPU found, 4 a bad CAPPLAN_CAPABILITY).
+    """
+    planned = plan_with_settings(config_path)
+    plan = planned.plan
+    kb = current_kb()
+    available = dispatch_packages(plan)
+    for name in packages:
+        if name not in available:
+            why = (
+                f"{name} has only capability-independent builds in this plan"
+                if name in plan.packages
+                else f"{name} is not a planned package"
+            )
+            raise InvalidInputError(
+                f"no dispatch output for '{name}': {why}",
+                hint=closest(name, list(available), what="package"),
+            )
+    env = dict(os.environ)
+    if devices:
+        caps = [resolve_device(d) for d in devices]
+        for cap in caps:
+            kb.capability(cap)  # an unknown capability (99.9) is exit 4, as everywhere
+        env["CAPPLAN_CAPABILITY"] = ",".join(str(c) for c in caps)
+    pci = pci_capabilities(kb)
+    jetson = jetson_capabilities(kb)
+    report: list[dict[str, Any]] = []
+    code = 0
+    for name in packages or available:
+        table = dispatch_table(
+            plan, name, fallback=planned.config.dispatch.fallback, pci=pci, jetson=jetson
+        )
+        chosen = selector.choose(table, env)
+        report.append({"package": name, **chosen.to_json()})
+        code = code or chosen.exit_code
+    if as_json:
+        emit_json({"dispatch": report})
+    else:
+        _print(report)
+    if code:
+        raise SystemExit(code)
+
+
+def _print(report: list[dict[str, Any]]) -> None:
+    console = out_console()
+    table = make_table("package", "variant", "why")
+    for entry in report:
+        why = entry["reason"] or entry["error"] or ""
+        table.add_row(entry["package"], entry["variant"] or "-", escape(why))
+    console.print(table)
+    first = report[0] if report else None
+    if first is not None:
+        gpus = ", ".join(first["gpus"]) or "none"
+        console.print(f"GPUs: {gpus} (from {first['source'] or 'no source'})", markup=False)
+        for note in first["notes"]:
+            console.print(f"note: {note}", markup=False)

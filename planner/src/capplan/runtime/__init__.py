@@ -1,0 +1,1 @@
+"""Code capplan ships to run on users\x27 machines outside capplan (standard library only)."""

@@ -1,0 +1,460 @@
+"""The dispatch selector: picks, at every start, the planned variant for the GPUs in front of it.
+
+This file is copied as it is into every ``<package>-dispatch`` output (pkgs/dispatch.nix) and run
+by the wrappers there, so it is standalone: Python's standard library only, never capplan or its
+dependencies (``capplan dispatch explain`` imports this same module, so the two cannot disagree).
+
+The table it reads is JSON written by capplan (``capplan.core.dispatch.dispatch_table``):
+
+    {"version": 1, "package": "torch", "fallback": "error" | "<variant name>",
+     "variants": [{"name": "torch-sm86", "sass": ["8.6"], "ptx": [], "path": "/nix/store/..."}],
+     "pci": {"2204": "8.6", ...},        # NVIDIA PCI device id (lower-case hex) -> capability
+     "jetson": ["8.7", ...]}             # capabilities with no minor-version SASS compatibility
+
+Where the GPUs come from, best first: ``CAPPLAN_CAPABILITY`` (explicit, comma list), NVML
+through ``libnvidia-ml.so.1`` with ctypes, sysfs PCI ids (``CAPPLAN_SYSFS_ROOT``, default
+``/sys``) through the table, then ``nvidia-smi``. ``CUDA_VISIBLE_DEVICES`` is respected (indices
+in PCI bus order, or GPU UUIDs where the source knows them). The serving rules are CUDA's
+(../shared/CUDA.md): exact SASS, then same-major lower-minor SASS (baseline or ``f``; never on a
+Jetson), then PTX JIT.
+
+Exit codes (the same meanings as capplan's): 4 ``CAPPLAN_CAPABILITY`` is not a capability,
+7 no planned variant runs on this GPU, 10 no GPU found, 14 the chosen variant cannot be started;
+each with one line on stderr, and only when the table's ``fallback`` is ``"error"``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Every import costs start-up time on each run of a dispatch package (bench/bench_dispatch.py):
+# typing, re and json are left out of the wrappers' path (the table comes as a compiled module).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["Selection", "choose", "detect", "main", "parse_capability", "run", "select"]
+
+EXIT_INVALID = 4
+EXIT_NO_VARIANT = 7
+EXIT_NO_GPU = 10
+EXIT_CANNOT_START = 14
+
+_RANKS = {0: "native", 1: "compatible", 2: "ptx-jit"}
+_DISPLAY_CLASSES = ("0x0300", "0x0302")  # VGA-compatible and 3D controllers
+_NVIDIA = "0x10de"
+
+Cap = tuple[int, int, str]
+
+
+class Selection:
+    """What was detected, which variant was chosen and why (also ``capplan dispatch explain``)."""
+
+    def __init__(self) -> None:
+        self.source = ""
+        self.gpus: list[Cap] = []
+        self.variant: dict[str, Any] | None = None
+        self.level = ""
+        self.reason = ""
+        self.notes: list[str] = []
+        self.exit_code = 0
+        self.error = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "gpus": [fmt(c) for c in self.gpus],
+            "variant": self.variant["name"] if self.variant else None,
+            "level": self.level or None,
+            "reason": self.reason,
+            "notes": list(self.notes),
+            "error": self.error or None,
+            "exit_code": self.exit_code,
+        }
+
+
+def parse_capability(text: str) -> Cap | None:
+    """``8.6``, ``86``, ``sm_86``, ``9.0a`` -> (8, 6, ""); None when it is not one."""
+    text = text.strip().removeprefix("sm_").removeprefix("compute_")
+    suffix = text[-1:] if text[-1:] in ("a", "f") else ""
+    digits = text[: len(text) - len(suffix)]
+    if digits.count(".") == 1:
+        major, _, minor = digits.partition(".")
+    else:
+        major, minor = digits[:-1], digits[-1:]
+    if not (major.isascii() and major.isdigit() and minor.isascii() and minor.isdigit()):
+        return None
+    if len(minor) != 1 or not 1 <= len(major) <= 2 or major.startswith("0"):
+        return None
+    return int(major), int(minor), suffix
+
+
+def fmt(cap: Cap) -> str:
+    return f"{cap[0]}.{cap[1]}{cap[2]}"
+
+
+def _caps(texts: object) -> list[Cap]:
+    found = [parse_capability(t) for t in texts] if isinstance(texts, list) else []
+    return [c for c in found if c is not None]
+
+
+# -- serving rules (core/compat.py states the same rules for capplan) -----------------------------
+def _sass_runs(sass: Cap, dev: Cap, jetson: bool) -> int | None:
+    if sass[:2] == dev[:2]:
+        return 0
+    if jetson or sass[0] != dev[0] or sass[1] > dev[1] or sass[2] == "a":
+        return None
+    return 1
+
+
+def _ptx_runs(ptx: Cap, dev: Cap) -> bool:
+    if ptx[2] == "a":
+        return ptx[:2] == dev[:2]
+    if ptx[2] == "f":
+        return ptx[0] == dev[0] and ptx[1] <= dev[1]
+    return dev[:2] >= ptx[:2]
+
+
+def rank(variant: dict[str, Any], dev: Cap, jetson: bool) -> int | None:
+    """0 native, 1 compatible SASS, 2 PTX JIT, None: cannot run."""
+    levels = [_sass_runs(s, dev, jetson) for s in _caps(variant.get("sass"))]
+    best = min((lv for lv in levels if lv is not None), default=None)
+    if best is not None:
+        return best
+    if any(_ptx_runs(p, dev) for p in _caps(variant.get("ptx"))):
+        return 2
+    return None
+
+
+def _order(variant: dict[str, Any]) -> tuple[int, int, int, str]:
+    """Single-capability builds before fat ones, then the newest SASS (closest to the device:
+    sm_86 before sm_80 on an 8.9), then by name, so the choice is deterministic."""
+    caps = _caps(variant.get("sass"))
+    newest = max((c[:2] for c in caps), default=(0, 0))
+    return len(caps), -newest[0], -newest[1], str(variant.get("name"))
+
+
+def select(table: dict[str, Any], gpus: list[Cap], selection: Selection) -> None:
+    """Apply the serving rules to the detected ``gpus``; fills ``selection``."""
+    listed = table.get("variants")
+    variants = [v for v in listed if isinstance(v, dict)] if isinstance(listed, list) else []
+    jetson = {c[:2] for c in _caps(table.get("jetson"))}
+    selection.gpus = gpus
+    if not gpus:
+        _fallback(table, variants, selection, "no NVIDIA GPU found", EXIT_NO_GPU)
+        return
+    if len(set(g[:2] for g in gpus)) > 1:
+        # The variant that serves every GPU natively or by compatible SASS, best worst case first.
+        common: list[tuple[int, int, tuple[int, int, int, str], dict[str, Any]]] = []
+        for v in variants:
+            ranks = [rank(v, g, g[:2] in jetson) for g in gpus]
+            if all(r is not None and r <= 1 for r in ranks):
+                levels = [r for r in ranks if r is not None]
+                common.append((max(levels), sum(levels), _order(v), v))
+        if common:
+            # Best worst case, then most GPUs served exactly, then the smaller build.
+            worst, _, _, chosen = min(common, key=lambda item: item[:3])
+            caps = ", ".join(fmt(g) for g in gpus)
+            _chose(selection, chosen, worst, f"serves every visible GPU ({caps}) with SASS")
+            return
+        selection.notes.append(
+            "capplan-dispatch: the visible GPUs ("
+            + ", ".join(fmt(g) for g in gpus)
+            + ") have no variant in common; using the first GPU's"
+        )
+    dev = gpus[0]
+    scored = [
+        (r, _order(v), v) for v in variants if (r := rank(v, dev, dev[:2] in jetson)) is not None
+    ]
+    if not scored:
+        _fallback(
+            table,
+            variants,
+            selection,
+            f"no planned variant runs on capability {fmt(dev)}",
+            EXIT_NO_VARIANT,
+        )
+        return
+    level, _, chosen = min(scored, key=lambda item: (item[0], item[1]))
+    _chose(selection, chosen, level, f"for capability {fmt(dev)}")
+
+
+def _chose(selection: Selection, variant: dict[str, Any], level: int, why: str) -> None:
+    selection.variant = variant
+    selection.level = _RANKS[level]
+    selection.reason = f"{variant.get('name')} ({_RANKS[level]}) {why}"
+
+
+def _fallback(
+    table: dict[str, Any],
+    variants: list[dict[str, Any]],
+    selection: Selection,
+    why: str,
+    code: int,
+) -> None:
+    fallback = table.get("fallback", "error")
+    named = [v for v in variants if v.get("name") == fallback]
+    if named:
+        selection.variant = named[0]
+        selection.level = "fallback"
+        selection.reason = f"{why}; using the configured fallback {fallback}"
+        return
+    selection.exit_code = code
+    selection.error = (
+        f"capplan-dispatch: {why} for {table.get('package', 'this package')} "
+        "(set CAPPLAN_CAPABILITY=<capability> to choose, "
+        "or set [dispatch] fallback in capplan.toml)"
+    )
+
+
+# -- detection ------------------------------------------------------------------------------------
+def _visible(env: dict[str, str]) -> list[str] | None:
+    """CUDA_VISIBLE_DEVICES as a list of entries, or None when it is unset (all visible)."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    entries: list[str] = []
+    for item in value.split(","):
+        item = item.strip()
+        # CUDA stops at the first invalid index: "-1" (or anything negative) hides the rest.
+        if not item or item.startswith("-"):
+            break
+        entries.append(item)
+    return entries
+
+
+def _filter(gpus: list[tuple[str, Cap]], visible: list[str] | None, notes: list[str]) -> list[Cap]:
+    """``gpus`` are (uuid or "", capability) in PCI bus order."""
+    if visible is None:
+        return [cap for _, cap in gpus]
+    chosen: list[Cap] = []
+    for entry in visible:
+        if entry.isdigit():
+            index = int(entry)
+            if index >= len(gpus):
+                break
+            chosen.append(gpus[index][1])
+            continue
+        matches = [cap for uuid, cap in gpus if uuid and uuid.startswith(entry)]
+        if not matches and not any(uuid for uuid, _ in gpus):
+            notes.append(f"CUDA_VISIBLE_DEVICES entry {entry!r} cannot be matched here; ignored")
+            return [cap for _, cap in gpus]
+        if not matches:
+            break
+        chosen.append(matches[0])
+    return chosen
+
+
+def _driver_loaded() -> bool:
+    return os.path.exists("/proc/driver/nvidia/version")
+
+
+def _from_nvml(notes: list[str]) -> list[tuple[str, Cap]] | None:
+    # NVML needs the kernel driver; without it, skip loading the library (and ctypes) at all.
+    if not _driver_loaded():
+        notes.append("nvml: no NVIDIA kernel driver loaded (/proc/driver/nvidia)")
+        return None
+    import ctypes  # imported here: most starts never need it
+
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        notes.append("nvml: libnvidia-ml.so.1 not loadable")
+        return None
+    try:
+        if lib.nvmlInit_v2() != 0:
+            notes.append("nvml: nvmlInit failed (no driver?)")
+            return None
+        try:
+            count = ctypes.c_uint(0)
+            if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+                return None
+            found: list[tuple[str, Cap]] = []
+            for index in range(count.value):
+                handle = ctypes.c_void_p()
+                if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != 0:
+                    return None
+                major, minor = ctypes.c_int(0), ctypes.c_int(0)
+                if (
+                    lib.nvmlDeviceGetCudaComputeCapability(
+                        handle, ctypes.byref(major), ctypes.byref(minor)
+                    )
+                    != 0
+                ):
+                    return None
+                uuid = ctypes.create_string_buffer(96)
+                lib.nvmlDeviceGetUUID(handle, uuid, 96)
+                found.append(
+                    (uuid.value.decode("ascii", "replace"), (major.value, minor.value, ""))
+                )
+            return found
+        finally:
+            lib.nvmlShutdown()
+    except (AttributeError, OSError, ValueError) as error:
+        notes.append(f"nvml: {error}")
+        return None
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="ascii", errors="replace") as handle:
+        return handle.read(64).strip().lower()
+
+
+def _from_sysfs(root: str, pci: dict[str, str], notes: list[str]) -> list[tuple[str, Cap]] | None:
+    base = os.path.join(root, "bus", "pci", "devices")
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        notes.append(f"sysfs: {base} not readable")
+        return None
+    found: list[tuple[str, Cap]] = []
+    for name in names:
+        folder = os.path.join(base, name)
+        try:
+            if _read(os.path.join(folder, "vendor")) != _NVIDIA:
+                continue
+            if not _read(os.path.join(folder, "class")).startswith(_DISPLAY_CLASSES):
+                continue
+            device = _read(os.path.join(folder, "device")).removeprefix("0x")
+        except OSError:
+            continue
+        cap = parse_capability(pci.get(device, ""))
+        if cap is None:
+            notes.append(f"sysfs: NVIDIA device 10de:{device} at {name} is not in the table")
+            continue
+        found.append(("", cap))
+    return found or None
+
+
+def _from_nvidia_smi(env: dict[str, str], notes: list[str]) -> list[tuple[str, Cap]] | None:
+    import subprocess  # imported here: most starts never need it
+
+    program = env.get("CAPPLAN_NVIDIA_SMI") or "nvidia-smi"
+    try:
+        done = subprocess.run(
+            [program, "--query-gpu=uuid,compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        notes.append(f"nvidia-smi: {error}")
+        return None
+    if done.returncode != 0:
+        notes.append(f"nvidia-smi: exit {done.returncode}")
+        return None
+    found: list[tuple[str, Cap]] = []
+    for line in done.stdout.decode("utf-8", "replace").splitlines():
+        uuid, _, cap_text = line.partition(",")
+        cap = parse_capability(cap_text)
+        if cap is not None:
+            found.append((uuid.strip(), cap))
+    return found or None
+
+
+def detect(table: dict[str, Any], env: dict[str, str], selection: Selection) -> list[Cap]:
+    """The capabilities of the visible GPUs, from the best source that answers."""
+    notes = selection.notes
+    explicit = env.get("CAPPLAN_CAPABILITY")
+    if explicit is not None:
+        caps = [parse_capability(part) for part in explicit.split(",")]
+        if not explicit.strip() or any(c is None for c in caps):
+            shown = explicit if len(explicit) <= 40 else explicit[:40] + "..."
+            selection.exit_code = EXIT_INVALID
+            selection.error = (
+                f"capplan-dispatch: CAPPLAN_CAPABILITY={shown!r} is not a compute capability "
+                "(write it like 8.6 or 9.0, comma-separated for several GPUs)"
+            )
+            return []
+        selection.source = "CAPPLAN_CAPABILITY"
+        return [c for c in caps if c is not None]
+    visible = _visible(env)
+    pci = table.get("pci")
+    root = env.get("CAPPLAN_SYSFS_ROOT") or "/sys"
+    pci_table = pci if isinstance(pci, dict) else {}
+
+    def nvml() -> list[tuple[str, Cap]] | None:
+        return _from_nvml(notes)
+
+    def sysfs() -> list[tuple[str, Cap]] | None:
+        return _from_sysfs(root, pci_table, notes)
+
+    def smi() -> list[tuple[str, Cap]] | None:
+        return _from_nvidia_smi(env, notes)
+
+    sources = (("nvml", nvml), ("sysfs", sysfs), ("nvidia-smi", smi))
+    for name, source in sources:
+        if name == "nvml" and env.get("CAPPLAN_NVML") == "0":  # as `capplan detect`
+            continue
+        try:
+            found = source()
+        except Exception as error:  # a broken source falls through to the next one
+            notes.append(f"{name}: {type(error).__name__}: {error}")
+            found = None
+        if found:
+            selection.source = name
+            return _filter(found, visible, notes)
+    return []
+
+
+def choose(table: dict[str, Any], env: dict[str, str]) -> Selection:
+    """Detect, then select: the whole decision, without starting anything."""
+    selection = Selection()
+    gpus = detect(table, env, selection)
+    if selection.exit_code:
+        return selection
+    select(table, gpus, selection)
+    return selection
+
+
+def main(table_path: str, program: str, argv: list[str]) -> int:
+    """Read the JSON table at ``table_path``, then :func:`run`."""
+    import json  # only the script form reads JSON; the wrappers import the table compiled
+
+    try:
+        with open(table_path, encoding="utf-8") as handle:
+            table = json.load(handle)
+        if not isinstance(table, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as error:
+        print(f"capplan-dispatch: cannot read {table_path}: {error}", file=sys.stderr)
+        return EXIT_CANNOT_START
+    return run(table, program, argv)
+
+
+def run(table: dict[str, Any], program: str, argv: list[str]) -> int:
+    """Choose a variant and exec its ``bin/<program>`` with ``argv``; returns only on failure."""
+    env = dict(os.environ)
+    debug = env.get("CAPPLAN_DISPATCH_DEBUG") == "1"
+    selection = choose(table, env)
+    if debug:
+        import json
+
+        print(
+            f"capplan-dispatch: {json.dumps(selection.to_json(), sort_keys=True)}", file=sys.stderr
+        )
+    for note in selection.notes:
+        if debug or note.startswith("capplan-dispatch:"):
+            print(
+                note if note.startswith("capplan-dispatch:") else f"capplan-dispatch: {note}",
+                file=sys.stderr,
+            )
+    if selection.exit_code:
+        print(selection.error, file=sys.stderr)
+        return selection.exit_code
+    assert selection.variant is not None
+    target = os.path.join(str(selection.variant.get("path", "")), "bin", program)
+    os.environ["CAPPLAN_DISPATCH_VARIANT"] = str(selection.variant.get("name"))
+    try:
+        os.execv(target, [target, *argv])
+    except OSError as error:
+        print(f"capplan-dispatch: cannot start {target}: {error}", file=sys.stderr)
+    return EXIT_CANNOT_START
+
+
+if __name__ == "__main__":  # the wrappers run: selector.py TABLE PROGRAM [ARGS...]
+    if len(sys.argv) < 3:
+        print("usage: selector.py TABLE PROGRAM [ARGS...]", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3:]))
