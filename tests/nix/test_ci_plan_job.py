@@ -60,7 +60,7 @@ def half(nix_repo: NixRunner) -> list[str]:
 def cache(
     nix_repo: NixRunner, half: list[str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    outs = nix_repo.build([f"packages.{SYSTEM}.{name}" for name in half])
+    outs = nix_repo.build([f"legacyPackages.{SYSTEM}.{name}" for name in half])
     root = tmp_path_factory.mktemp("ci-cache") / "c"
     assert len(copy_to_binary_cache(outs.values(), root)) >= len(half)
     with serve_binary_cache(root) as url:
