@@ -9,9 +9,9 @@ Rows:
   a ``#!python3 -IS`` wrapper importing the compiled selector and table, with the knowledge
   base's real PCI table), which detects and then execs the chosen environment's ``bin/python3``
   (here the same interpreter), with the GPU from: ``CAPPLAN_CAPABILITY``; a fake sysfs tree (one
-  RTX 3090) with ``CAPPLAN_NVML=0``; the same tree as a machine without a loaded driver sees it
-  (NVML is skipped because /proc/driver/nvidia is absent); and, on a machine with a GPU, the real
-  NVML (``--nvml``).
+  RTX 3090) with ``CAPPLAN_NVML=0``; and the default order, which on a machine with a loaded
+  driver is the real NVML and elsewhere the same sysfs tree (NVML is skipped when
+  /proc/driver/nvidia is absent).
 
 Usage: ``python bench/bench_dispatch.py [--repeat N]``.
 """
@@ -92,13 +92,15 @@ def _time(argv: list[str], env: dict[str, str], repeat: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=40)
-    parser.add_argument("--nvml", action="store_true", help="add a row with this machine's NVML")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="capplan-dispatch-bench-") as tmp:
         wrapper, sysfs = _setup(Path(tmp))
+        target = Path(tmp) / "envs" / "torch-sm86" / "bin" / "python3"
         base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         rows = [
-            ("python3 -c pass (baseline)", [sys.executable, "-c", "pass"], base),
+            # The baseline starts the very file the wrapper execs (a venv's python behaves
+            # differently when started through another path).
+            ("python3 -c pass (baseline)", [str(target), "-c", "pass"], base),
             (
                 "dispatch, CAPPLAN_CAPABILITY=8.6",
                 [str(wrapper), "-c", "pass"],
@@ -110,13 +112,12 @@ def main() -> None:
                 {**base, "CAPPLAN_SYSFS_ROOT": str(sysfs), "CAPPLAN_NVML": "0"},
             ),
             (
-                "dispatch, no driver: sysfs",
+                # NVML where a driver is loaded (/proc/driver/nvidia), else the fake sysfs tree.
+                "dispatch, default order: NVML, else sysfs",
                 [str(wrapper), "-c", "pass"],
                 {**base, "CAPPLAN_SYSFS_ROOT": str(sysfs)},
             ),
         ]
-        if args.nvml:
-            rows.append(("dispatch, real NVML", [str(wrapper), "-c", "pass"], base))
         results = []
         for label, argv, env in rows:
             _time(argv, env, 3)  # warm the page cache

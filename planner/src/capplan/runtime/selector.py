@@ -250,7 +250,7 @@ def _driver_loaded() -> bool:
     return os.path.exists("/proc/driver/nvidia/version")
 
 
-def _from_nvml(notes: list[str]) -> list[tuple[str, Cap]] | None:
+def _from_nvml(notes: list[str], uuids: bool) -> list[tuple[str, Cap]] | None:
     # NVML needs the kernel driver; without it, skip loading the library (and ctypes) at all.
     if not _driver_loaded():
         notes.append("nvml: no NVIDIA kernel driver loaded (/proc/driver/nvidia)")
@@ -284,7 +284,8 @@ def _from_nvml(notes: list[str]) -> list[tuple[str, Cap]] | None:
                 ):
                     return None
                 uuid = ctypes.create_string_buffer(96)
-                lib.nvmlDeviceGetUUID(handle, uuid, 96)
+                if uuids:  # only CUDA_VISIBLE_DEVICES=GPU-... needs them; each query costs time
+                    lib.nvmlDeviceGetUUID(handle, uuid, 96)
                 found.append(
                     (uuid.value.decode("ascii", "replace"), (major.value, minor.value, ""))
                 )
@@ -375,7 +376,7 @@ def detect(table: dict[str, Any], env: dict[str, str], selection: Selection) -> 
     pci_table = pci if isinstance(pci, dict) else {}
 
     def nvml() -> list[tuple[str, Cap]] | None:
-        return _from_nvml(notes)
+        return _from_nvml(notes, uuids=any(not v.isdigit() for v in visible or ()))
 
     def sysfs() -> list[tuple[str, Cap]] | None:
         return _from_sysfs(root, pci_table, notes)
