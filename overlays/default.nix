@@ -3,6 +3,8 @@
 #   pkgs.capplan.packages."torch-sm86"   flat, by variant name (= the flake's legacyPackages names)
 #   pkgs.capplan.variants.torch.sm86     by package, then the variant name without "torch-"
 #   pkgs.capplan.configs."torch-sm86"    plain data: the config keys capplan sets, and the CUDA version
+#   pkgs.capplan.dispatch.torch          every torch variant behind one wrapper that starts the one
+#                                        for the GPU it finds (pkgs/dispatch.nix)
 # Each variant's package set is `import pkgs.path { localSystem; crossSystem; overlays =
 # pkgs.overlays (++ the PTX torch, if planned); config = pkgs.config // { allowUnfree = true;
 # cudaSupport = true; rocmSupport = false; cudaCapabilities; cudaForwardCompat; }; }`, as real

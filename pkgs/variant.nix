@@ -274,7 +274,7 @@ let
     };
 
   /**
-    An overlay adding `pkgs.capplan.{packages,variants,configs,plan}` for the given plan. Each
+    An overlay adding `pkgs.capplan.{packages,variants,configs,dispatch,plan}` for the given plan. Each
     variant re-imports `prev.path` as real `pkgsForCudaArch` does (pkgs/top-level/stage.nix
     `nixpkgsFun`, variants.nix): the set's config plus the variant's CUDA settings, the set's
     own overlays (`pkgs.overlays`, so a user's patched magma reaches the variants) and its
