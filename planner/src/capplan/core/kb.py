@@ -135,6 +135,10 @@ class GpuModel(_Frozen):
     capability: CapField
     segment: Segment
     source: str
+    # The Nix systems its host runs, the default first (issue 12): absent means a discrete card
+    # in an x86_64 server; Jetson/DRIVE modules and Grace superchips (GH200, GB200, GB300, GB10)
+    # are aarch64-linux.
+    systems: tuple[Literal["x86_64-linux", "aarch64-linux"], ...] = ("x86_64-linux",)
 
 
 class GpusFile(_Frozen):
@@ -172,6 +176,10 @@ class PackageInfo(_Frozen):
     attr: str
     kind: PackageKind
     depends: tuple[str, ...] = ()
+    # Dependencies (also in depends) the package uses only where they build, e.g. torch's
+    # nccl (`useSystemNccl ? cudaSupport && cudaPackages.nccl.meta.available`): a build for a
+    # capability the dependency cannot take goes on without it instead of failing.
+    optional: tuple[str, ...] = ()
     ptx: PtxMode
     limits: Limits
     cost: Cost
