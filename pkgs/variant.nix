@@ -63,10 +63,11 @@ let
     into that instance's config.
   */
   instanceKey = variant: toJSON [
+    # The system the instance is imported for (set on every variant by mkVariants).
+    variant.system
     variant.capabilities
     variant.forward_compat
   ];
-
   /**
     The package of one variant, taken from an instantiated package set: through
     `<cuda_set>.pkgs` when the plan pins a non-default CUDA, then the attribute path, then
@@ -135,30 +136,41 @@ let
       nixpkgs,
       config ? { },
       plan,
+      # Only the variants planned for this system (null: every variant). A package set of one
+      # system cannot build another system's variants, so the overlay and each flake output
+      # pass their own.
+      system ? null,
     }:
     let
       checked = checkPlan plan;
-      inherit (checked) system;
-      names = attrNames checked.variants;
-      configs = mapAttrs (_: variantConfig config) checked.variants;
+      # A plan.json without per-variant systems (one-system plans) gives each variant the
+      # plan's system.
+      withSystems = mapAttrs (_: v: { system = checked.system; } // v) checked.variants;
+      selected =
+        if system == null then
+          withSystems
+        else
+          builtins.removeAttrs withSystems (
+            builtins.filter (name: withSystems.${name}.system != system) (attrNames withSystems)
+          );
+      names = attrNames selected;
+      configs = mapAttrs (_: variantConfig config) selected;
       instances = listToAttrs (
         map (name: {
-          name = instanceKey checked.variants.${name};
+          name = instanceKey selected.${name};
           value = import nixpkgs {
-            inherit system;
+            inherit (selected.${name}) system;
             config = configs.${name};
           };
         }) names
       );
-      packages = mapAttrs (
-        _: variant: selectPackage instances.${instanceKey variant} variant
-      ) checked.variants;
-      byPackage = builtins.groupBy (name: checked.variants.${name}.package) names;
+      packages = mapAttrs (_: variant: selectPackage instances.${instanceKey variant} variant) selected;
+      byPackage = builtins.groupBy (name: selected.${name}.package) names;
       variants = mapAttrs (
         _: members:
         listToAttrs (
           map (name: {
-            name = suffixOf name checked.variants.${name};
+            name = suffixOf name selected.${name};
             value = packages.${name};
           }) members
         )
@@ -198,6 +210,9 @@ let
         # variants.nix builds pkgsForCudaArch from `super.config` the same way).
         config = prev.config or { };
         inherit plan;
+        # Only this package set's own system's variants (an aarch64 set gets torch-sm87-aarch64,
+        # never the x86_64 torch-sm80).
+        system = prev.stdenv.hostPlatform.system;
       };
     };
 in

@@ -26,6 +26,7 @@ __all__ = [
     "runner_labels",
     "system_suffix",
     "uses_jetson_redist",
+    "variant_of_attr",
 ]
 
 X86_64 = "x86_64-linux"
@@ -67,3 +68,16 @@ def runner_labels(
     if overrides and system in overrides:
         return list(overrides[system])
     return list(DEFAULT_RUNNERS_OS.get(system, ("ubuntu-latest",)))
+
+
+_OUTPUT_SETS = {"packages", "legacyPackages", "hydraJobs", "checks"}
+
+
+def variant_of_attr(attr: str) -> str:
+    """The variant name in a nix-eval-jobs ``attr`` of any flake layout: ``torch-sm86``,
+    ``x86_64-linux.torch-sm86`` (``--flake .#packages``), ``torch-sm86.x86_64-linux``
+    (``.#hydraJobs``) or ``packages.aarch64-linux.torch-sm87-aarch64``. Variant names never
+    contain a dot, and names are unique across systems, so dropping the system parts is enough.
+    """
+    parts = [p for p in attr.split(".") if p not in _OUTPUT_SETS and p not in DEFAULT_RUNNERS_OS]
+    return ".".join(parts)
