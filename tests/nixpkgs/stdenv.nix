@@ -64,9 +64,15 @@ let
     if pos == null then "«unknown-file»" else "${pos.file}:${toString pos.line}";
 
   # check-meta.nix `handle`: "Refusing to evaluate package '<name>' in <pos> because it <msg>"
+  # check-meta.nix `checkValidity`: a package whose meta.badPlatforms names the host system
+  # (the CUDA packages' platformAssertions turn into badPlatforms through
+  # _cuda/lib _mkMetaBadPlatforms) is "not available on the requested hostPlatform".
+  badPlatform = attrs: builtins.elem system (attrs.meta.badPlatforms or [ ]);
   validity =
     attrs: name:
-    if hasDeniedUnfreeLicense attrs then
+    if badPlatform attrs then
+      throw "Refusing to evaluate package '${name}' in ${position attrs} because it is not available on the requested hostPlatform:\n  hostPlatform.system = \"${system}\"\n  package.meta.badPlatforms = ${builtins.toJSON attrs.meta.badPlatforms}"
+    else if hasDeniedUnfreeLicense attrs then
       throw (
         "Refusing to evaluate package '${name}' in ${position attrs} because it has an unfree license (‘${showLicense attrs.meta.license}’)"
         + "\n${remediation attrs}"
@@ -122,6 +128,9 @@ let
           meta = {
             inherit name;
             position = position attrs;
+            # check-meta.nix: false where evaluating the package would be refused for its
+            # platform (what torch's `cudaPackages.nccl.meta.available` reads).
+            available = !badPlatform attrs;
           }
           // meta;
           drvPath = builtins.seq checked drv.drvPath;

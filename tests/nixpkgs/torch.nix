@@ -20,6 +20,9 @@
 let
   lib = import ./lib.nix;
   inherit (cudaPackages) cudnn flags nccl;
+  # torch/source/default.nix: `useSystemNccl ? (cudaSupport && cudaPackages.nccl.meta.available
+  # || rocmSupport)`: a pre-Thor Jetson torch builds without the system NCCL.
+  useSystemNccl = cudaSupport && nccl.meta.available;
 
   # https://github.com/pytorch/pytorch/blob/v2.11.0/torch/utils/cpp_extension.py#L2407-L2410
   # (copied in nixpkgs as supportedTorchCudaCapabilities; no "f" capabilities, no 10.1).
@@ -105,7 +108,7 @@ buildPythonPackage {
         inherit gpuTargets;
         cudaDependencies = {
           cudnn = "${cudnn}";
-          nccl = "${nccl}";
+          nccl = if useSystemNccl then "${nccl}" else null;
           magma = "${magma}";
           cuda_cudart = "${cudaPackages.cuda_cudart}";
         };
