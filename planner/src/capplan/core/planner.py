@@ -633,6 +633,12 @@ def _plan_package(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) 
             jetson = None
             if gpu is not None and gpu.jetson:
                 jetson = builder._jetson_cap(builder._cuda(cuda), (gpu.capability,))
+                # A Jetson build evaluates the package with the Jetson capability, so its
+                # limits apply (cupy links nccl, which refuses pre-Thor Jetson).
+                why = rules.why_not(package, gpu.capability, cuda) if jetson else None
+                if why:
+                    unserved.append(Decision(package, gpu.label, "unserved", why))
+                    continue
             name = builder._shared(builder._cuda(cuda), package, jetson)
             if name not in names:
                 names.append(name)
