@@ -126,9 +126,23 @@ def test_matrix_json_shape_and_dependencies(capplan_cli: object) -> None:
             assert job["start_minute"] >= finish - 1e-6
     assert jobs["torch-sm86"]["required_system_features"] == ["big-parallel"]
     summary = data["summary"]
-    assert summary["runners"] == 3
+    # The default plan has two systems: --runners 3 sizes each system's pool.
+    assert {s: p["runners"] for s, p in summary["pools"].items()} == {
+        "x86_64-linux": 3,
+        "aarch64-linux": 3,
+    }
+    assert summary["runners"] == 6
     assert summary["makespan_minutes"] >= summary["lower_bound_minutes"]
-    assert {u["gpu"] for u in summary["unserved"]} == {"Jetson Orin"}
+    for pool in summary["pools"].values():
+        assert pool["makespan_minutes"] >= pool["lower_bound_minutes"]
+    assert jobs["torch-sm87-aarch64"]["system"] == "aarch64-linux"
+    assert jobs["torch-sm87-aarch64"]["attr"] == "packages.aarch64-linux.torch-sm87-aarch64"
+    # Jetson Orin is served on aarch64-linux now; only nccl and cupy (which links nccl) refuse
+    # pre-Thor Jetson.
+    assert {(u["package"], u["gpu"]) for u in summary["unserved"]} == {
+        ("nccl", "Jetson Orin"),
+        ("cupy", "Jetson Orin"),
+    }
 
 
 def test_github_matrix_splits_in_dependency_order(capplan_cli: object) -> None:

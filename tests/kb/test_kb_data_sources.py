@@ -105,7 +105,16 @@ def test_gpus_shape(gpus: dict[str, Any]) -> None:
     assert len(gpus["gpus"]) >= 60
     for gpu in gpus["gpus"]:
         where = f"gpus.json entry {gpu.get('name')!r}"
-        assert set(gpu) == {"name", "aliases", "capability", "segment", "source"}, where
+        assert set(gpu) - {"systems"} == {"name", "aliases", "capability", "segment", "source"}, (
+            where
+        )
+        # Host systems (issue 12): absent = a discrete card in an x86_64 server.
+        systems = gpu.get("systems", ["x86_64-linux"])
+        assert systems and set(systems) <= {"x86_64-linux", "aarch64-linux"}, where
+        arm_only = "Jetson" in gpu["name"] or any(
+            f"NVIDIA {chip}" in gpu["name"] for chip in ("GH200", "GB200", "GB300", "GB10")
+        )
+        assert (systems == ["aarch64-linux"]) == arm_only, where
         assert isinstance(gpu["name"], str) and gpu["name"].strip() == gpu["name"] != "", where
         assert isinstance(gpu["aliases"], list), where
         assert all(isinstance(a, str) and a.strip() == a != "" for a in gpu["aliases"]), where
@@ -274,7 +283,8 @@ def test_packages_shape(packages: dict[str, Any]) -> None:
     _assert_source(packages, "packages.json")
     for name, pkg in packages["packages"].items():
         where = f"packages.json package {name!r}"
-        assert set(pkg) == PACKAGE_KEYS, where
+        assert set(pkg) - {"optional"} == PACKAGE_KEYS, where
+        assert set(pkg.get("optional", [])) <= set(pkg["depends"]), where
         assert isinstance(pkg["attr"], str) and pkg["attr"], where
         assert pkg["kind"] in KINDS, where
         assert pkg["ptx"] in PTX_MODES, where
