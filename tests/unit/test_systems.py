@@ -236,3 +236,10 @@ def test_bad_systems_input(
     assert words in str(info.value)
     assert "\n" not in str(info.value)
     assert info.value.exit_code in (4, 5)  # type: ignore[attr-defined]
+
+
+def test_unrelated_system_gets_no_did_you_mean() -> None:
+    with pytest.raises(ConfigError) as info:
+        config(["A100"], systems=["riscv64-linux"])
+    assert "did you mean" not in str(info.value)
+    assert "x86_64-linux and aarch64-linux only" in str(info.value)

@@ -7,6 +7,7 @@ the shape and turns validation failures into one-line :class:`ConfigError` messa
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -42,10 +43,12 @@ DEFAULT_SYSTEM = "x86_64-linux"
 def check_system(value: str) -> str:
     """A known Nix system string, or a ValueError naming the closest one."""
     if value not in SYSTEMS:
-        near = closest(value, list(SYSTEMS), what="system")
+        # Only a near spelling gets a "did you mean": riscv64-linux is not a typo of anything.
+        near = difflib.get_close_matches(value, SYSTEMS, n=1, cutoff=0.8)
+        hint = f"; did you mean '{near[0]}'?" if near else ""
         raise ValueError(
             f"unknown system '{value}': capplan plans {' and '.join(SYSTEMS)} only "
-            f"(nixpkgs' CUDA packages evaluate on no other system); {near}"
+            f"(nixpkgs' CUDA packages evaluate on no other system){hint}"
         )
     return value
 
