@@ -215,3 +215,37 @@ def test_detect_without_a_gpu(capplan_cli: object, tmp_path: Path) -> None:
     result = capplan_cli("detect", env={"PATH": str(tmp_path)})  # type: ignore[operator]
     err = one_line_error(result, ExitCode.NO_GPU)
     assert "no NVIDIA GPU" in err
+
+
+def test_detect_jetson_from_a_fake_device_tree(capplan_cli: object, tmp_path: Path) -> None:
+    tree = tmp_path / "root" / "proc" / "device-tree"
+    tree.mkdir(parents=True)
+    (tree / "model").write_bytes(b"NVIDIA Jetson AGX Orin Developer Kit\0")
+    (tree / "compatible").write_bytes(b"nvidia,p3701-0005\0nvidia,tegra234\0")
+    env = {"PATH": str(tmp_path), "CAPPLAN_SYSTEM": "aarch64-linux", "CAPPLAN_ROOT": str(tmp_path / "root")}
+    result = capplan_cli("detect", "--json", env=env)  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    (gpu,) = json.loads(result.stdout)["gpus"]
+    assert gpu["system"] == "aarch64-linux" and gpu["capability"] == "8.7"
+    assert gpu["variants"]["torch"] == "torch-sm87-aarch64"
+    assert gpu["how"]["torch"]["command"] == "nix build .#torch-sm87-aarch64"
+    assert gpu["variants"]["nccl"] is None  # nccl refuses pre-Thor Jetson
+
+
+GH200_SMI = """#!/bin/sh
+echo 'NVIDIA GH200 480GB, 9.0, 580.65.06'
+"""
+
+
+def test_detect_on_aarch64_recommends_that_systems_variants(
+    capplan_cli: object, tmp_path: Path
+) -> None:
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(GH200_SMI)
+    smi.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "CAPPLAN_SYSTEM": "aarch64-linux"}
+    result = capplan_cli("detect", "--json", env=env)  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    (gpu,) = json.loads(result.stdout)["gpus"]
+    assert gpu["variants"]["torch"] == "torch-sm90-aarch64"  # not x86_64's torch-sm90
+    assert gpu["variants"]["cupy"] == "cupy-aarch64"
