@@ -222,7 +222,11 @@ def test_detect_jetson_from_a_fake_device_tree(capplan_cli: object, tmp_path: Pa
     tree.mkdir(parents=True)
     (tree / "model").write_bytes(b"NVIDIA Jetson AGX Orin Developer Kit\0")
     (tree / "compatible").write_bytes(b"nvidia,p3701-0005\0nvidia,tegra234\0")
-    env = {"PATH": str(tmp_path), "CAPPLAN_SYSTEM": "aarch64-linux", "CAPPLAN_ROOT": str(tmp_path / "root")}
+    env = {
+        "PATH": str(tmp_path),
+        "CAPPLAN_SYSTEM": "aarch64-linux",
+        "CAPPLAN_ROOT": str(tmp_path / "root"),
+    }
     result = capplan_cli("detect", "--json", env=env)  # type: ignore[operator]
     assert result.exit_code == 0, result.stderr
     (gpu,) = json.loads(result.stdout)["gpus"]

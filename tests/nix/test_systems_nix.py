@@ -40,7 +40,9 @@ def test_jetson_torch_goes_without_nccl(nix_repo: NixRunner) -> None:
         f"packages.{ARM}.torch-sm87-aarch64.drvAttrs.record.cudaDependencies"
     )
     assert record["nccl"] is None and record["cudnn"].startswith("/nix/store/")
-    grace = nix_repo.eval_json(f"packages.{ARM}.torch-sm90-aarch64.drvAttrs.record.cudaDependencies")
+    grace = nix_repo.eval_json(
+        f"packages.{ARM}.torch-sm90-aarch64.drvAttrs.record.cudaDependencies"
+    )
     assert grace["nccl"].startswith("/nix/store/")
 
 
@@ -82,11 +84,9 @@ def test_overlay_gives_a_package_set_its_own_systems_variants(nix_repo: NixRunne
 
 def test_standin_refuses_what_real_nixpkgs_refuses(nix_repo: NixRunner) -> None:
     def cuda(system: str, caps: list[str], attr: str) -> Any:
-        config = json.dumps(
-            {"allowUnfree": True, "cudaSupport": True, "cudaCapabilities": caps}
-        )
+        config = json.dumps({"allowUnfree": True, "cudaSupport": True, "cudaCapabilities": caps})
         return nix_repo.expr(
-            f"(import standin {{ system = \"{system}\"; config = builtins.fromJSON "
+            f'(import standin {{ system = "{system}"; config = builtins.fromJSON '
             f"{json.dumps(config)}; }}).{attr}.drvPath",
             check=False,
         )

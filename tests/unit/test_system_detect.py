@@ -13,8 +13,13 @@ from capplan.errors import ConfigError
 
 @pytest.mark.parametrize(
     ("machine", "system"),
-    [("x86_64", "x86_64-linux"), ("AMD64", "x86_64-linux"), ("aarch64", "aarch64-linux"),
-     ("arm64", "aarch64-linux"), ("riscv64", "riscv64-linux")],  # fmt: skip
+    [
+        ("x86_64", "x86_64-linux"),
+        ("AMD64", "x86_64-linux"),
+        ("aarch64", "aarch64-linux"),
+        ("arm64", "aarch64-linux"),
+        ("riscv64", "riscv64-linux"),
+    ],
 )
 def test_host_system_from_uname(machine: str, system: str) -> None:
     assert host_system({}, machine) == system
@@ -49,7 +54,9 @@ def test_orin_from_compatible_and_model(tmp_path: Path) -> None:
 
 def test_xavier_from_compatible_only_under_sys_firmware(tmp_path: Path) -> None:
     root = _tree(
-        tmp_path, "sys/firmware/devicetree/base", compatible=b"nvidia,jetson-xavier\0nvidia,tegra194\0"
+        tmp_path,
+        "sys/firmware/devicetree/base",
+        compatible=b"nvidia,jetson-xavier\0nvidia,tegra194\0",
     )
     gpu = jetson_from_device_tree(root)
     assert gpu is not None and gpu.capability == Capability.parse("7.2")
@@ -62,5 +69,7 @@ def test_model_only_leaves_the_capability_to_the_kb(tmp_path: Path) -> None:
 
 def test_not_a_jetson(tmp_path: Path) -> None:
     assert jetson_from_device_tree(tmp_path) is None
-    root = _tree(tmp_path, "proc/device-tree", model=b"Raspberry Pi 5\0", compatible=b"brcm,bcm2712\0")
+    root = _tree(
+        tmp_path, "proc/device-tree", model=b"Raspberry Pi 5\0", compatible=b"brcm,bcm2712\0"
+    )
     assert jetson_from_device_tree(root) is None

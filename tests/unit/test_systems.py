@@ -60,7 +60,12 @@ def test_done_when_fleet_plans_torch_per_system() -> None:
     }
     # The first system's names are plain; the other's end in the CPU name.
     names = {v.name for v in plan.variants_of("torch")}
-    assert names == {"torch-sm80", "torch-sm87-aarch64", "torch-sm90-aarch64", "torch-sm121-aarch64"}
+    assert names == {
+        "torch-sm80",
+        "torch-sm87-aarch64",
+        "torch-sm90-aarch64",
+        "torch-sm121-aarch64",
+    }
     assert plan.unserved == ()
     # Every job needs only jobs of its own system.
     for v in plan.variants:
@@ -160,8 +165,13 @@ def test_independent_package_gets_a_jetson_and_an_sbsa_job() -> None:
 def test_fat_build_splits_pre_sbsa_jetson_on_cuda_12() -> None:
     plan = make_plan(
         KB,
-        config(["Jetson AGX Orin", "GH200", "GB10"], packages={"magma": {}}, systems=BOTH,
-               fat="fleet", cuda=["12.9"]),  # fmt: skip
+        config(
+            ["Jetson AGX Orin", "GH200", "GB10"],
+            packages={"magma": {}},
+            systems=BOTH,
+            fat="fleet",
+            cuda=["12.9"],
+        ),
     )
     fat = {v.name: [str(c) for c in v.capabilities] for v in plan.variants if v.fat}
     assert fat == {"magma-fat-aarch64": ["9.0", "12.1"], "magma-fat-jetson-aarch64": ["8.7"]}
@@ -171,8 +181,13 @@ def test_fat_build_splits_pre_sbsa_jetson_on_cuda_12() -> None:
 def test_fat_build_mixes_orin_on_cuda_13() -> None:
     plan = make_plan(
         KB,
-        config(["Jetson AGX Orin", "GH200"], packages={"magma": {}}, system="aarch64-linux",
-               fat="fleet", cuda=["13.0"]),  # fmt: skip
+        config(
+            ["Jetson AGX Orin", "GH200"],
+            packages={"magma": {}},
+            system="aarch64-linux",
+            fat="fleet",
+            cuda=["13.0"],
+        ),
     )
     fat = [[str(c) for c in v.capabilities] for v in plan.variants if v.fat]
     assert fat == [["8.7", "9.0"]]
@@ -217,15 +232,26 @@ def test_names_labels_and_job_attrs() -> None:
         ({"systems": []}, {}, ConfigError, "systems is empty"),
         ({"runners": {"aarch64-linux": 2}}, {}, ConfigError, "not planned"),
         ({}, {"systems": {"A100": "riscv64-linux"}}, ConfigError, "unknown system"),
-        ({"systems": BOTH}, {"systems": {"V100": "aarch64-linux"}}, InvalidInputError,
-         "fleet.systems names 'V100', which is not in fleet.gpus"),
-        ({}, {"systems": {"A100": "aarch64-linux"}}, InvalidInputError,
-         "which is not in policy.systems"),
-        ({"systems": BOTH}, {"systems": {"Jetson AGX Orin": "x86_64-linux"}}, InvalidInputError,
-         "is a Jetson module that runs aarch64-linux only"),
-        ({"systems": BOTH}, {"systems": {"GH200": "x86_64-linux"}}, InvalidInputError,
-         "Grace"),
-    ],  # fmt: skip
+        (
+            {"systems": BOTH},
+            {"systems": {"V100": "aarch64-linux"}},
+            InvalidInputError,
+            "fleet.systems names 'V100', which is not in fleet.gpus",
+        ),
+        (
+            {},
+            {"systems": {"A100": "aarch64-linux"}},
+            InvalidInputError,
+            "which is not in policy.systems",
+        ),
+        (
+            {"systems": BOTH},
+            {"systems": {"Jetson AGX Orin": "x86_64-linux"}},
+            InvalidInputError,
+            "is a Jetson module that runs aarch64-linux only",
+        ),
+        ({"systems": BOTH}, {"systems": {"GH200": "x86_64-linux"}}, InvalidInputError, "Grace"),
+    ],
 )
 def test_bad_systems_input(
     policy: dict[str, Any], fleet: dict[str, Any], error: type[Exception], words: str

@@ -50,10 +50,10 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         found = detect_gpus()
     except NoGpuError:
         # A Jetson without (a working) nvidia-smi: its device tree names the module.
-        jetson = jetson_from_device_tree(Path(os.environ.get(ROOT_ENV) or "/"))
-        if jetson is None:
+        module = jetson_from_device_tree(Path(os.environ.get(ROOT_ENV) or "/"))
+        if module is None:
             raise
-        found = [jetson]
+        found = [module]
     # Here CAPPLAN_SYSTEM says which machine this is, not which systems to plan.
     environ = {k: v for k, v in os.environ.items() if k != SYSTEM_ENV}
     plan = plan_with_settings(config_path, environ=environ).plan

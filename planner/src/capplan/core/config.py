@@ -27,10 +27,10 @@ __all__ = [
     "DEFAULT_SYSTEM",
     "SYSTEMS",
     "Config",
-    "check_system",
     "FleetConfig",
     "PackageConfig",
     "PolicyConfig",
+    "check_system",
     "config_from_mapping",
 ]
 
@@ -103,7 +103,7 @@ class PolicyConfig(_Strict):
     )
     systems: tuple[str, ...] | None = Field(
         default=None,
-        description='systems to plan for, the default first (its variants get no name suffix): '
+        description="systems to plan for, the default first (its variants get no name suffix): "
         '["x86_64-linux", "aarch64-linux"]',
     )
     cuda: tuple[str, ...] | None = Field(
@@ -162,8 +162,8 @@ class PolicyConfig(_Strict):
     def _one_spelling(self) -> PolicyConfig:
         if self.system is not None and self.systems is not None:
             raise ValueError(
-                "policy sets both system and systems: keep one (system = \"...\" is the "
-                "one-system spelling of systems = [\"...\"])"
+                'policy sets both system and systems: keep one (system = "..." is the '
+                'one-system spelling of systems = ["..."])'
             )
         if isinstance(self.runners, dict):
             extra = sorted(set(self.runners) - set(self.planned_systems))

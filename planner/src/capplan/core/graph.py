@@ -83,9 +83,9 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
                 (dep.cuda is not v.cuda and dep.cuda != v.cuda)
                 or dep.system != v.system
                 or (
-                not dep.independent
-                and dep.capabilities is not v.capabilities
-                and dep.capabilities != v.capabilities
+                    not dep.independent
+                    and dep.capabilities is not v.capabilities
+                    and dep.capabilities != v.capabilities
                 )
             ):
                 raise GraphError(

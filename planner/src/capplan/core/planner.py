@@ -103,10 +103,8 @@ def _gpu_system(
 ) -> str:
     """Where a fleet GPU lives: ``fleet.systems`` when set, else the KB model's default (a bare
     capability: aarch64-linux for a Jetson capability, x86_64-linux otherwise)."""
-    if model_systems:
-        possible = tuple(model_systems)
-    else:
-        possible = (AARCH64,) if jetson else (X86_64,)
+    bare = (AARCH64,) if jetson else (X86_64,)
+    possible = tuple(model_systems) if model_systems else bare
     wanted = config.fleet.systems.get(label)
     if wanted is None:
         return possible[0]
@@ -486,9 +484,7 @@ class _Builder:
     def _cuda(self, cuda: CudaVersion) -> _Cuda:
         found = self._cudas.get(cuda)
         if found is None:
-            found = self._cudas[cuda] = _Cuda(
-                cuda, self.rules.policy_cuda[0], self.system_suffix
-            )
+            found = self._cudas[cuda] = _Cuda(cuda, self.rules.policy_cuda[0], self.system_suffix)
         return found
 
     def shared(self, package: str, cuda: CudaVersion) -> str:
@@ -846,9 +842,9 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
     builders: list[_Builder] = []
     for system in systems:
         here = tuple(g for g in fleet if g.system == system)
-        has_extra = any(
-            config.packages[p].extra for p in requested
-        ) and system in _extra_systems(kb, config)
+        has_extra = any(config.packages[p].extra for p in requested) and system in _extra_systems(
+            kb, config
+        )
         if not here and not has_extra:
             continue
         builder = _Builder(

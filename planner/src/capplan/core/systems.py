@@ -60,9 +60,7 @@ def uses_jetson_redist(
     return system == AARCH64 and any(is_pre_sbsa_jetson(c, j, cuda) for c, j in caps)
 
 
-def runner_labels(
-    system: str, overrides: Mapping[str, Sequence[str]] | None = None
-) -> list[str]:
+def runner_labels(system: str, overrides: Mapping[str, Sequence[str]] | None = None) -> list[str]:
     """The GitHub ``runs-on`` labels of ``system``: ``overrides`` (``[policy.runners_os]``)
     first, then the GitHub-hosted defaults; an unknown system gets ``ubuntu-latest``."""
     if overrides and system in overrides:
