@@ -124,7 +124,7 @@ def build_matrix(plan: Plan, runners: int | Mapping[str, int]) -> Matrix:
             continue
         size = runners if isinstance(runners, int) else runners.get(system, 4)
         pools[system] = _schedule_pool(graph, minutes, members, size)
-    return Matrix(plan, graph, _together(pools, graph.order), pools)
+    return Matrix(plan, graph, _together(pools), pools)
 
 
 def _schedule_pool(
@@ -132,6 +132,14 @@ def _schedule_pool(
 ) -> Schedule:
     """The list schedule of the jobs ``members`` (job numbers, in topological order), which the
     graph checks never need a job of another system."""
+    if len(members) == len(graph.order):  # one system: the graph's own numbering
+        return schedule_jobs(
+            graph.order,
+            minutes,
+            [len(needs) for needs in graph.needs],
+            graph.later,
+            runners,
+        )
     local = {job: k for k, job in enumerate(members)}
     return schedule_jobs(
         [graph.order[i] for i in members],
@@ -142,12 +150,15 @@ def _schedule_pool(
     )
 
 
-def _together(pools: Mapping[str, Schedule], order: Sequence[str]) -> Schedule:
+def _together(pools: Mapping[str, Schedule]) -> Schedule:
     """The pools as one schedule: they run side by side, so the makespan and its lower bound
     are the largest pool's, and the work and runners add up."""
+    busy = [p for p in pools.values() if p.start]
+    if len(busy) == 1 and len(pools) == 1:
+        return busy[0]
     start: dict[str, float] = {}
     runner: dict[str, int] = {}
-    for pool in pools.values():
+    for pool in busy:
         start.update(pool.start)
         runner.update(pool.runner)
     return Schedule(
@@ -156,8 +167,8 @@ def _together(pools: Mapping[str, Schedule], order: Sequence[str]) -> Schedule:
         max((p.lower_bound for p in pools.values()), default=0.0),
         max((p.critical_path for p in pools.values()), default=0.0),
         round(sum(p.total_work for p in pools.values()), 4),
-        {name: start[name] for name in order},
-        {name: runner[name] for name in order},
+        start,
+        runner,
     )
 
 

@@ -461,6 +461,9 @@ class _Builder:
     _packages: dict[str, _Package] = field(default_factory=dict)
     _cudas: dict[CudaVersion, _Cuda] = field(default_factory=dict)
     system_suffix: str = ""  # "" for the plan's first system, else e.g. "-aarch64"
+    _jetson_memo: dict[tuple[CudaVersion, tuple[Capability, ...]], Capability | None] = field(
+        default_factory=dict
+    )
 
     @property
     def kb(self) -> KnowledgeBase:
@@ -510,11 +513,21 @@ class _Builder:
         return name
 
     def _jetson_cap(self, ctx: _Cuda, caps: tuple[Capability, ...]) -> Capability | None:
+        """The lowest pre-SBSA Jetson capability of ``caps`` when a build of them takes the
+        Jetson redistributables (only ever on aarch64-linux), else None. Memoised: planning
+        asks once per job."""
+        if self.rules.system != AARCH64:
+            return None
+        key = (ctx.cuda, caps)
+        if key in self._jetson_memo:
+            return self._jetson_memo[key]
         kb = self.kb
         flagged = [(c, kb.capability(c).jetson) for c in caps]
-        if not uses_jetson_redist(self.rules.system, ctx.cuda, flagged):
-            return None
-        return min(c for c, jetson in flagged if jetson)
+        found = None
+        if uses_jetson_redist(self.rules.system, ctx.cuda, flagged):
+            found = min(c for c, jetson in flagged if jetson)
+        self._jetson_memo[key] = found
+        return found
 
     def dependent(
         self,
