@@ -269,3 +269,17 @@ def test_unrelated_system_gets_no_did_you_mean() -> None:
         config(["A100"], systems=["riscv64-linux"])
     assert "did you mean" not in str(info.value)
     assert "x86_64-linux and aarch64-linux only" in str(info.value)
+
+
+def test_named_fat_group_is_built_per_system_with_its_own_members() -> None:
+    plan = make_plan(
+        KB,
+        config(
+            ["A100", "L4", "GH200", "GB10"],
+            packages={"magma": {}},
+            systems=BOTH,
+            fat={"dc": ["A100", "L4", "GH200", "GB10"]},
+        ),
+    )
+    fat = {v.name: [str(c) for c in v.capabilities] for v in plan.variants if v.fat}
+    assert fat == {"magma-fat-dc": ["8.0", "8.9"], "magma-fat-dc-aarch64": ["9.0", "12.1"]}

@@ -735,8 +735,16 @@ def _plan_fat(builder: _Builder, package: str, choices: list[_Choice], want_ptx:
         groups["fat"] = tuple(sorted({c.cap for c in choices if c.cap is not None}))
     elif isinstance(fat, dict):
         for group, members in sorted(fat.items()):
-            members_caps = {resolve_device(m, builder.kb.gpus)[0] for m in members}
-            groups[f"fat-{group}"] = tuple(sorted(members_caps))
+            # Per system: a group's build on one system holds the members that live there.
+            members_caps = set()
+            for member in members:
+                cap, model = resolve_device(member, builder.kb.gpus)
+                jetson = builder.kb.knows(cap) and builder.kb.capability(cap).jetson
+                where = _gpu_system(member, jetson, model.systems if model else None, rules.config)
+                if where == rules.system:
+                    members_caps.add(cap)
+            if members_caps:
+                groups[f"fat-{group}"] = tuple(sorted(members_caps))
     for label, caps in _split_jetson(builder, package, groups).items():
         buildable = tuple(c for c in caps if rules.buildable(package, c))
         for cap in sorted(set(caps) - set(buildable)):
