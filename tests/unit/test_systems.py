@@ -230,7 +230,7 @@ def test_names_labels_and_job_attrs() -> None:
         ({"system": "aarch64-linus"}, {}, ConfigError, "did you mean 'aarch64-linux'"),
         ({"system": "x86_64-linux", "systems": BOTH}, {}, ConfigError, "both system and systems"),
         ({"systems": []}, {}, ConfigError, "systems is empty"),
-        ({"runners": {"aarch64-linux": 2}}, {}, ConfigError, "not planned"),
+        ({"runners": {"arm64-linux": 2}}, {}, ConfigError, "unknown system 'arm64-linux'"),
         ({}, {"systems": {"A100": "riscv64-linux"}}, ConfigError, "unknown system"),
         (
             {"systems": BOTH},
@@ -283,3 +283,19 @@ def test_named_fat_group_is_built_per_system_with_its_own_members() -> None:
     )
     fat = {v.name: [str(c) for c in v.capabilities] for v in plan.variants if v.fat}
     assert fat == {"magma-fat-dc": ["8.0", "8.9"], "magma-fat-dc-aarch64": ["9.0", "12.1"]}
+
+
+def test_capplan_system_replaces_the_files_systems(tmp_path: Any) -> None:
+    from capplan.adapters.config import load_config
+
+    path = tmp_path / "capplan.toml"
+    path.write_text(
+        '[fleet]\ngpus = ["A100"]\n[packages.torch]\n[policy]\n'
+        'systems = ["x86_64-linux", "aarch64-linux"]\n'
+        '[policy.runners]\n"x86_64-linux" = 8\n"aarch64-linux" = 2\n'
+    )
+    both, _ = load_config(path, cwd=tmp_path, environ={})
+    assert both.policy.planned_systems == tuple(BOTH)
+    assert both.policy.runners_for("aarch64-linux") == 2
+    one, _ = load_config(path, cwd=tmp_path, environ={"CAPPLAN_SYSTEM": "aarch64-linux"})
+    assert one.policy.planned_systems == ("aarch64-linux",)
