@@ -112,7 +112,7 @@ let
     # Type
 
     ```
-    mkVariants :: { nixpkgs :: Path, config :: AttrSet ? {}, plan :: AttrSet } -> {
+    mkVariants :: { nixpkgs :: Path, config :: AttrSet ? {}, plan :: AttrSet, system :: String ? null } -> {
       packages :: AttrSet Derivation;            # by variant name: packages."torch-sm86"
       variants :: AttrSet (AttrSet Derivation);  # by package, then suffix: variants.torch.sm86
       configs :: AttrSet AttrSet;                # by variant name: the nixpkgs config used
@@ -130,6 +130,10 @@ let
 
     `plan`
     : the decoded overlays/plan.json
+
+    `system`
+    : only the variants planned for this Nix system, each imported for it (null: every
+      variant, each imported for its own `system`)
   */
   mkVariants =
     {
