@@ -299,3 +299,10 @@ def test_capplan_system_replaces_the_files_systems(tmp_path: Any) -> None:
     assert both.policy.runners_for("aarch64-linux") == 2
     one, _ = load_config(path, cwd=tmp_path, environ={"CAPPLAN_SYSTEM": "aarch64-linux"})
     assert one.policy.planned_systems == ("aarch64-linux",)
+
+
+def test_baselines_count_each_planned_system() -> None:
+    one = make_plan(KB, config(["A100"], system="x86_64-linux")).baselines
+    two = make_plan(KB, config(["A100", "GH200"], systems=BOTH)).baselines
+    assert two.nixpkgs_default_jobs == 2 * one.nixpkgs_default_jobs
+    assert two.naive_jobs == 2 * one.naive_jobs  # one capability on each system

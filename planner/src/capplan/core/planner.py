@@ -889,7 +889,8 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
     variants = tuple(
         sorted((v for builder in builders for v in builder.finished()), key=_variant_order)
     )
-    baselines = _baselines(kb, closure, fleet, variants, config)
+    active = tuple(b.rules.system for b in builders)
+    baselines = _baselines(kb, closure, fleet, variants, config, active)
     decisions = tuple(
         sorted(
             (d for builder in builders for d in builder.decisions),
@@ -933,24 +934,36 @@ def _baselines(
     fleet: tuple[FleetGpu, ...],
     variants: tuple[Variant, ...],
     config: Config,
+    active: tuple[str, ...] = (X86_64,),
 ) -> Baselines:
+    """Both references are per planned system with GPUs (each system builds its own copies):
+    nixpkgs' default is one fat build of every package there; naive one variant per fleet
+    capability living there (Jetson capabilities only on aarch64-linux)."""
     defaults = kb.defaults(NIXPKGS_DEFAULT_CUDA)
-    fleet_caps = sorted({g.capability for g in fleet if not g.jetson})
     default_minutes = default_size = naive_minutes = naive_size = 0.0
     naive_jobs = 0
-    for name in closure:
-        pkg = kb.package(name)
-        targets = len(defaults) if pkg.capability_dependent else 0
-        default_minutes += pkg.cost.base_minutes + targets * pkg.cost.per_target_minutes
-        default_size += pkg.cost.base_size_mb + targets * pkg.cost.per_target_size_mb
-        copies = len(fleet_caps) if pkg.capability_dependent else 1
-        naive_jobs += copies
-        naive_minutes += copies * (
-            pkg.cost.base_minutes + (pkg.cost.per_target_minutes if pkg.capability_dependent else 0)
+    for system in active:
+        fleet_caps = sorted(
+            {
+                g.capability
+                for g in fleet
+                if g.system == system and (not g.jetson or system == AARCH64)
+            }
         )
-        naive_size += copies * (
-            pkg.cost.base_size_mb + (pkg.cost.per_target_size_mb if pkg.capability_dependent else 0)
-        )
+        for name in closure:
+            pkg = kb.package(name)
+            targets = len(defaults) if pkg.capability_dependent else 0
+            default_minutes += pkg.cost.base_minutes + targets * pkg.cost.per_target_minutes
+            default_size += pkg.cost.base_size_mb + targets * pkg.cost.per_target_size_mb
+            dependent = pkg.capability_dependent
+            copies = len(fleet_caps) if dependent else 1
+            naive_jobs += copies
+            naive_minutes += copies * (
+                pkg.cost.base_minutes + (pkg.cost.per_target_minutes if dependent else 0)
+            )
+            naive_size += copies * (
+                pkg.cost.base_size_mb + (pkg.cost.per_target_size_mb if dependent else 0)
+            )
     if config.policy.share == "compatible":
         exact_config = config.model_copy(
             update={"policy": config.policy.model_copy(update={"share": "exact", "fat": "none"})}
@@ -967,7 +980,7 @@ def _baselines(
         plan_jobs=len(variants),
         nixpkgs_default_minutes=round(default_minutes, 2),
         nixpkgs_default_size_mb=round(default_size, 2),
-        nixpkgs_default_jobs=len(closure),
+        nixpkgs_default_jobs=len(closure) * len(active),
         naive_minutes=round(naive_minutes, 2),
         naive_size_mb=round(naive_size, 2),
         naive_jobs=naive_jobs,
