@@ -32,7 +32,7 @@ __all__ = ["matrix"]
     "--runners",
     type=click.IntRange(1, 10_000),
     default=None,
-    help="CI runners to schedule onto (default: policy.runners).",
+    help="CI runners in each system's pool (default: policy.runners).",
 )
 @click.option(
     "--max-jobs",
