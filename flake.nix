@@ -13,8 +13,8 @@
       variantLib = import ./pkgs/variant.nix;
       plan = variantLib.checkPlan (builtins.fromJSON (builtins.readFile ./overlays/plan.json));
 
-      # The variants are planned for one system (plan.json "system"); the tool is built for
-      # every system below.
+      # The variants are planned per system (plan.json "systems"; each variant names its own
+      # "system"); the tool is built for every system below.
       systems = [
         "x86_64-linux"
         "aarch64-linux"
@@ -29,11 +29,17 @@
         );
       pkgsFor = system: nixpkgs.legacyPackages.${system};
 
-      # One lazy nixpkgs instance per distinct variant config; nothing is imported until a
-      # variant is evaluated.
-      planned = variantLib.mkVariants {
-        inherit nixpkgs plan;
-      };
+      # The systems the plan has variants for (plans written before issue 12: plan.system).
+      planSystems = plan.systems or [ plan.system ];
+
+      # Per system, one lazy nixpkgs instance per distinct variant config; nothing is imported
+      # until a variant is evaluated (evaluating one variant imports nixpkgs once).
+      planned = genAttrs planSystems (
+        system:
+        variantLib.mkVariants {
+          inherit nixpkgs plan system;
+        }
+      );
 
       capplanFor = system: import ./pkgs/capplan.nix { inherit (pkgsFor system) python3Packages; };
 
@@ -44,29 +50,36 @@
       # hydraJobs and checks.variants-evaluate are the places that force them all.
       # `<package>-dispatch` (pkgs/dispatch.nix): every variant of a package behind one wrapper
       # that starts the right one for the GPU it finds.
-      dispatchOutputs = builtins.listToAttrs (
-        map (package: {
-          name = "${package}-dispatch";
-          value = planned.dispatch.${package};
-        }) (builtins.attrNames planned.dispatch)
-      );
-
-      variantsFor = system: if system == plan.system then planned.packages // dispatchOutputs else { };
-
-      # A derivation that depends on every variant's .drv file but not on its outputs: building
-      # it proves every variant evaluates, without building any of them.
-      variantsEvaluate = builtins.derivation {
-        name = "capplan-variants-evaluate";
-        inherit (plan) system;
-        builder = "/bin/sh";
-        args = [
-          "-c"
-          ''printf '%s\n' "$variants" > "$out"''
-        ];
-        variants = builtins.toJSON (
-          builtins.mapAttrs (_: drv: builtins.unsafeDiscardOutputDependency drv.drvPath) planned.packages
+      dispatchFor =
+        system:
+        builtins.listToAttrs (
+          map (package: {
+            name = "${package}-dispatch";
+            value = planned.${system}.dispatch.${package};
+          }) (builtins.attrNames planned.${system}.dispatch)
         );
-      };
+
+      variantsFor =
+        system: if planned ? ${system} then planned.${system}.packages // dispatchFor system else { };
+
+      # A derivation that depends on every variant's .drv file of one system but not on its
+      # outputs: building it proves every variant evaluates, without building any of them.
+      variantsEvaluate =
+        system:
+        builtins.derivation {
+          name = "capplan-variants-evaluate";
+          inherit system;
+          builder = "/bin/sh";
+          args = [
+            "-c"
+            ''printf '%s\n' "$variants" > "$out"''
+          ];
+          variants = builtins.toJSON (
+            builtins.mapAttrs (
+              _: drv: builtins.unsafeDiscardOutputDependency drv.drvPath
+            ) planned.${system}.packages
+          );
+        };
 
       # `capplan generate --check` exits non-zero (with a diff) when overlays/plan.json is stale.
       planCurrent =
@@ -113,10 +126,16 @@
         };
       });
 
-      # Hydra: one job per variant, for the plan's system; and the tool.
-      hydraJobs = builtins.mapAttrs (_: drv: { ${plan.system} = drv; }) (planned.packages // dispatchOutputs) // {
-        capplan = genAttrs systems capplanFor;
-      };
+      # Hydra: hydraJobs.<variant>.<system>, each variant (and dispatch output) under the system
+      # it is planned for; and the tool.
+      hydraJobs =
+        builtins.foldl' (
+          jobs: system:
+          jobs // builtins.mapAttrs (_: drv: { ${system} = drv; }) (variantsFor system)
+        ) { } planSystems
+        // {
+          capplan = genAttrs systems capplanFor;
+        };
 
       checks = genAttrs systems (
         system:
@@ -124,7 +143,7 @@
           capplan = capplanFor system;
           plan-current = planCurrent system;
         }
-        // (if system == plan.system then { variants-evaluate = variantsEvaluate; } else { })
+        // (if planned ? ${system} then { variants-evaluate = variantsEvaluate system; } else { })
       );
 
       devShells = genAttrs systems (

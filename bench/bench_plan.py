@@ -5,13 +5,17 @@ independent base libraries; every other package builds against 1-3 earlier ones)
 for a fleet of 14 GPU capabilities plus one extra arch-specific target (15 capabilities),
 with half the packages pinned to CUDA 12.8 and half on 12.9 (2 CUDA versions), then turned
 into a scheduled matrix on 64 runners and rendered as the JSON text `capplan matrix --format
-json` prints. Each size runs in a fresh process so peak RSS is honest; the pipeline runs several
-times there and the table shows the best and the median run (this machine's CPU time varies by
-tens of percent from run to run; the best run is the least disturbed one). Prints a table;
-asserts nothing.
+json` prints. The two-system row (``2000:2``) plans the same universe for x86_64-linux and
+aarch64-linux: 9.0, 10.0 and 12.1 move to aarch64 (Grace, GB10) beside a Jetson Orin (8.7), so
+rules run per system, aarch64 gets Jetson and SBSA redistributable jobs, and the schedule keeps
+one runner pool per system. Each size runs in a fresh process so peak RSS is honest; the
+pipeline runs several times there and the table shows the best and the median run (this
+machine's CPU time varies by tens of percent from run to run; the best run is the least
+disturbed one). Prints a table; asserts nothing.
 
-    python3 bench/bench_plan.py            # 200, 2,000 and 20,000 packages
+    python3 bench/bench_plan.py            # 200, 2,000 and 20,000 packages, and 2,000 on 2 systems
     python3 bench/bench_plan.py 2000       # one size
+    python3 bench/bench_plan.py 2000:2     # 2,000 packages on two systems
 """
 
 from __future__ import annotations
@@ -31,7 +35,10 @@ FLEET = ["5.0", "5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "
 RUNNERS = 64
 
 
-def synthetic(n: int) -> tuple[object, object]:
+ARM = ["9.0", "10.0", "12.1"]  # the two-system row puts these on aarch64-linux, plus Jetson 8.7
+
+
+def synthetic(n: int, systems: int = 1) -> tuple[object, object]:
     from capplan.adapters.kb import load_kb
     from capplan.core.config import config_from_mapping
     from capplan.core.kb import Cost, Limits, PackageInfo
@@ -67,27 +74,32 @@ def synthetic(n: int) -> tuple[object, object]:
             source="synthetic",
         )
     kb = dataclasses.replace(kb, packages=packages)
+    fleet: dict[str, object] = {"gpus": FLEET}
+    policy: dict[str, object] = {"cuda": ["12.9", "12.8"], "runners": RUNNERS}
+    if systems == 2:
+        fleet = {"gpus": [*FLEET, "8.7"], "systems": {c: "aarch64-linux" for c in ARM}}
+        policy["systems"] = ["x86_64-linux", "aarch64-linux"]
     config = config_from_mapping(
         {
-            "fleet": {"gpus": FLEET},
+            "fleet": fleet,
             "packages": {
                 name: ({"cuda": "12.8"} if j % 2 else {}) | {"extra": ["9.0a"]}
                 for j, name in enumerate(packages)
                 if packages[name].kind == "capability-dependent"
             },
-            "policy": {"cuda": ["12.9", "12.8"], "runners": RUNNERS},
+            "policy": policy,
         },
         origin="synthetic",
     )
     return kb, config
 
 
-def run_one(n: int, repeats: int) -> dict[str, float]:
+def run_one(n: int, repeats: int, systems: int = 1) -> dict[str, float]:
     from capplan.cli.output import to_json_text
     from capplan.core.matrix import build_matrix
     from capplan.core.planner import make_plan
 
-    kb, config = synthetic(n)
+    kb, config = synthetic(n, systems)
     runs: list[dict[str, float]] = []
     for _ in range(repeats):
         gc.collect()
@@ -100,12 +112,13 @@ def run_one(n: int, repeats: int) -> dict[str, float]:
         runs.append(
             {"plan_s": planned - start, "matrix_s": done - planned, "total_s": done - start}
         )
-        jobs, ratio = len(plan.variants), matrix.schedule.ratio
+        jobs, ratio = len(plan.variants), max(p.ratio for p in matrix.pools.values())
         cudas = {str(v.cuda) for v in plan.variants}
         del plan, matrix, text  # one run's objects at a time: peak RSS is one run's
     best = min(runs, key=lambda r: r["total_s"])
     return {
         "packages": n,
+        "systems": systems,
         "jobs": jobs,
         "cuda_versions": len(cudas),
         **best,
@@ -117,30 +130,37 @@ def run_one(n: int, repeats: int) -> dict[str, float]:
 
 
 def main() -> None:
-    if len(sys.argv) > 3 and sys.argv[1] == "--one":
-        print(json.dumps(run_one(int(sys.argv[2]), int(sys.argv[3]))))
+    if len(sys.argv) > 4 and sys.argv[1] == "--one":
+        print(json.dumps(run_one(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))))
         return
-    sizes = [int(a) for a in sys.argv[1:]] or [200, 2000, 20000]
+    sizes = sys.argv[1:] or ["200", "2000", "20000", "2000:2"]
     print(
-        f"{'packages':>9} {'jobs':>7} {'CUDA':>4} {'plan s':>7} {'matrix s':>8} {'total s':>7} "
+        f"{'packages':>9} {'sys':>3} {'jobs':>7} {'CUDA':>4} {'plan s':>7} {'matrix s':>8} "
+        f"{'total s':>7} "
         f"{'median s':>8} {'runs':>4} {'peak RSS MB':>11} {'makespan/LB':>11}"
     )
-    for n in sizes:
+    for size in sizes:
+        n_text, _, systems = size.partition(":")
+        n = int(n_text)
         out = subprocess.run(
-            [sys.executable, __file__, "--one", str(n), str(5 if n <= 2000 else 1)],
+            [sys.executable, __file__, "--one", str(n), str(5 if n <= 2000 else 1), systems or "1"],
             capture_output=True,
             text=True,
             check=True,
         )
         r = json.loads(out.stdout)
         print(
-            f"{r['packages']:>9} {r['jobs']:>7} {r['cuda_versions']:>4} {r['plan_s']:>7.2f} "
+            f"{r['packages']:>9} {r['systems']:>3} {r['jobs']:>7} {r['cuda_versions']:>4} "
+            f"{r['plan_s']:>7.2f} "
             f"{r['matrix_s']:>8.2f} {r['total_s']:>7.2f} {r['median_total_s']:>8.2f} "
             f"{r['runs']:>4} {r['peak_rss_mb']:>11.0f} "
             f"{r['makespan_over_lb']:>11.4f}"
         )
     print("plan: make_plan; matrix: build_matrix + the JSON text of `capplan matrix --format json`")
-    print("targets (2,000 packages): total < 2 s, peak RSS < 500 MB, makespan within 5% of LB")
+    print(
+        "targets (2,000 packages, one or two systems): total < 2 s, peak RSS < 500 MB, "
+        "makespan within 5% of LB (two systems: the worse pool's)"
+    )
 
 
 if __name__ == "__main__":

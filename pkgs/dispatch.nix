@@ -47,7 +47,10 @@ let
       inherit (data) version pci jetson;
       inherit package;
       inherit (data.packages.${package}) fallback;
-      variants = map (v: v // { path = "${envs.${v.name}}"; }) data.packages.${package}.variants;
+      # Only the variants given an environment: those of the package set's own system.
+      variants = map (v: v // { path = "${envs.${v.name}}"; }) (
+        builtins.filter (v: envs ? ${v.name}) data.packages.${package}.variants
+      );
     };
 
   /**
@@ -76,6 +79,13 @@ let
     }:
     let
       packages = if plan ? dispatch then attrNames plan.dispatch.packages else [ ];
+      # The variants this call can start: those with an environment (`envs` given), else those
+      # in `variants` (a multi-system plan's other systems are left out).
+      membersOf =
+        package:
+        builtins.filter (name: if envs != null then envs ? ${name} else variants ? ${name}) (
+          map (v: v.name) plan.dispatch.packages.${package}.variants
+        );
       envFor =
         name:
         let
@@ -90,7 +100,7 @@ let
       one =
         package:
         let
-          members = map (v: v.name) plan.dispatch.packages.${package}.variants;
+          members = membersOf package;
           table = mkTable {
             inherit plan package;
             envs = listToAttrs (
@@ -128,7 +138,7 @@ let
       map (package: {
         name = package;
         value = one package;
-      }) (builtins.filter (p: plan.dispatch.packages.${p}.variants != [ ]) packages)
+      }) (builtins.filter (p: membersOf p != [ ]) packages)
     );
 in
 {

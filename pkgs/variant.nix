@@ -99,11 +99,12 @@ let
     capability list the same key, so a dependency job is the derivation its dependents link.
   */
   instanceKey = variant: toJSON [
+    # The system the instance is imported for (set on every variant by mkVariants).
+    variant.system
     variant.capabilities
     variant.forward_compat
     variant.gpu_targets
   ];
-
   /**
     The package set a variant is built in: `<cuda_set>.pkgs` when the plan pins a non-default CUDA
     (NIXPKGS.md section 3), else the instance itself, after checking that nixpkgs' default CUDA
@@ -167,7 +168,8 @@ let
     mkVariants :: {
       nixpkgs :: Path, plan :: AttrSet,
       config :: AttrSet ? {}, overlays :: [Overlay] ? [],
-      localSystem :: AttrSet ? { system = plan.system; }, crossSystem :: AttrSet ? null,
+      localSystem :: AttrSet ? { system = <the variant's system>; }, crossSystem :: AttrSet ? null,
+      system :: String ? null,
     } -> {
       packages :: AttrSet Derivation;            # by variant name: packages."torch-sm86"
       variants :: AttrSet (AttrSet Derivation);  # by package, then suffix: variants.torch.sm86
@@ -188,6 +190,10 @@ let
 
     `plan`
     : the decoded overlays/plan.json
+
+    `system`
+    : only the variants planned for this Nix system, each imported for it (null: every
+      variant, each imported for its own `system`)
   */
   mkVariants =
     {
@@ -197,25 +203,43 @@ let
       localSystem ? null,
       crossSystem ? null,
       plan,
+      # Only the variants planned for this system (null: every variant). A package set of one
+      # system cannot build another system's variants, so the overlay and each flake output
+      # pass their own.
+      system ? null,
     }:
     let
       checked = checkPlan plan;
-      names = attrNames checked.variants;
-      platforms =
+      # A plan.json without per-variant systems (written before plans had several) is for any
+      # one system: the set's own when the overlay asks for one, else the plan's.
+      withSystems = mapAttrs (
+        _: v: { system = if system != null then system else checked.system; } // v
+      ) checked.variants;
+      selected =
+        if system == null then
+          withSystems
+        else
+          builtins.removeAttrs withSystems (
+            builtins.filter (name: withSystems.${name}.system != system) (attrNames withSystems)
+          );
+      names = attrNames selected;
+      # The overlay passes its set's own platforms; the flake lets each variant name its system.
+      platformsOf =
+        variant:
         {
-          localSystem = if localSystem == null then { inherit (checked) system; } else localSystem;
+          localSystem = if localSystem == null then { inherit (variant) system; } else localSystem;
         }
         // (if crossSystem == null then { } else { inherit crossSystem; });
       instances = listToAttrs (
         map (
           name:
           let
-            variant = checked.variants.${name};
+            variant = selected.${name};
           in
           {
             name = instanceKey variant;
             value = import nixpkgs (
-              platforms
+              platformsOf variant
               // {
                 config = variantConfig config variant;
                 overlays =
@@ -225,24 +249,25 @@ let
           }
         ) names
       );
-      packages = mapAttrs (
-        _: variant: selectPackage instances.${instanceKey variant} variant
-      ) checked.variants;
-      # Dispatch outputs (pkgs/dispatch.nix): each Python variant's environment is built with
-      # `python3.withPackages` in the variant's own package set; the builder's interpreter is any
-      # instance's python3 (it does not depend on CUDA settings).
-      dispatchNames = if checked ? dispatch then
-        builtins.concatMap (p: map (v: v.name) checked.dispatch.packages.${p}.variants) (
-          attrNames checked.dispatch.packages
-        )
-      else
-        [ ];
+      packages = mapAttrs (_: variant: selectPackage instances.${instanceKey variant} variant) selected;
+      # Dispatch outputs (pkgs/dispatch.nix) of this system's variants: each Python variant's
+      # environment is built with `python3.withPackages` in the variant's own package set; the
+      # builder's interpreter is any instance's python3 (it does not depend on CUDA settings).
+      dispatchNames =
+        if checked ? dispatch then
+          builtins.filter (name: selected ? ${name}) (
+            builtins.concatMap (p: map (v: v.name) checked.dispatch.packages.${p}.variants) (
+              attrNames checked.dispatch.packages
+            )
+          )
+        else
+          [ ];
       envs = listToAttrs (
         map (name: {
           inherit name;
           value =
             let
-              variant = checked.variants.${name};
+              variant = selected.${name};
             in
             if dispatchLib.isPython variant then
               (setOf instances.${instanceKey variant} variant).python3.withPackages (_: [ packages.${name} ])
@@ -250,18 +275,22 @@ let
               packages.${name};
         }) dispatchNames
       );
-      dispatch = dispatchLib.mkDispatch {
-        plan = checked;
-        variants = packages;
-        inherit envs;
-        python = instances.${instanceKey checked.variants.${builtins.head dispatchNames}}.python3;
-      };
-      byPackage = builtins.groupBy (name: checked.variants.${name}.package) names;
+      dispatch =
+        if dispatchNames == [ ] then
+          { }
+        else
+          dispatchLib.mkDispatch {
+            plan = checked;
+            variants = packages;
+            inherit envs;
+            python = instances.${instanceKey selected.${builtins.head dispatchNames}}.python3;
+          };
+      byPackage = builtins.groupBy (name: selected.${name}.package) names;
       variants = mapAttrs (
         _: members:
         listToAttrs (
           map (name: {
-            name = suffixOf name checked.variants.${name};
+            name = suffixOf name selected.${name};
             value = packages.${name};
           }) members
         )
@@ -269,7 +298,7 @@ let
     in
     {
       inherit packages variants dispatch;
-      configs = mapAttrs (_: plainConfig) checked.variants;
+      configs = mapAttrs (_: plainConfig) selected;
       plan = checked;
     };
 
@@ -307,6 +336,9 @@ let
         localSystem = if native then hostPlatform else buildPlatform;
         crossSystem = if native then null else hostPlatform;
         inherit plan;
+        # Only this package set's own system's variants (an aarch64 set gets torch-sm87-aarch64,
+        # never the x86_64 torch-sm80).
+        system = prev.stdenv.hostPlatform.system;
       };
     };
 in

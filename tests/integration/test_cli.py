@@ -126,9 +126,23 @@ def test_matrix_json_shape_and_dependencies(capplan_cli: object) -> None:
             assert job["start_minute"] >= finish - 1e-6
     assert jobs["torch-sm86"]["required_system_features"] == ["big-parallel"]
     summary = data["summary"]
-    assert summary["runners"] == 3
+    # The default plan has two systems: --runners 3 sizes each system's pool.
+    assert {s: p["runners"] for s, p in summary["pools"].items()} == {
+        "x86_64-linux": 3,
+        "aarch64-linux": 3,
+    }
+    assert summary["runners"] == 6
     assert summary["makespan_minutes"] >= summary["lower_bound_minutes"]
-    assert {u["gpu"] for u in summary["unserved"]} == {"Jetson Orin"}
+    for pool in summary["pools"].values():
+        assert pool["makespan_minutes"] >= pool["lower_bound_minutes"]
+    assert jobs["torch-sm87-aarch64"]["system"] == "aarch64-linux"
+    assert jobs["torch-sm87-aarch64"]["attr"] == "legacyPackages.aarch64-linux.torch-sm87-aarch64"
+    # Jetson Orin is served on aarch64-linux now; only nccl and cupy (which links nccl) refuse
+    # pre-Thor Jetson.
+    assert {(u["package"], u["gpu"]) for u in summary["unserved"]} == {
+        ("nccl", "Jetson Orin"),
+        ("cupy", "Jetson Orin"),
+    }
 
 
 def test_github_matrix_splits_in_dependency_order(capplan_cli: object) -> None:
@@ -201,3 +215,41 @@ def test_detect_without_a_gpu(capplan_cli: object, tmp_path: Path) -> None:
     result = capplan_cli("detect", env={"PATH": str(tmp_path)})  # type: ignore[operator]
     err = one_line_error(result, ExitCode.NO_GPU)
     assert "no NVIDIA GPU" in err
+
+
+def test_detect_jetson_from_a_fake_device_tree(capplan_cli: object, tmp_path: Path) -> None:
+    tree = tmp_path / "root" / "proc" / "device-tree"
+    tree.mkdir(parents=True)
+    (tree / "model").write_bytes(b"NVIDIA Jetson AGX Orin Developer Kit\0")
+    (tree / "compatible").write_bytes(b"nvidia,p3701-0005\0nvidia,tegra234\0")
+    env = {
+        "PATH": str(tmp_path),
+        "CAPPLAN_SYSTEM": "aarch64-linux",
+        "CAPPLAN_ROOT": str(tmp_path / "root"),
+    }
+    result = capplan_cli("detect", "--json", env=env)  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    (gpu,) = json.loads(result.stdout)["gpus"]
+    assert gpu["system"] == "aarch64-linux" and gpu["capability"] == "8.7"
+    assert gpu["variants"]["torch"] == "torch-sm87-aarch64"
+    assert gpu["how"]["torch"]["command"] == "nix build .#torch-sm87-aarch64"
+    assert gpu["variants"]["nccl"] is None  # nccl refuses pre-Thor Jetson
+
+
+GH200_SMI = """#!/bin/sh
+echo 'NVIDIA GH200 480GB, 9.0, 580.65.06'
+"""
+
+
+def test_detect_on_aarch64_recommends_that_systems_variants(
+    capplan_cli: object, tmp_path: Path
+) -> None:
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(GH200_SMI)
+    smi.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "CAPPLAN_SYSTEM": "aarch64-linux"}
+    result = capplan_cli("detect", "--json", env=env)  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    (gpu,) = json.loads(result.stdout)["gpus"]
+    assert gpu["variants"]["torch"] == "torch-sm90-aarch64"  # not x86_64's torch-sm90
+    assert gpu["variants"]["cupy"] == "cupy-aarch64"

@@ -105,8 +105,22 @@ def test_gpus_shape(gpus: dict[str, Any]) -> None:
     assert len(gpus["gpus"]) >= 60
     for gpu in gpus["gpus"]:
         where = f"gpus.json entry {gpu.get('name')!r}"
-        assert set(gpu) == {"name", "aliases", "capability", "segment", "chips", "source"}, where
+        assert set(gpu) - {"systems"} == {
+            "name",
+            "aliases",
+            "capability",
+            "segment",
+            "chips",
+            "source",
+        }, where
         assert gpu["chips"] and all(isinstance(c, str) and c for c in gpu["chips"]), where
+        # Host systems (issue 12): absent = a discrete card in an x86_64 server.
+        systems = gpu.get("systems", ["x86_64-linux"])
+        assert systems and set(systems) <= {"x86_64-linux", "aarch64-linux"}, where
+        arm_only = gpu["segment"] == "embedded" or any(
+            f"NVIDIA {chip}" in gpu["name"] for chip in ("GH200", "GB200", "GB300", "GB10")
+        )
+        assert (systems == ["aarch64-linux"]) == arm_only, where
         assert isinstance(gpu["name"], str) and gpu["name"].strip() == gpu["name"] != "", where
         assert isinstance(gpu["aliases"], list), where
         assert all(isinstance(a, str) and a.strip() == a != "" for a in gpu["aliases"]), where
@@ -275,7 +289,8 @@ def test_packages_shape(packages: dict[str, Any]) -> None:
     _assert_source(packages, "packages.json")
     for name, pkg in packages["packages"].items():
         where = f"packages.json package {name!r}"
-        assert set(pkg) == PACKAGE_KEYS, where
+        assert set(pkg) - {"optional"} == PACKAGE_KEYS, where
+        assert set(pkg.get("optional", [])) <= set(pkg["depends"]), where
         assert isinstance(pkg["attr"], str) and pkg["attr"], where
         assert pkg["kind"] in KINDS, where
         assert pkg["ptx"] in PTX_MODES, where

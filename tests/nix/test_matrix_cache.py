@@ -88,3 +88,33 @@ def test_nix_eval_jobs_file_instead_of_nix_eval(
     result = matrix(nix_repo, "--cache", server, "--skip-cached", "--jobs", str(jobs))
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["summary"]["skipped_cached"] == ["cudnn"]
+
+
+def test_nix_eval_jobs_file_of_several_systems(
+    nix_repo: NixRunner, server: str, tmp_path: Path
+) -> None:
+    """nix-eval-jobs over `.#packages` prints `<system>.<variant>`, over `.#hydraJobs`
+    `<variant>.<system>`: both name the plan's variants; only what the cache holds is skipped."""
+    x86 = nix_repo.build(["legacyPackages.x86_64-linux.cudnn"])["legacyPackages.x86_64-linux.cudnn"]
+    arm = nix_repo.out_path("legacyPackages.aarch64-linux.cudnn-aarch64")
+    jetson = nix_repo.out_path("legacyPackages.aarch64-linux.torch-sm87-aarch64")
+    lines = [
+        ("x86_64-linux.cudnn", "x86_64-linux", str(x86)),
+        ("aarch64-linux.cudnn-aarch64", "aarch64-linux", arm),
+        ("torch-sm87-aarch64.aarch64-linux", "aarch64-linux", jetson),
+    ]
+    jobs = tmp_path / "jobs.jsonl"
+    drv = "/nix/store/00000000000000000000000000000000-x.drv"
+    records = [
+        {"attr": attr, "attrPath": attr.split("."), "name": "x", "system": system,
+         "drvPath": drv, "outputs": {"out": out}}
+        for attr, system, out in lines
+    ]  # fmt: skip
+    jobs.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = matrix(nix_repo, "--cache", server, "--skip-cached", "--jobs", str(jobs))
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["summary"]["skipped_cached"] == ["cudnn"]
+    names = {job["name"]: job["system"] for job in data["jobs"]}
+    assert names["cudnn-aarch64"] == "aarch64-linux"
+    assert names["torch-sm87-aarch64"] == "aarch64-linux"

@@ -268,6 +268,13 @@ let
         shortName = "bsd3";
         free = true;
       };
+      # cuda-modules/packages/nccl.nix passthru.platformAssertions: "Pre-Thor Jetson devices
+      # (CUDA capabilities < 10.1) are not supported by NCCL" (assertion: !hasJetsonCudaCapability
+      # || all (flip versionAtLeast "10.1") requestedJetsonCudaCapabilities), which
+      # _mkMetaBadPlatforms turns into meta.badPlatforms = [ hostPlatform.system ].
+      meta.badPlatforms = optional (builtins.any (
+        c: versionOlder c "10.1"
+      ) requestedJetsonCudaCapabilities) system;
     };
 
     # A whole package set in which this CUDA is the default (NIXPKGS.md 3): the set itself when

@@ -5,6 +5,9 @@
   stdenv,
   cudaPackages,
   cudaSupport ? config.cudaSupport,
+  # by-name/on/onnxruntime/package.nix: `ncclSupport ? cudaSupport &&
+  # cudaPackages.nccl.meta.available`, so a pre-Thor Jetson build goes on without NCCL.
+  ncclSupport ? cudaSupport && cudaPackages.nccl.meta.available,
 }:
 stdenv.mkDerivation {
   pname = "onnxruntime";
@@ -24,7 +27,7 @@ stdenv.mkDerivation {
         inherit (cudaPackages.flags) cudaCapabilities cudaForwardCompat;
         dependencies = {
           cudnn = "${cudaPackages.cudnn}";
-          nccl = "${cudaPackages.nccl}";
+          nccl = if ncclSupport then "${cudaPackages.nccl}" else null;
           cuda_cudart = "${cudaPackages.cuda_cudart}";
         };
       }

@@ -87,9 +87,14 @@ let
     to ~/.config/nixpkgs/config.nix.
   '';
 
+  # check-meta.nix `checkValidity`: a package whose meta.badPlatforms names the host system
+  # (the CUDA packages' platformAssertions turn into badPlatforms through
+  # _cuda/lib _mkMetaBadPlatforms) is "not available on the requested hostPlatform".
+  badPlatform = attrs: builtins.elem system (attrs.meta.badPlatforms or [ ]);
+
   validity =
     attrs: name:
-    # check-meta.nix checks unfree before broken, as here.
+    # check-meta.nix checks unfree, then broken, then the platform.
     if hasDeniedUnfreeLicense attrs then
       throw (
         "Refusing to evaluate package '${name}' in ${position attrs} because it has an unfree license (‘${showLicense attrs.meta.license}’)"
@@ -100,6 +105,8 @@ let
         "Refusing to evaluate package '${name}' in ${position attrs} because it is marked as broken"
         + "\n${brokenRemediation}"
       )
+    else if !(config.allowUnsupportedSystem or false) && badPlatform attrs then
+      throw "Refusing to evaluate package '${name}' in ${position attrs} because it is not available on the requested hostPlatform:\n  hostPlatform.system = \"${system}\"\n  package.meta.badPlatforms = ${builtins.toJSON attrs.meta.badPlatforms}"
     else
       true;
 
@@ -151,6 +158,9 @@ let
           meta = {
             inherit name;
             position = position attrs;
+            # check-meta.nix: false where evaluating the package would be refused for its
+            # platform (what torch's `cudaPackages.nccl.meta.available` reads).
+            available = !badPlatform attrs;
           }
           // meta;
           drvPath = builtins.seq checked drv.drvPath;

@@ -29,6 +29,9 @@ let
   brokenConditions = {
     "CUDA and ROCm are mutually exclusive" = cudaSupport && rocmSupport;
   };
+  # torch/source/default.nix: `useSystemNccl ? (cudaSupport && cudaPackages.nccl.meta.available
+  # || rocmSupport)`: a pre-Thor Jetson torch builds without the system NCCL.
+  useSystemNccl = cudaSupport && nccl.meta.available;
 
   # https://github.com/pytorch/pytorch/blob/v2.11.0/torch/utils/cpp_extension.py#L2407-L2410
   # (copied in nixpkgs as supportedTorchCudaCapabilities; no "f" capabilities, no 10.1).
@@ -114,7 +117,7 @@ buildPythonPackage {
         inherit gpuTargets;
         cudaDependencies = {
           cudnn = "${cudnn}";
-          nccl = "${nccl}";
+          nccl = if useSystemNccl then "${nccl}" else null;
           magma = "${magma}";
           cuda_cudart = "${cudaPackages.cuda_cudart}";
         };

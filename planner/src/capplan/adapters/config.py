@@ -40,6 +40,7 @@ OTHER_ENV = (
     "CAPPLAN_NVIDIA_SMI",
     "CAPPLAN_NVML",
     "CAPPLAN_SYSFS_ROOT",
+    "CAPPLAN_ROOT",
     "CAPPLAN_TORCH_SOURCE_URL",
 )
 
@@ -134,7 +135,11 @@ def load_config(
     path = find_config_file(explicit, cwd, environ)
     data: dict[str, Any] = _read_toml(path) if path is not None else {}
     origin = str(path) if path is not None else "configuration"
-    data = _merge(data, _from_env(environ))
+    env = _from_env(environ)
+    if "system" in env.get("policy", {}) and isinstance(data.get("policy"), dict):
+        # CAPPLAN_SYSTEM replaces the file's choice of systems, whichever spelling it used.
+        data = {**data, "policy": {k: v for k, v in data["policy"].items() if k != "systems"}}
+    data = _merge(data, env)
     if flags:
         data = _merge(data, {k: dict(v) for k, v in flags.items() if v})
     return config_from_mapping(data, origin=origin), path

@@ -297,8 +297,9 @@ def read_sysfs(root: Path) -> tuple[list[SysfsGpu], list[str]]:
             device = _hex_file(entry / "device")
             pci_class = _hex_file(entry / "class")
         except OSError as exc:
-            problems.append(f"{entry.name}: cannot read {Path(exc.filename or '').name}"
-                            f" ({exc.strerror or exc})")
+            problems.append(
+                f"{entry.name}: cannot read {Path(exc.filename or '').name} ({exc.strerror or exc})"
+            )
             continue
         except ValueError as exc:
             problems.append(f"{entry.name}: {str(exc).replace(str(entry) + '/', '')}")

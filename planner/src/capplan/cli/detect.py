@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
 from capplan.cli.output import emit_json, make_table, out_console
-from capplan.cli.planning import config_option, current_kb, load_plan
+from capplan.cli.planning import config_option, current_kb, plan_with_settings
 from capplan.core.cuda import CudaVersion
 from capplan.core.drivers import max_cuda_for_driver
 from capplan.core.gpus import find_gpus
 from capplan.core.kb import KnowledgeBase
+from capplan.core.plan import Plan
 from capplan.core.select import pick_variant
+from capplan.core.systems import uses_jetson_redist
 
 __all__ = ["detect"]
 
@@ -32,10 +36,27 @@ def _max_cuda(kb: KnowledgeBase, driver: str | None, *, full: bool) -> CudaVersi
 def detect(config_path: Path | None, as_json: bool) -> None:
     """Detect local GPUs and name the planned variant to use for each package."""
     from capplan.adapters.gpu_detect import detect_gpus
+    from capplan.adapters.system_detect import (
+        ROOT_ENV,
+        SYSTEM_ENV,
+        host_system,
+        jetson_from_device_tree,
+    )
+    from capplan.errors import NoGpuError
 
     kb = current_kb()
-    found = detect_gpus(kb=kb)
-    plan = load_plan(config_path)
+    system = host_system(os.environ)
+    try:
+        found = detect_gpus(kb=kb)
+    except NoGpuError:
+        # A Jetson without (a working) nvidia-smi: its device tree names the module.
+        module = jetson_from_device_tree(Path(os.environ.get(ROOT_ENV) or "/"))
+        if module is None:
+            raise
+        found = [module]
+    # Here CAPPLAN_SYSTEM says which machine this is, not which systems to plan.
+    environ = {k: v for k, v in os.environ.items() if k != SYSTEM_ENV}
+    plan = plan_with_settings(config_path, environ=environ).plan
     report: list[dict[str, Any]] = []
     for gpu in found:
         cap = gpu.capability
@@ -44,6 +65,7 @@ def detect(config_path: Path | None, as_json: bool) -> None:
             cap = matches[0].model.capability if matches else None
         entry: dict[str, Any] = {
             "name": gpu.name,
+            "system": system,
             "capability": str(cap) if cap else None,
             "driver": gpu.driver,
             "source": gpu.source,
@@ -61,8 +83,9 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         if cap is not None:
             entry["overlay"] = f'cudaCapabilities = [ "{cap}" ];'
             jetson = kb.knows(cap) and kb.capability(cap).jetson
+            mine = _variants_for(plan, system, cap, jetson)
             for package in plan.packages:
-                pick = pick_variant(plan, package, cap, jetson=jetson, max_cuda=compat)
+                pick = pick_variant(mine, package, cap, jetson=jetson, max_cuda=compat)
                 name = pick.variant.name if pick.variant else None
                 entry["variants"][package] = name
                 entry["how"][package] = {
@@ -78,15 +101,29 @@ def detect(config_path: Path | None, as_json: bool) -> None:
     _print(report)
 
 
+def _variants_for(plan: Plan, system: str, cap: Any, jetson: bool) -> Plan:
+    """The plan's variants this machine can use: its own system's, and of the capability-
+    independent jobs the kind (Jetson or SBSA redistributables) its GPU needs."""
+
+    def usable(v: Any) -> bool:
+        if v.system != system:
+            return False
+        if not v.independent:
+            return True
+        return bool(v.jetson) == uses_jetson_redist(system, v.cuda, [(cap, jetson)])
+
+    return replace(plan, variants=tuple(v for v in plan.variants if usable(v)))
+
+
 def _print(report: list[dict[str, Any]]) -> None:
     console = out_console()
     for entry in report:
         console.print(
-            f"[bold]{entry['name']}[/bold]: capability {entry['capability'] or 'unknown'}, "
+            f"[bold]{entry['name']}[/bold] ({entry['system']}): capability "
+            f"{entry['capability'] or 'unknown'}, "
             f"driver {entry['driver'] or 'unknown'} (runs CUDA up to "
             f"{entry['max_cuda_minor_compat'] or '?'}; new PTX up to {entry['max_cuda'] or '?'})"
-            f", from {entry['source']}"
-            + (f", PCI id {entry['pci_id']}" if entry["pci_id"] else "")
+            f", from {entry['source']}" + (f", PCI id {entry['pci_id']}" if entry["pci_id"] else "")
         )
         if entry["driver"] is None and entry["source"] == "sysfs":
             console.print(

@@ -47,19 +47,40 @@ def dispatch() -> None:
     multiple=True,
     help="A capability or GPU name instead of this machine's GPUs (repeat for several GPUs).",
 )
+@click.option(
+    "--system",
+    "system",
+    default=None,
+    help="The machine's Nix system (default: this machine's, from uname -m or CAPPLAN_SYSTEM).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def explain(
-    config_path: Path | None, packages: tuple[str, ...], devices: tuple[str, ...], as_json: bool
+    config_path: Path | None,
+    packages: tuple[str, ...],
+    devices: tuple[str, ...],
+    system: str | None,
+    as_json: bool,
 ) -> None:
     """Say which variant each dispatch output would start on this machine (or --device), and why.
 
     Exit status: 0 when every package has a variant to start, else the selector's code
     (7 no variant runs on the GPU, 10 no GPU found, 4 a bad CAPPLAN_CAPABILITY).
     """
-    planned = plan_with_settings(config_path)
+    from capplan.adapters.system_detect import SYSTEM_ENV, host_system
+
+    # CAPPLAN_SYSTEM names this machine here (as in `capplan detect`), not the planned systems.
+    environ = {k: v for k, v in os.environ.items() if k != SYSTEM_ENV}
+    planned = plan_with_settings(config_path, environ=environ)
     plan = planned.plan
     kb = current_kb()
-    available = dispatch_packages(plan)
+    system = system or host_system(os.environ)
+    if system not in plan.systems:
+        raise InvalidInputError(
+            f"the plan has no variants for {system}",
+            hint=f"it plans {', '.join(plan.systems)}; pass --system or add {system} to "
+            "policy.systems",
+        )
+    available = dispatch_packages(plan, system)
     for name in packages:
         if name not in available:
             why = (
@@ -83,7 +104,12 @@ def explain(
     code = 0
     for name in packages or available:
         table = dispatch_table(
-            plan, name, fallback=planned.config.dispatch.fallback, pci=pci, jetson=jetson
+            plan,
+            name,
+            fallback=planned.config.dispatch.fallback,
+            pci=pci,
+            jetson=jetson,
+            system=system,
         )
         chosen = selector.choose(table, env)
         report.append({"package": name, **chosen.to_json()})

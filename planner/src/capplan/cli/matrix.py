@@ -33,7 +33,7 @@ __all__ = ["matrix"]
     "--runners",
     type=click.IntRange(1, 10_000),
     default=None,
-    help="CI runners to schedule onto (default: policy.runners).",
+    help="CI runners in each system's pool (default: policy.runners).",
 )
 @click.option(
     "--max-jobs",
@@ -129,8 +129,8 @@ def matrix(
     if fmt in ("github", "github-output"):
         from capplan.cli.ci import print_github_matrix
 
-        runners = planned.config.policy.runners
-        full = build_matrix(plan, runners)  # stages before cached jobs go: the layout stays put
+        # Stages come before cached jobs go: the layout stays put.
+        full = build_matrix(plan, planned.config.policy.runners)
         print_github_matrix(
             full, planned.config, cached, fmt, max_jobs, stage, shards, expect_shards
         )
@@ -170,12 +170,20 @@ def _cached_jobs(
 ) -> dict[str, str]:
     from capplan.adapters.binary_cache import output_paths_from_jobs, query_caches
     from capplan.adapters.nix import flake_output_paths
+    from capplan.core.systems import variant_of_attr
 
     names = list(plan.identifiers())
+    outputs: dict[str, list[str]] = {}
     if jobs_file is not None:
-        outputs = output_paths_from_jobs(jobs_file)
+        # Several systems: nix-eval-jobs prints `<system>.<variant>` or `<variant>.<system>`.
+        for attr, found in output_paths_from_jobs(jobs_file).items():
+            outputs.setdefault(variant_of_attr(attr), found)
     else:
-        outputs = flake_output_paths(flake, names, overrides)
+        # One nix eval per system: each system's variants live under packages.<system>.
+        for system in plan.systems:
+            here = [v.name for v in plan.variants if v.system == system]
+            if here:
+                outputs.update(flake_output_paths(flake, here, overrides, system=system))
     paths = sorted({p for name in names for p in outputs.get(name, [])})
     token = os.environ.get("CAPPLAN_CACHE_TOKEN") or None
     with progress(len(paths), "querying binary caches") as bar:
@@ -198,11 +206,17 @@ def _cached_jobs(
 
 def _table(result: Matrix) -> None:
     console = out_console()
-    table = make_table("stage", "job", "capabilities", "CUDA", "PTX", "needs", "minutes", "runner")
+    several = len(result.pools) > 1
+    columns = ["stage", "job", "capabilities", "CUDA", "PTX", "needs", "minutes", "runner"]
+    if several:
+        columns.insert(2, "system")
+    table = make_table(*columns)
     for job in result.jobs():
+        system = [job["system"]] if several else []
         table.add_row(
             str(job["stage"]),
             job["name"],
+            *system,
             ", ".join(job["capabilities"]) or "any",
             job["cuda"],
             ", ".join(job["ptx"]) or "-",
@@ -217,6 +231,12 @@ def _table(result: Matrix) -> None:
         f"{s['runners']} runners the schedule takes {s['makespan_minutes']:g} min (lower bound "
         f"{s['lower_bound_minutes']:g}, ratio {s['makespan_over_lower_bound']:g})"
     )
+    if several:
+        for system, pool in s["pools"].items():
+            console.print(
+                f"  {system}: {pool['jobs']} jobs on {pool['runners']} runners, "
+                f"{pool['makespan_minutes']:g} min (lower bound {pool['lower_bound_minutes']:g})"
+            )
     base = s["baselines"]
     console.print(
         f"nixpkgs default: {base['nixpkgs_default']['jobs']} fat jobs, "

@@ -42,7 +42,11 @@ def plan(
         click.echo("\n".join(result.identifiers()))
         return
     kb = current_kb()
-    costs = [dispatch_cost(kb, result, p) for p in dispatch_packages(result)]
+    costs = [
+        dispatch_cost(kb, result, p, system)
+        for system in result.systems
+        for p in dispatch_packages(result, system)
+    ]
     if as_json:
         emit_json({**plan_dict(result), "dispatch": [c.to_json() for c in costs]})
         return
@@ -89,6 +93,7 @@ def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
     if dispatch:
         sizes = make_table(
             "package",
+            "system",
             "variants",
             "dispatch MB",
             "one fat build MB",
@@ -98,6 +103,7 @@ def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
         for c in dispatch:
             sizes.add_row(
                 c.package,
+                c.system,
                 str(c.variants),
                 f"{c.dispatch_mb:g}",
                 f"{c.fat_mb:g}",

@@ -111,9 +111,13 @@ class Planned:
 
 
 def plan_with_settings(
-    config_path: Path | None, flags: Mapping[str, Mapping[str, Any]] | None = None
+    config_path: Path | None,
+    flags: Mapping[str, Mapping[str, Any]] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Planned:
-    config, found = load_config(config_path, cwd=Path.cwd(), environ=os.environ, flags=flags)
+    config, found = load_config(
+        config_path, cwd=Path.cwd(), environ=os.environ if environ is None else environ, flags=flags
+    )
     return Planned(make_plan(current_kb(), config), config, found)
 
 

@@ -7,26 +7,55 @@ the shape and turns validation failures into one-line :class:`ConfigError` messa
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from capplan.core.suggest import closest
 from capplan.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_SYSTEM",
+    "SYSTEMS",
     "Config",
     "DispatchConfig",
     "FleetConfig",
     "PackageConfig",
     "PolicyConfig",
+    "check_system",
     "config_from_mapping",
 ]
 
 # GitHub Actions runner labels ([policy.runners_os]); capplan.core.workflow checks the same.
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+# The systems nixpkgs builds CUDA for (cudaPackages evaluate only on these two Linux systems).
+SYSTEMS = ("x86_64-linux", "aarch64-linux")
+DEFAULT_SYSTEM = "x86_64-linux"
+
+
+def check_system(value: str) -> str:
+    """A known Nix system string, or a ValueError naming the closest one."""
+    if value not in SYSTEMS:
+        # Only a near spelling gets a "did you mean": riscv64-linux is not a typo of anything.
+        near = difflib.get_close_matches(value, SYSTEMS, n=1, cutoff=0.8)
+        hint = f"; did you mean '{near[0]}'?" if near else ""
+        raise ValueError(
+            f"unknown system '{value}': capplan plans {' and '.join(SYSTEMS)} only "
+            f"(nixpkgs' CUDA packages evaluate on no other system){hint}"
+        )
+    return value
 
 
 class _Strict(BaseModel):
@@ -40,6 +69,18 @@ class FleetConfig(_Strict):
     count: dict[str, int] = Field(
         default_factory=dict, description="optional weights: how many of each GPU"
     )
+    systems: dict[str, str] = Field(
+        default_factory=dict,
+        description='the system a fleet entry lives on, overriding the KB default ("H100" = '
+        '"aarch64-linux" for an H100 in a Grace server)',
+    )
+
+    @field_validator("systems")
+    @classmethod
+    def _systems(cls, value: dict[str, str]) -> dict[str, str]:
+        for system in value.values():
+            check_system(system)
+        return value
 
     @field_validator("count")
     @classmethod
@@ -62,7 +103,14 @@ class PackageConfig(_Strict):
 
 
 class PolicyConfig(_Strict):
-    system: Literal["x86_64-linux", "aarch64-linux"] = "x86_64-linux"
+    system: str | None = Field(
+        default=None, description="the one system to plan for (the one-system spelling of systems)"
+    )
+    systems: tuple[str, ...] | None = Field(
+        default=None,
+        description="systems to plan for, the default first (its variants get no name suffix): "
+        '["x86_64-linux", "aarch64-linux"]',
+    )
     cuda: tuple[str, ...] | None = Field(
         default=None,
         description="allowed CUDA versions, preferred first (default: nixpkgs' default first)",
@@ -80,7 +128,6 @@ class PolicyConfig(_Strict):
         description='"exact": one variant per fleet capability; "compatible": fewest variants '
         "giving every GPU native or same-major SASS",
     )
-    runners: int = Field(default=4, ge=1, le=10_000, description="CI runners for the schedule")
     runners_os: dict[str, tuple[str, ...]] = Field(
         default_factory=dict,
         description="GitHub Actions runs-on labels by Nix system (x86_64-linux, aarch64-linux), "
@@ -91,8 +138,7 @@ class PolicyConfig(_Strict):
     @field_validator("runners_os")
     @classmethod
     def _runners_os(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-        systems = ("x86_64-linux", "aarch64-linux")
-        keys = {*systems, "big-parallel", *(f"{s}/big-parallel" for s in systems)}
+        keys = {*SYSTEMS, "big-parallel", *(f"{s}/big-parallel" for s in SYSTEMS)}
         for key, labels in value.items():
             if key not in keys:
                 raise ValueError(f"runners_os key '{key}' must be one of {', '.join(sorted(keys))}")
@@ -104,6 +150,65 @@ class PolicyConfig(_Strict):
                         f"runner label '{label}' must be letters, digits, '.', '_' or '-'"
                     )
         return value
+
+    runners: int | dict[str, int] = Field(
+        default=4,
+        description="CI runners for the schedule: one number (each system's pool), or a table "
+        'per system ({ "x86_64-linux" = 8, "aarch64-linux" = 2 })',
+    )
+
+    @field_validator("system")
+    @classmethod
+    def _system(cls, value: str | None) -> str | None:
+        return None if value is None else check_system(value)
+
+    @field_validator("systems")
+    @classmethod
+    def _systems(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("systems is empty: list at least one system")
+        for system in value:
+            check_system(system)
+        if len(set(value)) != len(value):
+            raise ValueError(f"systems lists a system twice: {list(value)}")
+        return value
+
+    @field_validator("runners")
+    @classmethod
+    def _runners(cls, value: int | dict[str, int]) -> int | dict[str, int]:
+        counts = value.values() if isinstance(value, dict) else (value,)
+        for system in value if isinstance(value, dict) else ():
+            check_system(system)
+        for n in counts:
+            if not 1 <= n <= 10_000:
+                raise ValueError(f"runners must be between 1 and 10000, got {n}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_spelling(self) -> PolicyConfig:
+        if self.system is not None and self.systems is not None:
+            raise ValueError(
+                'policy sets both system and systems: keep one (system = "..." is the '
+                'one-system spelling of systems = ["..."])'
+            )
+        # A runners table may size a known system that is not planned (CAPPLAN_SYSTEM can
+        # narrow the file's systems); unknown system names fail in _runners.
+        return self
+
+    @property
+    def planned_systems(self) -> tuple[str, ...]:
+        """The systems to plan for, the default (unsuffixed) one first."""
+        if self.systems is not None:
+            return self.systems
+        return (self.system or DEFAULT_SYSTEM,)
+
+    def runners_for(self, system: str) -> int:
+        """The runner pool size of one system."""
+        if isinstance(self.runners, dict):
+            return self.runners.get(system, 4)  # a system the table leaves out: the default
+        return self.runners
 
     @field_validator("fat")
     @classmethod

@@ -33,15 +33,22 @@ __all__ = [
 TABLE_VERSION = 1
 
 
-def dispatch_packages(plan: Plan) -> tuple[str, ...]:
-    """Requested packages with capability-dependent variants: the ones a dispatcher can serve
-    (dependencies that were not asked for, such as magma under torch, get none)."""
+def dispatch_packages(plan: Plan, system: str | None = None) -> tuple[str, ...]:
+    """Requested packages with capability-dependent variants (on ``system``, when given): the
+    ones a dispatcher can serve (dependencies that were not asked for, such as magma under
+    torch, get none)."""
     requested = set(plan.packages)
-    return tuple(sorted({v.package for v in plan.variants if not v.independent} & requested))
+    return tuple(sorted({v.package for v in _variants(plan, None, system)} & requested))
 
 
-def _variants(plan: Plan, package: str) -> tuple[Variant, ...]:
-    return tuple(v for v in plan.variants_of(package) if not v.independent)
+def _variants(plan: Plan, package: str | None, system: str | None = None) -> tuple[Variant, ...]:
+    """Capability-dependent variants of ``package`` (every package: None) on ``system`` (every
+    system: None). A dispatch output starts only variants of its own package set's system."""
+    return tuple(
+        v
+        for v in (plan.variants if package is None else plan.variants_of(package))
+        if not v.independent and (system is None or v.system == system)
+    )
 
 
 def resolve_fallback(plan: Plan, package: str, fallback: str) -> str:
@@ -72,8 +79,10 @@ def dispatch_table(
     fallback: str,
     pci: Mapping[str, Capability],
     jetson: Iterable[Capability],
+    system: str | None = None,
 ) -> dict[str, Any]:
-    """The selector's table for ``package`` (variant store paths are added by the Nix side)."""
+    """The selector's table for ``package`` (variant store paths are added by the Nix side);
+    with ``system``, only that system's variants (what a dispatch output there can start)."""
     return {
         "version": TABLE_VERSION,
         "package": package,
@@ -84,7 +93,7 @@ def dispatch_table(
                 "sass": [c.text for c in v.capabilities],
                 "ptx": [c.text for c in v.ptx],
             }
-            for v in _variants(plan, package)
+            for v in _variants(plan, package, system)
         ],
         "pci": {device: cap.text for device, cap in sorted(pci.items())},
         "jetson": sorted({c.text for c in jetson}),
@@ -112,9 +121,10 @@ def dispatch_section(kb: KnowledgeBase, plan: Plan, *, fallback: str) -> dict[st
 
 @dataclass(frozen=True, slots=True)
 class DispatchCost:
-    """Output sizes (MB) of the ways to give every fleet GPU one package."""
+    """Output sizes (MB) of the ways to give every fleet GPU of one system one package."""
 
     package: str
+    system: str
     variants: int
     dispatch_mb: float  # every single-capability variant with its per-variant dependencies
     fat_mb: float  # one build for every capability the variants hold
@@ -123,6 +133,7 @@ class DispatchCost:
     def to_json(self) -> dict[str, Any]:
         return {
             "package": self.package,
+            "system": self.system,
             "variants": self.variants,
             "dispatch_mb": self.dispatch_mb,
             "fat_mb": self.fat_mb,
@@ -130,7 +141,9 @@ class DispatchCost:
         }
 
 
-def dispatch_cost(kb: KnowledgeBase, plan: Plan, package: str) -> DispatchCost:
+def dispatch_cost(
+    kb: KnowledgeBase, plan: Plan, package: str, system: str | None = None
+) -> DispatchCost:
     """What a dispatch closure of ``package`` holds against one fat build and one variant.
 
     Capability-independent dependencies are counted once in every strategy (their store paths
@@ -138,7 +151,7 @@ def dispatch_cost(kb: KnowledgeBase, plan: Plan, package: str) -> DispatchCost:
     dependencies; one fat build holds the package and each per-variant dependency once, with one
     target's device code per capability (the cost model: size = base + targets x per-target).
     """
-    singles = [v for v in _variants(plan, package) if not v.fat]
+    singles = [v for v in _variants(plan, package, system) if not v.fat]
     shared: dict[str, float] = {}
 
     def closure(v: Variant) -> float:
@@ -162,6 +175,7 @@ def dispatch_cost(kb: KnowledgeBase, plan: Plan, package: str) -> DispatchCost:
     )
     return DispatchCost(
         package=package,
+        system=system or plan.system,
         variants=len(singles),
         dispatch_mb=round(sum(sizes) + shared_mb, 2),
         fat_mb=round(fat_mb + shared_mb, 2),

@@ -79,15 +79,20 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
             dep = variants[j]
             # Identity first: the planner hands a variant's own CUDA and capability tuple to
             # its dependencies, so the full comparison only runs for hand-made plans.
-            if (dep.cuda is not v.cuda and dep.cuda != v.cuda) or (
-                not dep.independent
-                and dep.capabilities is not v.capabilities
-                and dep.capabilities != v.capabilities
+            if (
+                (dep.cuda is not v.cuda and dep.cuda != v.cuda)
+                or dep.system != v.system
+                or (
+                    not dep.independent
+                    and dep.capabilities is not v.capabilities
+                    and dep.capabilities != v.capabilities
+                )
             ):
                 raise GraphError(
                     f"inconsistent dependency: {v.name} ({_desc(v)}) needs {dep.name} "
                     f"({_desc(dep)})",
-                    hint="a capability-dependent dependency must share capabilities and CUDA",
+                    hint="a capability-dependent dependency must share capabilities and CUDA, "
+                    "and every dependency the system",
                 )
             later[j].append(i)
         needs.append(own)
@@ -131,4 +136,4 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
 
 def _desc(v: Variant) -> str:
     caps = ",".join(map(str, v.capabilities)) or "any"
-    return f"{caps}, CUDA {v.cuda}"
+    return f"{caps}, CUDA {v.cuda}, {v.system}"

@@ -150,6 +150,10 @@ class GpuModel(_Frozen):
     chips: tuple[str, ...] = ()  # the chip(s) it is built on, each in chips.json
     pci_ids: tuple[str, ...] = ()  # "10de:2684" (generated models of pci.json)
     note: str = ""
+    # The Nix systems its host runs, the default first (issue 12): absent means a discrete card
+    # in an x86_64 server; Jetson/DRIVE modules and Grace superchips (GH200, GB200, GB300, GB10)
+    # are aarch64-linux.
+    systems: tuple[Literal["x86_64-linux", "aarch64-linux"], ...] = ("x86_64-linux",)
 
 
 class GpusFile(_Frozen):
@@ -229,6 +233,10 @@ class PackageInfo(_Frozen):
     attr: str
     kind: PackageKind
     depends: tuple[str, ...] = ()
+    # Dependencies (also in depends) the package uses only where they build, e.g. torch's
+    # nccl (`useSystemNccl ? cudaSupport && cudaPackages.nccl.meta.available`): a build for a
+    # capability the dependency cannot take goes on without it instead of failing.
+    optional: tuple[str, ...] = ()
     ptx: PtxMode
     limits: Limits
     cost: Cost

@@ -25,26 +25,27 @@ GITHUB_MAX_JOBS = 256
 class Matrix:
     plan: Plan
     graph: JobGraph
-    schedule: Schedule
+    schedule: Schedule  # every pool together: runners summed, makespan the longest pool's
+    pools: Mapping[str, Schedule]  # one runner pool per system (jobs never cross systems)
 
     @gc_paused
     def jobs(self) -> list[dict[str, Any]]:
         """One dict per job, in the graph's topological order (stage by stage)."""
-        system = self.plan.system
-        # Variants live in legacyPackages (flake.nix), so `nix flake show` stays cheap.
-        prefix = f"legacyPackages.{system}."
         variant = self.plan.variant
         graph = self.graph
         runner = self.schedule.runner
         start = self.schedule.start
+        # Variants live in legacyPackages (flake.nix), so `nix flake show` stays cheap.
+        prefixes = {system: f"legacyPackages.{system}." for system in self.plan.systems}
         jobs = []
         for name, stage, needs in zip(graph.order, graph.stage, graph.needs, strict=True):
             v: Variant = variant(name)  # type: ignore[assignment]
+            system = v.system
             jobs.append(
                 {
                     "name": name,
                     "package": v.package,
-                    "attr": prefix + name,
+                    "attr": prefixes.get(system, f"legacyPackages.{system}.") + name,
                     "nixpkgs_attr": v.attr,
                     "system": system,
                     "capabilities": [c.text for c in v.capabilities],
@@ -73,6 +74,18 @@ class Matrix:
             "lower_bound_minutes": round(s.lower_bound, 2),
             "critical_path_minutes": round(s.critical_path, 2),
             "makespan_over_lower_bound": round(s.ratio, 4),
+            "pools": {
+                system: {
+                    "jobs": len(pool.start),
+                    "runners": pool.runners,
+                    "total_minutes": round(pool.total_work, 2),
+                    "makespan_minutes": round(pool.makespan, 2),
+                    "lower_bound_minutes": round(pool.lower_bound, 2),
+                    "critical_path_minutes": round(pool.critical_path, 2),
+                    "makespan_over_lower_bound": round(pool.ratio, 4),
+                }
+                for system, pool in self.pools.items()
+            },
             "total_size_mb": b.plan_size_mb,
             "baselines": {
                 "nixpkgs_default": {
@@ -97,13 +110,67 @@ class Matrix:
 
 
 @gc_paused
-def build_matrix(plan: Plan, runners: int) -> Matrix:
+def build_matrix(plan: Plan, runners: int | Mapping[str, int]) -> Matrix:
+    """Schedule the plan's jobs: each system's jobs on that system's own runner pool
+    (``runners``: one size for every pool, or a size per system, 4 where a system is missing).
+    """
     graph = build_job_graph(plan.variants)
     variant = plan.variant
     minutes = [variant(name).minutes for name in graph.order]  # type: ignore[union-attr]
-    need_counts = [len(needs) for needs in graph.needs]
-    schedule = schedule_jobs(graph.order, minutes, need_counts, graph.later, runners)
-    return Matrix(plan, graph, schedule)
+    systems = [variant(name).system for name in graph.order]  # type: ignore[union-attr]
+    pools: dict[str, Schedule] = {}
+    for system in dict.fromkeys((*plan.systems, *systems)):
+        members = [i for i, s in enumerate(systems) if s == system]
+        if not members and system not in plan.systems:
+            continue
+        size = runners if isinstance(runners, int) else runners.get(system, 4)
+        pools[system] = _schedule_pool(graph, minutes, members, size)
+    return Matrix(plan, graph, _together(pools), pools)
+
+
+def _schedule_pool(
+    graph: JobGraph, minutes: Sequence[float], members: Sequence[int], runners: int
+) -> Schedule:
+    """The list schedule of the jobs ``members`` (job numbers, in topological order), which the
+    graph checks never need a job of another system."""
+    if len(members) == len(graph.order):  # one system: the graph's own numbering
+        return schedule_jobs(
+            graph.order,
+            minutes,
+            [len(needs) for needs in graph.needs],
+            graph.later,
+            runners,
+        )
+    local = {job: k for k, job in enumerate(members)}
+    return schedule_jobs(
+        [graph.order[i] for i in members],
+        [minutes[i] for i in members],
+        [len(graph.needs[i]) for i in members],
+        [[local[j] for j in graph.later[i]] for i in members],
+        runners,
+    )
+
+
+def _together(pools: Mapping[str, Schedule]) -> Schedule:
+    """The pools as one schedule: they run side by side, so the makespan and its lower bound
+    are the largest pool's, and the work and runners add up."""
+    busy = [p for p in pools.values() if p.start]
+    if len(busy) == 1 and len(pools) == 1:
+        return busy[0]
+    start: dict[str, float] = {}
+    runner: dict[str, int] = {}
+    for pool in busy:
+        start.update(pool.start)
+        runner.update(pool.runner)
+    return Schedule(
+        sum(p.runners for p in pools.values()),
+        max((p.makespan for p in pools.values()), default=0.0),
+        max((p.lower_bound for p in pools.values()), default=0.0),
+        max((p.critical_path for p in pools.values()), default=0.0),
+        round(sum(p.total_work for p in pools.values()), 4),
+        start,
+        runner,
+    )
 
 
 def github_matrices(
@@ -131,9 +198,13 @@ def plan_json(plan: Plan, dispatch: dict[str, Any] | None = None) -> dict[str, A
     return {
         **extra,
         "version": 1,
+        # "system" is the first (default) system, kept for readers of one-system plans; each
+        # variant names its own system.
         "system": plan.system,
+        "systems": list(plan.systems),
         "variants": {
             v.name: {
+                "system": v.system,
                 "package": v.package,
                 "attr": list(v.attr_path),
                 "capabilities": [str(c) for c in v.capabilities],
@@ -154,6 +225,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
     b = plan.baselines
     return {
         "system": plan.system,
+        "systems": list(plan.systems),
         "share": plan.share,
         "cuda_policy": [str(c) for c in plan.cuda_policy],
         "fleet": [
@@ -163,6 +235,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "model": g.model,
                 "jetson": g.jetson,
                 "count": g.count,
+                "system": g.system,
             }
             for g in plan.fleet
         ],
@@ -171,6 +244,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             {
                 "name": v.name,
                 "package": v.package,
+                "system": v.system,
                 "attr": v.attr,
                 "capabilities": [str(c) for c in v.capabilities],
                 "cuda": str(v.cuda),

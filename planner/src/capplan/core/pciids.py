@@ -186,6 +186,14 @@ def _segment(name: str, jetson: bool) -> str:
     return "datacenter"
 
 
+def _systems(name: str, jetson: bool) -> list[str] | None:
+    """aarch64-linux for Tegra modules (Jetson, DRIVE) and Grace superchips (GH200, GB200, GB300,
+    GB10): their host is an Arm CPU (gpus.json's ``systems``); None: the default, x86_64."""
+    if jetson or re.search(r"\b(GH200|GB200|GB300|GB10|DRIVE)\b", name):
+        return ["aarch64-linux"]
+    return None
+
+
 def build_pci_table(
     text: str,
     chips: Sequence[ChipRow],
@@ -268,12 +276,14 @@ def build_pci_table(
                     + ", a chip no CUDA toolkit capplan knows targets; check the PCI id"
                     " (capplan gpus --pci)"
                 )
+            systems = _systems(name, chip_rows[0].jetson)
             models.append(
                 {
                     "name": name,
                     "aliases": [],
                     "capability": chip_rows[0].capability,
                     "segment": _segment(name, chip_rows[0].jetson),
+                    **({"systems": systems} if systems else {}),
                     "chips": group,
                     "pci_ids": [f"10de:{d}" for d in ids],
                     "note": note,

@@ -33,6 +33,7 @@ class FleetGpu:
     model: str | None  # the KB model name when the label named a GPU
     jetson: bool
     count: int = 1
+    system: str = "x86_64-linux"  # where it lives: the KB default or fleet.systems
 
 
 class Serve(NamedTuple):
@@ -73,6 +74,10 @@ class Variant(NamedTuple):
     size_mb: float
     big_parallel: bool
     serves: tuple[Serve, ...] = ()
+    system: str = "x86_64-linux"
+    # Built with a pre-SBSA Jetson capability set: nixpkgs then takes the Jetson
+    # (linux-aarch64) redistributables, so such jobs never share them with SBSA jobs.
+    jetson: bool = False
 
     @property
     def targets(self) -> tuple[Target, ...]:
@@ -102,7 +107,7 @@ class Baselines:
 
 @dataclass(frozen=True)
 class Plan:
-    system: str
+    system: str  # the first (default) system: its variants carry no system suffix
     cuda_policy: tuple[CudaVersion, ...]
     fleet: tuple[FleetGpu, ...]
     packages: tuple[str, ...]  # the requested packages, sorted
@@ -111,10 +116,13 @@ class Plan:
     unserved: tuple[Decision, ...]
     baselines: Baselines
     share: str
+    systems: tuple[str, ...] = ()  # every planned system, the default first
     _index: dict[str, Variant] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {v.name: v for v in self.variants})
+        if not self.systems:
+            object.__setattr__(self, "systems", (self.system,))
 
     def variant(self, name: str) -> Variant | None:
         return self._index.get(name)

@@ -30,6 +30,7 @@ from capplan.core.gpus import resolve_device
 from capplan.core.graph import dependency_closure
 from capplan.core.kb import KnowledgeBase, Limits, PackageInfo
 from capplan.core.plan import Baselines, Decision, FleetGpu, Plan, Serve, Variant
+from capplan.core.systems import AARCH64, X86_64, system_suffix, uses_jetson_redist
 from capplan.errors import CapplanError, InfeasibleError, InvalidInputError, NothingToDo
 
 __all__ = ["NIXPKGS_DEFAULT_CUDA", "make_plan", "resolve_cuda_policy", "resolve_fleet"]
@@ -79,6 +80,7 @@ def resolve_fleet(kb: KnowledgeBase, config: Config) -> tuple[FleetGpu, ...]:
                 model=model.name if model else None,
                 jetson=info.jetson,
                 count=config.fleet.count.get(label, 1),
+                system=_gpu_system(label, info.jetson, model.systems if model else None, config),
             )
         )
     unknown = sorted(set(config.fleet.count) - set(config.fleet.gpus))
@@ -87,7 +89,42 @@ def resolve_fleet(kb: KnowledgeBase, config: Config) -> tuple[FleetGpu, ...]:
             f"fleet.count names '{unknown[0]}', which is not in fleet.gpus",
             hint="add it to fleet.gpus or remove the count",
         )
+    unknown = sorted(set(config.fleet.systems) - set(config.fleet.gpus))
+    if unknown:
+        raise InvalidInputError(
+            f"fleet.systems names '{unknown[0]}', which is not in fleet.gpus",
+            hint="add it to fleet.gpus or remove it from fleet.systems",
+        )
     return tuple(fleet)
+
+
+def _gpu_system(
+    label: str, jetson: bool, model_systems: Sequence[str] | None, config: Config
+) -> str:
+    """Where a fleet GPU lives: ``fleet.systems`` when set, else the KB model's default (a bare
+    capability: aarch64-linux for a Jetson capability, x86_64-linux otherwise)."""
+    bare = (AARCH64,) if jetson else (X86_64,)
+    possible = tuple(model_systems) if model_systems else bare
+    wanted = config.fleet.systems.get(label)
+    if wanted is None:
+        return possible[0]
+    planned = config.policy.planned_systems
+    if wanted not in planned:
+        raise InvalidInputError(
+            f"fleet.systems puts '{label}' on {wanted}, which is not in policy.systems "
+            f"({', '.join(planned)})",
+            hint=f"add {wanted} to policy.systems or drop the fleet.systems entry",
+        )
+    # A discrete card can sit in a server of either system; a Jetson module or a Grace
+    # superchip brings its own Arm CPU.
+    if (jetson or possible == (AARCH64,)) and wanted not in possible:
+        kind = "a Jetson module" if jetson else "an Arm (Grace) superchip"
+        raise InvalidInputError(
+            f"fleet.systems puts '{label}' on {wanted}, but it is {kind} that runs "
+            f"{' or '.join(possible)} only",
+            hint=f"remove '{label}' from fleet.systems or set it to {possible[0]}",
+        )
+    return wanted
 
 
 # -- buildability ---------------------------------------------------------------------------------
@@ -147,7 +184,7 @@ class _Rules:
             if excluded:
                 found = found - excluded
             for dep in pkg.depends:
-                if self.kb.package(dep).capability_dependent:
+                if self.kb.package(dep).capability_dependent and dep not in pkg.optional:
                     found = found & self.ok(dep, cuda)
             self._ok[key] = found
         return found
@@ -195,7 +232,7 @@ class _Rules:
         if cap in self.user_excludes(package):
             return f"capplan.toml excludes {cap} for {package}"
         for dep in pkg.depends:
-            if self.kb.package(dep).capability_dependent:
+            if self.kb.package(dep).capability_dependent and dep not in pkg.optional:
                 dep_reason = self.why_not(dep, cap, cuda)
                 if dep_reason:
                     return f"its dependency {dep} cannot: {dep_reason}"
@@ -403,10 +440,11 @@ class _Cuda:
 
     __slots__ = ("cuda", "cuda_set", "names", "suffix")
 
-    def __init__(self, cuda: CudaVersion, preferred: CudaVersion) -> None:
+    def __init__(self, cuda: CudaVersion, preferred: CudaVersion, system_suffix: str = "") -> None:
         self.cuda = cuda
         self.cuda_set = None if cuda == NIXPKGS_DEFAULT_CUDA else cuda.set_name
-        self.suffix = "" if cuda == preferred else f"-{cuda.slug}"
+        # The system suffix goes last: torch-sm87-cu126-aarch64.
+        self.suffix = ("" if cuda == preferred else f"-{cuda.slug}") + system_suffix
         self.names: dict[tuple[str, str], str] = {}
 
     def name(self, package: str, label: str) -> str:
@@ -426,6 +464,10 @@ class _Builder:
     decisions: list[Decision] = field(default_factory=list)
     _packages: dict[str, _Package] = field(default_factory=dict)
     _cudas: dict[CudaVersion, _Cuda] = field(default_factory=dict)
+    system_suffix: str = ""  # "" for the plan's first system, else e.g. "-aarch64"
+    _jetson_memo: dict[tuple[CudaVersion, tuple[Capability, ...]], Capability | None] = field(
+        default_factory=dict
+    )
 
     @property
     def kb(self) -> KnowledgeBase:
@@ -449,22 +491,47 @@ class _Builder:
     def _cuda(self, cuda: CudaVersion) -> _Cuda:
         found = self._cudas.get(cuda)
         if found is None:
-            found = self._cudas[cuda] = _Cuda(cuda, self.rules.policy_cuda[0])
+            found = self._cudas[cuda] = _Cuda(cuda, self.rules.policy_cuda[0], self.system_suffix)
         return found
 
     def shared(self, package: str, cuda: CudaVersion) -> str:
         """The one job of a capability-independent package (per CUDA version)."""
         return self._shared(self._cuda(cuda), package)
 
-    def _shared(self, ctx: _Cuda, package: str) -> str:
-        name = ctx.name(package, "")
-        if name not in self.specs:
+    def _shared(self, ctx: _Cuda, package: str, jetson: Capability | None = None) -> str:
+        """``jetson``: a pre-SBSA Jetson capability of the dependent build. Such builds take
+        other redistributables (linux-aarch64, see core/systems.py), so they get their own
+        ``<package>-jetson`` job, evaluated with the lowest such capability of its dependents
+        (the capability picks the archive; the store path does not depend on which one)."""
+        name = ctx.name(package, "jetson" if jetson is not None else "")
+        existing = self.specs.get(name)
+        if existing is None:
             pkg = self.package(package)
-            needs = tuple(sorted({self._shared(ctx, dep) for dep in pkg.info.depends}))
+            needs = tuple(sorted({self._shared(ctx, dep, jetson) for dep in pkg.info.depends}))
+            caps = (jetson,) if jetson is not None else ()
             self.specs[name] = _Spec(
-                name, pkg, (), ctx, needs, independent=True, fat=False, ptx=False
+                name, pkg, caps, ctx, needs, independent=True, fat=False, ptx=False
             )
+        elif jetson is not None and jetson < existing.caps[0]:
+            existing.caps = (jetson,)
         return name
+
+    def _jetson_cap(self, ctx: _Cuda, caps: tuple[Capability, ...]) -> Capability | None:
+        """The lowest pre-SBSA Jetson capability of ``caps`` when a build of them takes the
+        Jetson redistributables (only ever on aarch64-linux), else None. Memoised: planning
+        asks once per job."""
+        if self.rules.system != AARCH64:
+            return None
+        key = (ctx.cuda, caps)
+        if key in self._jetson_memo:
+            return self._jetson_memo[key]
+        kb = self.kb
+        flagged = [(c, kb.capability(c).jetson) for c in caps]
+        found = None
+        if uses_jetson_redist(self.rules.system, ctx.cuda, flagged):
+            found = min(c for c, jetson in flagged if jetson)
+        self._jetson_memo[key] = found
+        return found
 
     def dependent(
         self,
@@ -494,8 +561,14 @@ class _Builder:
             existing.ptx = existing.ptx or ptx
             return name
         pkg = self.package(package)
-        needs = {self._dependent(ctx, dep, label, caps, ptx, fat) for dep in pkg.dependent_deps}
-        needs.update(self._shared(ctx, dep) for dep in pkg.shared_deps)
+        optional = pkg.info.optional
+        needs = {
+            self._dependent(ctx, dep, label, caps, ptx, fat)
+            for dep in pkg.dependent_deps
+            if dep not in optional or all(c in self.rules.ok(dep, ctx.cuda) for c in caps)
+        }
+        jetson = self._jetson_cap(ctx, caps) if pkg.shared_deps else None
+        needs.update(self._shared(ctx, dep, jetson) for dep in pkg.shared_deps)
         self.specs[name] = _Spec(
             name, pkg, caps, ctx, tuple(sorted(needs)), independent=False, fat=fat, ptx=ptx
         )
@@ -577,6 +650,8 @@ class _Builder:
             size_mb=round(cost.base_size_mb + targets * cost.per_target_size_mb, 2),
             big_parallel=info.big_parallel,
             serves=tuple(spec.serves),
+            system=self.rules.system,
+            jetson=self._jetson_cap(spec.ctx, spec.caps) is not None,
         )
 
 
@@ -588,19 +663,37 @@ def _plan_package(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) 
     want_ptx = config.policy.ptx == "newest"
     if not pkg.capability_dependent:
         cuda = rules.package_cuda(package)[0]
-        name = builder.shared(package, cuda)
-        builder.decisions.append(
-            Decision(
-                package, name, "shared", f"{package} is {pkg.kind}: one build serves every GPU"
-            )
-        )
-        for gpu in fleet:
-            if gpu.jetson and rules.system != "aarch64-linux":
+        names: list[str] = []
+        for gpu in fleet or (None,):
+            if gpu is not None and gpu.jetson and rules.system != AARCH64:
                 reason = (
                     f"{gpu.capability} is a Jetson capability: it evaluates only on aarch64-linux"
                 )
                 unserved.append(Decision(package, gpu.label, "unserved", reason))
-            else:
+                continue
+            # A Jetson GPU gets the Jetson build of the redistributables (core/systems.py).
+            jetson = None
+            if gpu is not None and gpu.jetson:
+                jetson = builder._jetson_cap(builder._cuda(cuda), (gpu.capability,))
+                # A Jetson build evaluates the package with the Jetson capability, so its
+                # limits apply (cupy links nccl, which refuses pre-Thor Jetson).
+                why = rules.why_not(package, gpu.capability, cuda) if jetson else None
+                if why:
+                    unserved.append(Decision(package, gpu.label, "unserved", why))
+                    continue
+            name = builder._shared(builder._cuda(cuda), package, jetson)
+            if name not in names:
+                names.append(name)
+                builder.decisions.append(
+                    Decision(
+                        package,
+                        name,
+                        "shared",
+                        f"{package} is {pkg.kind}: one build serves every GPU"
+                        + (" of its redistributable kind (Jetson)" if jetson else ""),
+                    )
+                )
+            if gpu is not None:
                 builder.add_serve(
                     name, Serve(gpu.label, RunLevel.NATIVE, f"{package} is {pkg.kind}")
                 )
@@ -614,6 +707,15 @@ def _plan_package(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) 
     extras = [Capability.parse(c) for c in (user.extra if user else ())]
     for cap in extras:
         builder.kb.capability(cap)
+    # An extra capability is built on one system: a Jetson capability on aarch64-linux, any
+    # other on the plan's first system.
+    systems = config.policy.planned_systems
+    extras = [
+        c
+        for c in extras
+        if rules.system
+        == (AARCH64 if builder.kb.capability(c).jetson and AARCH64 in systems else systems[0])
+    ]
     preferred = rules.package_cuda(package)[0]
     for choice in choices:
         target = choice.cap
@@ -666,9 +768,17 @@ def _plan_fat(builder: _Builder, package: str, choices: list[_Choice], want_ptx:
         groups["fat"] = tuple(sorted({c.cap for c in choices if c.cap is not None}))
     elif isinstance(fat, dict):
         for group, members in sorted(fat.items()):
-            members_caps = {resolve_device(m, builder.kb.gpus)[0] for m in members}
-            groups[f"fat-{group}"] = tuple(sorted(members_caps))
-    for label, caps in groups.items():
+            # Per system: a group's build on one system holds the members that live there.
+            members_caps = set()
+            for member in members:
+                cap, model = resolve_device(member, builder.kb.gpus)
+                jetson = builder.kb.knows(cap) and builder.kb.capability(cap).jetson
+                where = _gpu_system(member, jetson, model.systems if model else None, rules.config)
+                if where == rules.system:
+                    members_caps.add(cap)
+            if members_caps:
+                groups[f"fat-{group}"] = tuple(sorted(members_caps))
+    for label, caps in _split_jetson(builder, package, groups).items():
         buildable = tuple(c for c in caps if rules.buildable(package, c))
         for cap in sorted(set(caps) - set(buildable)):
             builder.decisions.append(
@@ -708,6 +818,38 @@ def _plan_fat(builder: _Builder, package: str, choices: list[_Choice], want_ptx:
                     builder.add_serve(name, Serve(choice.gpu.label, verdict.level, verdict.reason))
 
 
+def _split_jetson(
+    builder: _Builder, package: str, groups: dict[str, tuple[Capability, ...]]
+) -> dict[str, tuple[Capability, ...]]:
+    """nixpkgs refuses to mix a pre-SBSA Jetson capability with others (core/systems.py): a fat
+    group that would mix them under its CUDA is split into ``<group>`` and ``<group>-jetson``."""
+    rules = builder.rules
+    kb = builder.kb
+    result: dict[str, tuple[Capability, ...]] = {}
+    for label, caps in groups.items():
+        buildable = [c for c in caps if rules.buildable(package, c)]
+        jetson = tuple(c for c in buildable if kb.capability(c).jetson)
+        others = tuple(c for c in caps if c not in jetson)
+        if jetson and others:
+            cuda, _ = rules.first_cuda(package, buildable)
+            flagged = [(c, True) for c in jetson]
+            if cuda is None or uses_jetson_redist(rules.system, cuda, flagged):
+                result[label] = others
+                result[f"{label}-jetson"] = jetson
+                builder.decisions.append(
+                    Decision(
+                        package,
+                        label,
+                        "split",
+                        f"pre-SBSA Jetson {', '.join(map(str, jetson))} cannot share a build "
+                        f"with {', '.join(map(str, others))}: built as {label}-jetson",
+                    )
+                )
+                continue
+        result[label] = caps
+    return result
+
+
 # -- the plan -------------------------------------------------------------------------------------
 @gc_paused
 def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
@@ -740,12 +882,33 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
                 hint="add a CUDA version that supports it to policy.cuda, or drop the GPU",
             )
     closure = dependency_closure(kb, requested)  # unknown dependencies and cycles fail here
-    rules = _Rules(kb, config, config.policy.system, policy_cuda)
-    builder = _Builder(rules)
+    systems = config.policy.planned_systems
     unserved: list[Decision] = []
-    for package in requested:
-        unserved.extend(_plan_package(builder, package, fleet))
-    planned = {spec.pkg.name for spec in builder.specs.values()}
+    for gpu in fleet:
+        if gpu.system not in systems:
+            reason = (
+                f"{gpu.label} lives on {gpu.system}, which is not in policy.systems "
+                f"({', '.join(systems)})"
+            )
+            unserved.extend(Decision(p, gpu.label, "unserved", reason) for p in requested)
+    # Rules 1-7 run once per system, each with the fleet GPUs that live there; names of the
+    # first system carry no suffix, the others end in "-<cpu>" (torch-sm87-aarch64).
+    builders: list[_Builder] = []
+    for system in systems:
+        here = tuple(g for g in fleet if g.system == system)
+        has_extra = any(config.packages[p].extra for p in requested) and system in _extra_systems(
+            kb, config
+        )
+        if not here and not has_extra:
+            continue
+        builder = _Builder(
+            _Rules(kb, config, system, policy_cuda),
+            system_suffix=system_suffix(system, systems[0]),
+        )
+        builders.append(builder)
+        for package in requested:
+            unserved.extend(_plan_package(builder, package, here))
+    planned = {spec.pkg.name for builder in builders for spec in builder.specs.values()}
     for package in requested:
         if fleet and kb.package(package).capability_dependent and package not in planned:
             reasons = "; ".join(
@@ -756,11 +919,20 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
                 f"({reasons})",
                 hint=f"widen packages.{package} (exclude/cuda) or policy.cuda, or drop {package}",
             )
-    variants = tuple(sorted(builder.finished(), key=_variant_order))
-    baselines = _baselines(kb, closure, fleet, variants, config)
-    decisions = tuple(sorted(builder.decisions, key=lambda d: (d.package, d.subject, d.action)))
+    variants = tuple(
+        sorted((v for builder in builders for v in builder.finished()), key=_variant_order)
+    )
+    active = tuple(b.rules.system for b in builders)
+    baselines = _baselines(kb, closure, fleet, variants, config, active)
+    decisions = tuple(
+        sorted(
+            (d for builder in builders for d in builder.decisions),
+            key=lambda d: (d.package, d.subject, d.action),
+        )
+    )
     return Plan(
-        system=config.policy.system,
+        system=systems[0],
+        systems=systems,
         cuda_policy=policy_cuda,
         fleet=fleet,
         packages=requested,
@@ -772,8 +944,20 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
     )
 
 
+def _extra_systems(kb: KnowledgeBase, config: Config) -> set[str]:
+    """The systems that ``packages.*.extra`` capabilities are built on (see _plan_package)."""
+    systems = config.policy.planned_systems
+    found: set[str] = set()
+    for user in config.packages.values():
+        for text in user.extra:
+            jetson = kb.capability(Capability.parse(text)).jetson
+            found.add(AARCH64 if jetson and AARCH64 in systems else systems[0])
+    return found
+
+
 def _variant_order(v: Variant) -> tuple[object, ...]:
-    """Package, then single variants by capability, then fat builds; CUDA last."""
+    """Package, then single variants by capability, then fat builds; CUDA, then name last
+    (so a capability's x86_64 and aarch64 variants sit together)."""
     return (v.package, v.fat, tuple(c.sort_key for c in v.capabilities), v.cuda, v.name)
 
 
@@ -783,24 +967,36 @@ def _baselines(
     fleet: tuple[FleetGpu, ...],
     variants: tuple[Variant, ...],
     config: Config,
+    active: tuple[str, ...] = (X86_64,),
 ) -> Baselines:
+    """Both references are per planned system with GPUs (each system builds its own copies):
+    nixpkgs' default is one fat build of every package there; naive one variant per fleet
+    capability living there (Jetson capabilities only on aarch64-linux)."""
     defaults = kb.defaults(NIXPKGS_DEFAULT_CUDA)
-    fleet_caps = sorted({g.capability for g in fleet if not g.jetson})
     default_minutes = default_size = naive_minutes = naive_size = 0.0
     naive_jobs = 0
-    for name in closure:
-        pkg = kb.package(name)
-        targets = len(defaults) if pkg.capability_dependent else 0
-        default_minutes += pkg.cost.base_minutes + targets * pkg.cost.per_target_minutes
-        default_size += pkg.cost.base_size_mb + targets * pkg.cost.per_target_size_mb
-        copies = len(fleet_caps) if pkg.capability_dependent else 1
-        naive_jobs += copies
-        naive_minutes += copies * (
-            pkg.cost.base_minutes + (pkg.cost.per_target_minutes if pkg.capability_dependent else 0)
+    for system in active:
+        fleet_caps = sorted(
+            {
+                g.capability
+                for g in fleet
+                if g.system == system and (not g.jetson or system == AARCH64)
+            }
         )
-        naive_size += copies * (
-            pkg.cost.base_size_mb + (pkg.cost.per_target_size_mb if pkg.capability_dependent else 0)
-        )
+        for name in closure:
+            pkg = kb.package(name)
+            targets = len(defaults) if pkg.capability_dependent else 0
+            default_minutes += pkg.cost.base_minutes + targets * pkg.cost.per_target_minutes
+            default_size += pkg.cost.base_size_mb + targets * pkg.cost.per_target_size_mb
+            dependent = pkg.capability_dependent
+            copies = len(fleet_caps) if dependent else 1
+            naive_jobs += copies
+            naive_minutes += copies * (
+                pkg.cost.base_minutes + (pkg.cost.per_target_minutes if dependent else 0)
+            )
+            naive_size += copies * (
+                pkg.cost.base_size_mb + (pkg.cost.per_target_size_mb if dependent else 0)
+            )
     if config.policy.share == "compatible":
         exact_config = config.model_copy(
             update={"policy": config.policy.model_copy(update={"share": "exact", "fat": "none"})}
@@ -817,7 +1013,7 @@ def _baselines(
         plan_jobs=len(variants),
         nixpkgs_default_minutes=round(default_minutes, 2),
         nixpkgs_default_size_mb=round(default_size, 2),
-        nixpkgs_default_jobs=len(closure),
+        nixpkgs_default_jobs=len(closure) * len(active),
         naive_minutes=round(naive_minutes, 2),
         naive_size_mb=round(naive_size, 2),
         naive_jobs=naive_jobs,

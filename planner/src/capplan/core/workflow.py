@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capplan.core.systems import DEFAULT_RUNNERS_OS
 from capplan.errors import InvalidInputError
 
 __all__ = [
@@ -50,12 +51,6 @@ __all__ = [
 ]
 
 BIG_PARALLEL = "big-parallel"
-# GitHub-hosted runners for each Nix system (nix-github-actions' mapping; ubuntu-24.04-arm is
-# GitHub's hosted arm64 Linux runner). `[policy.runners_os]` overrides any of them.
-DEFAULT_RUNNERS_OS: Mapping[str, tuple[str, ...]] = {
-    "x86_64-linux": ("ubuntu-latest",),
-    "aarch64-linux": ("ubuntu-24.04-arm",),
-}
 # GitHub stops a job on a hosted runner after 6 hours and on a self-hosted one after 5 days
 # (docs.github.com: "Usage limits, billing, and administration").
 GITHUB_HOSTED_LIMIT_MINUTES = 360
