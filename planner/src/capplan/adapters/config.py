@@ -129,10 +129,24 @@ def load_config(
     path = find_config_file(explicit, cwd, environ)
     data: dict[str, Any] = _read_toml(path) if path is not None else {}
     origin = str(path) if path is not None else "configuration"
-    data = _merge(data, _from_env(environ))
-    if flags:
-        data = _merge(data, {k: dict(v) for k, v in flags.items() if v})
+    for layer in (_from_env(environ), {k: dict(v) for k, v in (flags or {}).items() if v}):
+        data = _replace_fleet(data, layer)
+        data = _merge(data, layer)
     return config_from_mapping(data, origin=origin), path
+
+
+def _replace_fleet(data: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
+    """``--gpu`` / ``CAPPLAN_GPUS`` replace the fleet: counts of GPUs no longer in it go."""
+    fleet = data.get("fleet")
+    new = layer.get("fleet")
+    if not isinstance(fleet, dict) or not isinstance(new, Mapping) or "gpus" not in new:
+        return data
+    count = fleet.get("count")
+    if not isinstance(count, dict):
+        return data
+    gpus = new["gpus"]
+    kept = {k: v for k, v in count.items() if isinstance(gpus, list) and k in gpus}
+    return {**data, "fleet": {**fleet, "count": kept}}
 
 
 def default_config() -> Config:

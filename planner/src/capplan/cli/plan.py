@@ -53,7 +53,7 @@ def _print(result: Plan) -> None:
     if shared:
         table = make_table("job", "CUDA", "serves", title="capability-independent (one build each)")
         for v in shared:
-            table.add_row(v.name, str(v.cuda), "every GPU" if v.serves else "(dependency)")
+            table.add_row(v.name, str(v.cuda), ", ".join(s.gpu for s in v.serves) or "(dependency)")
         console.print(table)
     if result.decisions:
         console.print("[bold]Decisions[/bold]")

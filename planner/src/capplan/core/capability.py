@@ -178,7 +178,10 @@ class Target:
                 f"unknown build target '{raw}'",
                 hint="a target is a capability with an optional '+PTX', like 8.6 or 9.0+PTX",
             )
-        return cls(Capability.parse(head), ptx=bool(plus))
+        # nvcc's vocabulary: compute_XY names PTX (code=compute_86), so as a target it is the
+        # same as XY+PTX.
+        ptx = bool(plus) or head.strip().lower().startswith("compute")
+        return cls(Capability.parse(head), ptx=ptx)
 
     def __str__(self) -> str:
         return f"{self.capability}+PTX" if self.ptx else str(self.capability)

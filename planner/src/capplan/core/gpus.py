@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from capplan.core.capability import Capability
-from capplan.core.kb import GpuModel
+from capplan.core.kb import GpuModel, KnowledgeBase
 from capplan.errors import InvalidInputError
 
-__all__ = ["GpuMatch", "find_gpus", "normalise", "resolve_device"]
+__all__ = ["GpuMatch", "find_gpus", "normalise", "resolve_device", "resolve_known_device"]
 
 # Words that vendors add and users leave out; they carry no identity.
 _NOISE = {"nvidia", "geforce", "tesla", "quadro", "graphics", "gpu"}
@@ -92,3 +92,11 @@ def resolve_device(text: str, models: Sequence[GpuModel]) -> tuple[Capability, G
             hint="give a fuller name, or the capability itself",
         )
     return matches[0].model.capability, matches[0].model
+
+
+def resolve_known_device(text: str, kb: KnowledgeBase) -> tuple[Capability, GpuModel | None]:
+    """:func:`resolve_device`, and the capability must be one the knowledge base knows (exit 4
+    with the known capabilities and spellings otherwise: ``99.9`` or ``sm_86a`` are no device)."""
+    cap, model = resolve_device(text, kb.gpus)
+    kb.capability(cap)
+    return cap, model

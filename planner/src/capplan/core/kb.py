@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, WithJsonSchema
 
-from capplan.core.capability import Capability
+from capplan.core.capability import ACCEPTED_SPELLINGS, Capability, Target
 from capplan.core.cuda import CudaVersion
 from capplan.errors import CapplanError, InvalidInputError
 
@@ -227,9 +227,16 @@ class KnowledgeBase:
                 str(c.capability) for c in self.capabilities if not c.capability.suffix
             )
             raise InvalidInputError(
-                f"unknown capability '{cap}'", hint=f"known capabilities: {known}"
+                f"unknown capability '{cap}'",
+                hint=f"known capabilities: {known}; spellings: {ACCEPTED_SPELLINGS}",
             )
         return info
+
+    def check_targets(self, targets: tuple[Target, ...]) -> tuple[Target, ...]:
+        """``targets`` when the knowledge base knows every capability in them; else exit 4."""
+        for target in targets:
+            self.capability(target.capability)
+        return targets
 
     def knows(self, cap: Capability) -> bool:
         return cap in self._by_cap

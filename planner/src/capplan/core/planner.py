@@ -32,7 +32,13 @@ from capplan.core.kb import KnowledgeBase, Limits, PackageInfo
 from capplan.core.plan import Baselines, Decision, FleetGpu, Plan, Serve, Variant
 from capplan.errors import CapplanError, InfeasibleError, InvalidInputError, NothingToDo
 
-__all__ = ["NIXPKGS_DEFAULT_CUDA", "make_plan", "resolve_cuda_policy", "resolve_fleet"]
+__all__ = [
+    "NIXPKGS_DEFAULT_CUDA",
+    "make_plan",
+    "nixpkgs_cuda_version",
+    "resolve_cuda_policy",
+    "resolve_fleet",
+]
 
 # NIXPKGS.md §3: `cudaPackages = cudaPackages_12_9` in nixos-unstable (mid-2026).
 NIXPKGS_DEFAULT_CUDA = CudaVersion(12, 9)
@@ -47,19 +53,27 @@ def resolve_cuda_policy(kb: KnowledgeBase, wanted: Sequence[str] | None) -> tupl
         return (NIXPKGS_DEFAULT_CUDA, *rest)
     result: list[CudaVersion] = []
     for text in wanted:
-        version = CudaVersion.parse(text)
-        release = kb.cuda_release(version)
-        if release.nixpkgs_set is None:
-            known = ", ".join(str(v) for v in available)
-            raise InvalidInputError(
-                f"CUDA {version} has no package set in nixpkgs",
-                hint=f"policy.cuda may list: {known}",
-            )
+        version = nixpkgs_cuda_version(kb, text, "policy.cuda")
         if version not in result:
             result.append(version)
     if not result:
         raise InvalidInputError("policy.cuda is empty", hint="list at least one CUDA version")
     return tuple(result)
+
+
+def nixpkgs_cuda_version(kb: KnowledgeBase, text: str, where: str) -> CudaVersion:
+    """``text`` as a CUDA version nixpkgs has a package set for (``where`` names the setting);
+    exit 4 with the versions that exist otherwise."""
+    version = CudaVersion.parse(text)
+    known = ", ".join(str(v) for v in kb.nixpkgs_cuda())
+    found = next((r for r in kb.cuda_releases if r.version == version), None)
+    if found is None or found.nixpkgs_set is None:
+        what = "is not a CUDA release" if found is None else "has no package set in nixpkgs"
+        raise InvalidInputError(
+            f"{where} = '{text.strip()[:40]}': CUDA {version} {what}",
+            hint=f"{where} may be one of: {known}",
+        )
+    return version
 
 
 def resolve_fleet(kb: KnowledgeBase, config: Config) -> tuple[FleetGpu, ...]:
@@ -129,8 +143,7 @@ class _Rules:
             pin = self.config.packages.get(package)
             found = self.policy_cuda
             if pin is not None and pin.cuda is not None:
-                version = CudaVersion.parse(pin.cuda)
-                self.kb.cuda_release(version)
+                version = nixpkgs_cuda_version(self.kb, pin.cuda, f"packages.{package}.cuda")
                 # One object per version: later lookups then match by identity.
                 found = (self._interned.setdefault(version, version),)
             self._cuda_memo[package] = found
@@ -554,24 +567,7 @@ def _plan_package(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) 
     unserved: list[Decision] = []
     want_ptx = config.policy.ptx == "newest"
     if not pkg.capability_dependent:
-        cuda = rules.package_cuda(package)[0]
-        name = builder.shared(package, cuda)
-        builder.decisions.append(
-            Decision(
-                package, name, "shared", f"{package} is {pkg.kind}: one build serves every GPU"
-            )
-        )
-        for gpu in fleet:
-            if gpu.jetson and rules.system != "aarch64-linux":
-                reason = (
-                    f"{gpu.capability} is a Jetson capability: it evaluates only on aarch64-linux"
-                )
-                unserved.append(Decision(package, gpu.label, "unserved", reason))
-            else:
-                builder.add_serve(
-                    name, Serve(gpu.label, RunLevel.NATIVE, f"{package} is {pkg.kind}")
-                )
-        return unserved
+        return _plan_shared(builder, package, fleet)
     pool = _candidates(rules, package)
     allowed = [(cuda, rules.ok(package, cuda)) for cuda in rules.package_cuda(package)]
     choices = [_serve_gpu(rules, package, gpu, allowed, pool) for gpu in fleet]
@@ -620,6 +616,56 @@ def _plan_package(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) 
             Decision(package, str(cap), "extra", f"{name}: asked for in extra")
         )
     _plan_fat(builder, package, choices, want_ptx)
+    return unserved
+
+
+def _plan_shared(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) -> list[Decision]:
+    """A capability-independent package: one job per CUDA version the fleet needs. Each GPU
+    gets the first allowed CUDA that supports its capability (CUDA 13 dropped Pascal and Volta,
+    so they get a ``-cu129`` build while newer GPUs share the preferred one)."""
+    rules = builder.rules
+    kb = builder.kb
+    pkg = kb.package(package)
+    allowed = [
+        c
+        for c in rules.package_cuda(package)
+        if pkg.limits.cuda is None or c in pkg.limits.cuda
+    ] or list(rules.package_cuda(package))
+    unserved: list[Decision] = []
+    groups: dict[CudaVersion, list[FleetGpu]] = {}
+    for gpu in fleet:
+        if gpu.jetson and rules.system != "aarch64-linux":
+            reason = f"{gpu.capability} is a Jetson capability: it evaluates only on aarch64-linux"
+            unserved.append(Decision(package, gpu.label, "unserved", reason))
+            continue
+        info = kb.capability(gpu.capability)
+        cuda = next((c for c in allowed if info.supported_by(c)), None)
+        if cuda is None:
+            versions = ", ".join(map(str, allowed))
+            reason = (
+                f"no CUDA version {package} may use ({versions}) supports {gpu.capability} "
+                f"(CUDA {info.min_cuda}..{info.max_cuda or 'newest'})"
+            )
+            unserved.append(Decision(package, gpu.label, "unserved", reason))
+            continue
+        groups.setdefault(cuda, []).append(gpu)
+    if not groups:
+        groups[allowed[0]] = []
+    for cuda in sorted(groups, key=allowed.index):
+        name = builder.shared(package, cuda)
+        served = ", ".join(g.label for g in groups[cuda]) or "no fleet GPU"
+        builder.decisions.append(
+            Decision(
+                package,
+                name,
+                "shared",
+                f"{package} is {pkg.kind}: one build with CUDA {cuda} serves {served}",
+            )
+        )
+        for gpu in groups[cuda]:
+            builder.add_serve(
+                name, Serve(gpu.label, RunLevel.NATIVE, f"{package} is {pkg.kind}")
+            )
     return unserved
 
 
@@ -692,6 +738,8 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
         user = config.packages[name]
         for cap in (*user.exclude, *user.extra):
             kb.capability(Capability.parse(cap))
+        if user.cuda is not None:
+            nixpkgs_cuda_version(kb, user.cuda, f"packages.{name}.cuda")
     if not fleet and not any(config.packages[p].extra for p in requested):
         raise NothingToDo(
             "the fleet is empty: nothing to build", hint="list GPUs in [fleet] gpus = [...]"
