@@ -7,21 +7,49 @@ the shape and turns validation failures into one-line :class:`ConfigError` messa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
 
 from capplan.core.suggest import closest
-from capplan.errors import ConfigError
+from capplan.errors import ConfigError, shorten
 
 __all__ = [
+    "ATTR_NAME",
     "Config",
     "FleetConfig",
     "PackageConfig",
     "PolicyConfig",
+    "check_attr_path",
     "config_from_mapping",
 ]
+
+# Nix's identifier grammar (lexer.l: ID [a-zA-Z_][a-zA-Z0-9_\'\-]*): one attribute name.
+ATTR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_'-]*")
+_NIX_KEYWORDS = frozenset(
+    {"if", "then", "else", "assert", "with", "let", "in", "rec", "inherit", "or"}
+)
+
+
+def check_attr_path(value: str) -> None:
+    """Raise ValueError unless ``value`` is a dotted path of Nix identifiers (python3Packages.torch)."""
+    shown = value if len(value) <= 200 else value[:200] + "..."
+    for part in value.split("."):
+        if not ATTR_NAME.fullmatch(part) or part in _NIX_KEYWORDS:
+            raise ValueError(
+                f"'{shown}' is not a Nix attribute path: '{part[:80]}' is not a Nix identifier "
+                "(letters, digits, _, ' and -, not starting with a digit or -)"
+            )
 
 
 class _Strict(BaseModel):
@@ -31,8 +59,8 @@ class _Strict(BaseModel):
 class FleetConfig(_Strict):
     """The GPUs to serve: names as nvidia-smi prints them, loose names, or capabilities."""
 
-    gpus: tuple[str, ...] = Field(default=(), description="GPU names or capabilities")
-    count: dict[str, int] = Field(
+    gpus: tuple[StrictStr, ...] = Field(default=(), description="GPU names or capabilities")
+    count: dict[str, StrictInt] = Field(
         default_factory=dict, description="optional weights: how many of each GPU"
     )
 
@@ -48,21 +76,32 @@ class FleetConfig(_Strict):
 class PackageConfig(_Strict):
     """Per-package overrides; the package itself must be in the knowledge base."""
 
-    attr: str | None = Field(
+    attr: StrictStr | None = Field(
         default=None, description="nixpkgs attribute path, e.g. python3Packages.torch"
     )
-    exclude: tuple[str, ...] = Field(default=(), description="capabilities never to build")
-    extra: tuple[str, ...] = Field(default=(), description="capabilities to build beyond the fleet")
-    cuda: str | None = Field(default=None, description="pin this package to one CUDA version")
+    exclude: tuple[StrictStr, ...] = Field(default=(), description="capabilities never to build")
+    extra: tuple[StrictStr, ...] = Field(
+        default=(), description="capabilities to build beyond the fleet"
+    )
+    cuda: StrictStr | None = Field(
+        default=None, description="pin this package to one CUDA version"
+    )
+
+    @field_validator("attr")
+    @classmethod
+    def _attr(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_attr_path(value)
+        return value
 
 
 class PolicyConfig(_Strict):
     system: Literal["x86_64-linux", "aarch64-linux"] = "x86_64-linux"
-    cuda: tuple[str, ...] | None = Field(
+    cuda: tuple[StrictStr, ...] | None = Field(
         default=None,
         description="allowed CUDA versions, preferred first (default: nixpkgs' default first)",
     )
-    fat: str | dict[str, tuple[str, ...]] = Field(
+    fat: StrictStr | dict[str, tuple[StrictStr, ...]] = Field(
         default="none",
         description='"none", "fleet" (one build with every fleet capability), or named groups '
         "of GPUs/capabilities, each one fat build",
@@ -75,7 +114,7 @@ class PolicyConfig(_Strict):
         description='"exact": one variant per fleet capability; "compatible": fewest variants '
         "giving every GPU native or same-major SASS",
     )
-    runners: int = Field(default=4, ge=1, le=10_000, description="CI runners for the schedule")
+    runners: StrictInt = Field(default=4, ge=1, le=10_000, description="CI runners for the schedule")
 
     @field_validator("fat")
     @classmethod
@@ -110,7 +149,7 @@ def config_from_mapping(data: Mapping[str, Any], *, origin: str) -> Config:
 def _config_error(error: ValidationError, data: Mapping[str, Any], origin: str) -> ConfigError:
     first = error.errors()[0]
     loc = [str(part) for part in first["loc"]]
-    dotted = ".".join(loc) or "(top level)"
+    dotted = shorten(".".join(loc)) or "(top level)"
     if first["type"] == "extra_forbidden":
         model = _model_at(loc[:-1])
         choices = sorted(model.model_fields) if model else []
@@ -119,7 +158,9 @@ def _config_error(error: ValidationError, data: Mapping[str, Any], origin: str) 
             hint=closest(loc[-1], choices, what="key"),
         )
     value = first.get("input")
-    shown = f" (got {value!r})" if value is not None and not isinstance(value, dict) else ""
+    shown = (
+        f" (got {shorten(repr(value))})" if value is not None and not isinstance(value, dict) else ""
+    )
     message = str(first["msg"]).removeprefix("Value error, ")
     return ConfigError(
         f"{origin}: invalid value for '{dotted}'{shown}: {message}",

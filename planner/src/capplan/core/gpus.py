@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from capplan.core.capability import Capability
 from capplan.core.kb import GpuModel, KnowledgeBase
-from capplan.errors import InvalidInputError
+from capplan.errors import InvalidInputError, shorten
 
 __all__ = ["GpuMatch", "find_gpus", "normalise", "resolve_device", "resolve_known_device"]
 
@@ -83,12 +83,12 @@ def resolve_device(text: str, models: Sequence[GpuModel]) -> tuple[Capability, G
             if close
             else "run 'capplan gpus' to list known GPUs, or give a capability like 8.6"
         )
-        raise InvalidInputError(f"unknown GPU or capability '{text.strip()}'", hint=hint)
+        raise InvalidInputError(f"unknown GPU or capability '{shorten(text.strip())}'", hint=hint)
     caps = {m.model.capability for m in matches if m.score == matches[0].score}
     if len(caps) > 1:
         names = ", ".join(f"{m.model.name} ({m.model.capability})" for m in matches[:4])
         raise InvalidInputError(
-            f"GPU name '{text.strip()}' is ambiguous: {names}",
+            f"GPU name '{shorten(text.strip())}' is ambiguous: {names}",
             hint="give a fuller name, or the capability itself",
         )
     return matches[0].model.capability, matches[0].model

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, Wit
 
 from capplan.core.capability import ACCEPTED_SPELLINGS, Capability, Target
 from capplan.core.cuda import CudaVersion
-from capplan.errors import CapplanError, InvalidInputError
+from capplan.errors import CapplanError, InvalidInputError, shorten
 
 __all__ = [
     "CapField",
@@ -271,7 +271,7 @@ class KnowledgeBase:
             from capplan.core.suggest import closest
 
             raise InvalidInputError(
-                f"unknown package '{name}'",
+                f"unknown package '{shorten(name)}'",
                 hint=closest(name, sorted(self.packages), what="package"),
             )
         return info
