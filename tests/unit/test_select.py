@@ -103,9 +103,7 @@ def test_shared_packages_are_planned_per_needed_cuda() -> None:
 
 
 def test_shared_redistributables_follow_the_cuda_they_serve() -> None:
-    plan = make_plan(
-        KB, config(["GTX 1080 Ti", "A100"], {"cudnn": {}}, cuda=["13.0", "12.9"])
-    )
+    plan = make_plan(KB, config(["GTX 1080 Ti", "A100"], {"cudnn": {}}, cuda=["13.0", "12.9"]))
     assert {"cudnn", "cudnn-cu129"} <= set(plan.identifiers())
 
 
@@ -125,7 +123,16 @@ def test_jetson_on_an_x86_plan_gets_nothing_from_detect() -> None:
     ],
 )
 def test_detect_and_plan_agree_on_every_fleet_gpu_and_package(cfg: dict[str, Any]) -> None:
-    gpus = ["GTX 1080 Ti", "V100", "A100", "RTX 3090", "RTX 4090", "H100", "RTX 5090", "Jetson Orin"]
+    gpus = [
+        "GTX 1080 Ti",
+        "V100",
+        "A100",
+        "RTX 3090",
+        "RTX 4090",
+        "H100",
+        "RTX 5090",
+        "Jetson Orin",
+    ]
     packages = {p: {} for p in ("torch", "cupy", "nccl", "magma", "onnxruntime", "cudnn")}
     policy = {"cuda": ["12.9", "13.0", "12.8", "12.6"], **cfg}
     plan = make_plan(KB, config(gpus, packages, **policy))
@@ -133,7 +140,9 @@ def test_detect_and_plan_agree_on_every_fleet_gpu_and_package(cfg: dict[str, Any
     for gpu in plan.fleet:
         for package in plan.packages:
             pick = pick_variant(plan, package, gpu.capability, KB)
-            serving = {v.name for v in plan.variants_of(package) for s in v.serves if s.gpu == gpu.label}
+            serving = {
+                v.name for v in plan.variants_of(package) for s in v.serves if s.gpu == gpu.label
+            }
             if (package, gpu.label) in unserved:
                 assert not pick.runnable, (package, gpu.label, pick)
             else:

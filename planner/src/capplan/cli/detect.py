@@ -58,6 +58,7 @@ def detect(config_path: Path | None, as_json: bool) -> None:
             for package in plan.packages:
                 pick = pick_variant(plan, package, cap, kb, driver=driver)
                 name = pick.variant.name if pick.runnable and pick.variant else None
+                named = pick.variant or pick.blocked
                 entry["variants"][package] = name
                 entry["how"][package] = {
                     "level": pick.verdict.level.value,
@@ -65,9 +66,7 @@ def detect(config_path: Path | None, as_json: bool) -> None:
                     "command": f"nix build .#{name}" if name else None,
                     "driver_ok": pick.driver_ok,
                     "needs_driver": pick.needs_driver,
-                    "variant": (pick.variant or pick.blocked).name
-                    if (pick.variant or pick.blocked)
-                    else None,
+                    "variant": named.name if named else None,
                 }
         report.append(entry)
     if as_json:

@@ -6,6 +6,7 @@ raise the errors); this module is the only place that turns them into process ex
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -50,10 +51,8 @@ def usage_error(error: click.ClickException) -> NoReturn:
     which capplan reserves for internal errors.
     """
     error.message = shorten(error.message, _MESSAGE_LIMIT)
-    try:
+    with contextlib.suppress(BrokenPipeError):
         error.show()
-    except BrokenPipeError:
-        pass
     if type(error).__name__ == "NoArgsIsHelpError":  # bare `capplan`: the help is the answer
         raise SystemExit(error.exit_code)
     message = " ".join(error.format_message().split())

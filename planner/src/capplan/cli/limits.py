@@ -244,6 +244,8 @@ def updated_kb_text(old_text: str, result: TorchLimits, source: TorchSource) -> 
         raise DataError(
             f"kb/torch.json is not valid JSON: {exc.msg} at line {exc.lineno}"
         ) from None
+    except RecursionError:
+        raise DataError("kb/torch.json is nested too deeply to read") from None
     releases = doc.get("releases") if isinstance(doc, dict) else None
     if not isinstance(releases, list):
         raise DataError("kb/torch.json has no 'releases' list", hint="restore it from git")
@@ -293,6 +295,11 @@ def _update_kb(
         old_text = json.dumps({"source": "capplan limits read torch --update-kb", "releases": []})
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{path} is not UTF-8 text: byte offset {exc.start}",
+            hint="give a torch.json knowledge-base file",
+        ) from None
     new_text = updated_kb_text(old_text, result, source)
     messages = err_console()
     if new_text == old_text:

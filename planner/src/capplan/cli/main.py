@@ -115,7 +115,7 @@ class _Group(click.Group):
         except Exception as error:
             report_unexpected(error, debug=debug)
 
-    def main(  # type: ignore[override]
+    def main(
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,

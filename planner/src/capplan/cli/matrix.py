@@ -53,7 +53,7 @@ __all__ = ["matrix"]
     type=AsciiIntRange(1, GITHUB_MAX_JOBS),
     default=GITHUB_MAX_JOBS,
     show_default=True,
-    help="Jobs per GitHub matrix; more jobs give {\"matrices\": [...]}, one matrix each.",
+    help='Jobs per GitHub matrix; more jobs give {"matrices": [...]}, one matrix each.',
 )
 @click.option(
     "--cache", "caches", multiple=True, metavar="URL", help="Binary cache to query (repeatable)."

@@ -42,7 +42,8 @@ _NIX_KEYWORDS = frozenset(
 
 
 def check_attr_path(value: str) -> None:
-    """Raise ValueError unless ``value`` is a dotted path of Nix identifiers (python3Packages.torch)."""
+    """Raise ValueError unless ``value`` is a dotted path of Nix identifiers, such as
+    ``python3Packages.torch``."""
     shown = value if len(value) <= 200 else value[:200] + "..."
     for part in value.split("."):
         if not ATTR_NAME.fullmatch(part) or part in _NIX_KEYWORDS:
@@ -83,9 +84,7 @@ class PackageConfig(_Strict):
     extra: tuple[StrictStr, ...] = Field(
         default=(), description="capabilities to build beyond the fleet"
     )
-    cuda: StrictStr | None = Field(
-        default=None, description="pin this package to one CUDA version"
-    )
+    cuda: StrictStr | None = Field(default=None, description="pin this package to one CUDA version")
 
     @field_validator("attr")
     @classmethod
@@ -114,7 +113,9 @@ class PolicyConfig(_Strict):
         description='"exact": one variant per fleet capability; "compatible": fewest variants '
         "giving every GPU native or same-major SASS",
     )
-    runners: StrictInt = Field(default=4, ge=1, le=10_000, description="CI runners for the schedule")
+    runners: StrictInt = Field(
+        default=4, ge=1, le=10_000, description="CI runners for the schedule"
+    )
 
     @field_validator("fat")
     @classmethod
@@ -159,7 +160,9 @@ def _config_error(error: ValidationError, data: Mapping[str, Any], origin: str) 
         )
     value = first.get("input")
     shown = (
-        f" (got {shorten(repr(value))})" if value is not None and not isinstance(value, dict) else ""
+        f" (got {shorten(repr(value))})"
+        if value is not None and not isinstance(value, dict)
+        else ""
     )
     message = str(first["msg"]).removeprefix("Value error, ")
     return ConfigError(

@@ -627,9 +627,7 @@ def _plan_shared(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) -
     kb = builder.kb
     pkg = kb.package(package)
     allowed = [
-        c
-        for c in rules.package_cuda(package)
-        if pkg.limits.cuda is None or c in pkg.limits.cuda
+        c for c in rules.package_cuda(package) if pkg.limits.cuda is None or c in pkg.limits.cuda
     ] or list(rules.package_cuda(package))
     unserved: list[Decision] = []
     groups: dict[CudaVersion, list[FleetGpu]] = {}
@@ -663,9 +661,7 @@ def _plan_shared(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) -
             )
         )
         for gpu in groups[cuda]:
-            builder.add_serve(
-                name, Serve(gpu.label, RunLevel.NATIVE, f"{package} is {pkg.kind}")
-            )
+            builder.add_serve(name, Serve(gpu.label, RunLevel.NATIVE, f"{package} is {pkg.kind}"))
     return unserved
 
 

@@ -128,7 +128,7 @@ def pick_variant(
     if jetson and plan.system != "aarch64-linux":
         reason = (
             f"{device.base} is a Jetson: it runs aarch64-linux builds only, and this plan is for "
-            f"{plan.system} (plan a Jetson fleet with policy.system = \"aarch64-linux\")"
+            f'{plan.system} (plan a Jetson fleet with policy.system = "aarch64-linux")'
         )
         return Pick(package, None, Verdict(RunLevel.CANNOT_RUN, None, reason), None)
     runs = driver or driver_support(kb, None)
@@ -185,7 +185,7 @@ def _none_runs(plan: Plan, package: str, device: Capability, whys: list[str]) ->
     elif labels:
         hint = "widen the package's limits or policy.cuda"
     else:
-        hint = f'add "{device.base}" to fleet.gpus and run \'capplan generate\''
+        hint = f"add \"{device.base}\" to fleet.gpus and run 'capplan generate'"
     return Verdict(
         RunLevel.CANNOT_RUN,
         None,
