@@ -12,7 +12,7 @@ import click
 
 from capplan import __version__
 from capplan.cli.errors import EXIT_CODE_HELP, fail, quiet_stdout, report_unexpected, usage_error
-from capplan.errors import CapplanError, DataError
+from capplan.errors import CapplanError, DataError, InvalidInputError
 
 __all__ = ["COMMANDS", "SUMMARIES", "cli", "main"]
 
@@ -109,6 +109,16 @@ class _Group(click.Group):
                 DataError(
                     "the input is nested too deeply to read",
                     hint="flatten the nested arrays or objects in the file given",
+                ),
+                debug=debug,
+            )
+        except ValueError as error:
+            if "null byte" not in str(error):
+                report_unexpected(error, debug=debug)
+            # Only in-process callers can pass a NUL (argv and the environment cannot hold one).
+            fail(
+                InvalidInputError(
+                    "a path or value holds a NUL byte", hint="remove the \\0 from the argument"
                 ),
                 debug=debug,
             )
