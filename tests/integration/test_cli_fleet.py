@@ -200,10 +200,14 @@ def test_embedded_default_plan_outside_the_repository(capplan_in: object) -> Non
 
 
 def test_embedded_default_is_the_repository_plan() -> None:
+    import tomllib
+
     packaged = SRC / "capplan" / "default-plan.toml"
     assert packaged.read_bytes() == (REPO / "capplan.toml").read_bytes(), (
         "copy capplan.toml to planner/src/capplan/default-plan.toml"
     )
+    pyproject = tomllib.loads((REPO / "planner" / "pyproject.toml").read_text())
+    assert "default-plan.toml" in pyproject["tool"]["setuptools"]["package-data"]["capplan"]
 
 
 def test_broken_pyproject_is_an_error(capplan_in: object, tmp_path: Path) -> None:
@@ -474,3 +478,25 @@ def test_signal_during_write_leaves_no_temp_file(
     assert out.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
     assert signal.getsignal(sig) is not None  # the previous handler is back
+
+
+def test_unknown_capability_in_a_fat_group(capplan_in: object, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ngpus = ["A100"]\n[packages.torch]\n[policy]\nfat = { g = ["A100", "99.9"] }\n'
+    )
+    one_line_error(capplan_in("plan"), ExitCode.INVALID_INPUT)  # type: ignore[operator]
+
+
+def test_plan_and_detect_tables_keep_names_whole(capplan_in: object, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ngpus = ["RTX 5090", "GTX 1080 Ti"]\n[packages.torchvision]\n[packages.cupy]\n'
+        '[policy]\ncuda = ["13.0", "12.9"]\n'
+    )
+    names = capplan_in("plan", "--print-identifiers").stdout.split()  # type: ignore[operator]
+    text = capplan_in("plan", env={"COLUMNS": "40"}).stdout  # type: ignore[operator]
+    cells = {c.strip() for line in text.splitlines() for c in line.split("│")}
+    assert {n for n in names if n.startswith(("torchvision", "cupy"))} <= cells
+    env = {**fake_smi(tmp_path, "NVIDIA GeForce GTX 1080 Ti, 6.1, 570.124.06\n"), "COLUMNS": "40"}
+    detect = capplan_in("detect", env=env).stdout  # type: ignore[operator]
+    cells = {c.strip() for line in detect.splitlines() for c in line.split("│")}
+    assert {"torchvision-sm61-cu129", "cupy-cu129"} <= cells

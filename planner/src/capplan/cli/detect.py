@@ -8,7 +8,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from capplan.cli.output import emit_json, make_table, out_console
+from capplan.cli.output import emit_json, make_table, out_console, print_table
 from capplan.cli.planning import config_option, current_kb, load_plan
 from capplan.core.gpus import find_gpus
 from capplan.core.select import driver_support, pick_variant
@@ -93,7 +93,9 @@ def _print(report: list[dict[str, Any]]) -> None:
         )
         if entry["capability"] is None:
             continue
-        table = make_table("package", "variant", "how", "get it")
+        table = make_table(
+            "package", "variant", "how", "get it", whole=("package", "variant", "get it")
+        )
         for package, how in entry["how"].items():
             table.add_row(
                 package,
@@ -101,5 +103,5 @@ def _print(report: list[dict[str, Any]]) -> None:
                 escape(f"{how['level']}: {how['reason']}"),
                 how["command"] or "-",
             )
-        console.print(table)
+        print_table(console, table)
         console.print(f"or, in your nixpkgs config: {entry['overlay']}", markup=False)

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -108,8 +109,18 @@ def make_table(*columns: str, title: str | None = None, whole: Iterable[str] = (
 def print_table(console: Console, table: Table) -> None:
     """Print ``table`` at the console's width (``COLUMNS`` or the terminal), or wider when its
     whole columns need more: a name stays whole even on a narrow terminal."""
-    need = console.measure(table).minimum
-    console.print(table, width=max(need, console.width))
+    # Measured against a wide page: measuring at the console's width would clamp to it.
+    wide = console.options.update_width(1 << 16)
+    need = Measurement.get(console, wide, table).minimum
+    width = console.width
+    if need <= width:
+        console.print(table)
+        return
+    console.width = need  # print(width=...) never goes beyond the console's own width
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 class Progressor:

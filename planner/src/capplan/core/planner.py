@@ -676,6 +676,8 @@ def _plan_fat(builder: _Builder, package: str, choices: list[_Choice], want_ptx:
     elif isinstance(fat, dict):
         for group, members in sorted(fat.items()):
             members_caps = {resolve_device(m, builder.kb.gpus)[0] for m in members}
+            for cap in members_caps:
+                builder.kb.capability(cap)  # an unknown capability is exit 4, not a drop
             groups[f"fat-{group}"] = tuple(sorted(members_caps))
     for label, caps in groups.items():
         buildable = tuple(c for c in caps if rules.buildable(package, c))
