@@ -282,6 +282,24 @@ def test_usage_errors_end_with_the_one_line_form(capplan_cli: object) -> None:
     assert len(last) < 400 and all(len(line) < 500 for line in long.stderr.splitlines())
 
 
+@pytest.mark.parametrize(
+    "toml",
+    [
+        '[fleet]\ngpus = ["{x}"]\n[packages.torch]\n',
+        '[fleet]\ngpus = ["A100"]\n[packages.torch]\nexclude = ["{x}"]\n',
+        '[fleet]\ngpus = ["A100"]\n[packages."{x}"]\n',
+        '[fleet]\ngpus = ["A100"]\n[packages.torch]\n[policy]\n"{x}" = 1\n',
+        '[fleet]\ngpus = ["A100"]\n[packages.torch]\n[policy]\nruns = "{x}"\n',
+    ],
+)
+def test_long_bad_values_are_quoted_in_part(capplan_in: object, tmp_path: Path, toml: str) -> None:
+    (tmp_path / "capplan.toml").write_text(toml.replace("{x}", "q" * 5000))
+    result = capplan_in("plan")  # type: ignore[operator]
+    assert result.exit_code in (int(ExitCode.INVALID_INPUT), int(ExitCode.CONFIG))
+    last = one_line_error(result, ExitCode(result.exit_code))
+    assert "q" * 150 in last and len(last) < 600, len(last)
+
+
 # -- 15. help summaries ----------------------------------------------------------------------------
 def test_every_command_summary_reads_whole(capplan_cli: object) -> None:
     from capplan.cli.main import COMMANDS

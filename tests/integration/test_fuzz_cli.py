@@ -252,6 +252,8 @@ def run_one(
     if result.exit_code != 0:
         lines = [line for line in err.splitlines() if line.strip()]
         assert lines and lines[-1].startswith("capplan: error: "), detail
+        # a bad value is quoted in part (about 200 characters), so the line stays readable
+        assert len(lines[-1]) <= 1_200, detail
     return result.exit_code, argv[0] if argv else ""
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from capplan.core.config import Config, config_from_mapping
 from capplan.core.suggest import closest
-from capplan.errors import ConfigError
+from capplan.errors import ConfigError, shorten
 
 __all__ = [
     "CONFIG_ENV",
@@ -135,7 +135,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         if name not in CONFIG_ENV:
             if name not in OTHER_ENV:
                 raise ConfigError(
-                    f"unknown environment variable {name}",
+                    f"unknown environment variable {shorten(name)}",
                     hint=closest(name, known, what="variable"),
                 )
             continue

@@ -30,7 +30,7 @@ from capplan.core.gpus import resolve_device
 from capplan.core.graph import dependency_closure
 from capplan.core.kb import KnowledgeBase, Limits, PackageInfo
 from capplan.core.plan import Baselines, Decision, FleetGpu, Plan, Serve, Variant
-from capplan.errors import CapplanError, InfeasibleError, InvalidInputError, NothingToDo
+from capplan.errors import CapplanError, InfeasibleError, InvalidInputError, NothingToDo, shorten
 
 __all__ = [
     "NIXPKGS_DEFAULT_CUDA",
@@ -83,7 +83,7 @@ def resolve_fleet(kb: KnowledgeBase, config: Config) -> tuple[FleetGpu, ...]:
         info = kb.capability(capability)
         if capability.suffix:
             raise InvalidInputError(
-                f"fleet entry '{label}' is a build target ({capability}), not a GPU",
+                f"fleet entry '{shorten(label)}' is a build target ({capability}), not a GPU",
                 hint=f"list the device capability {capability.base} instead",
             )
         fleet.append(
@@ -98,7 +98,7 @@ def resolve_fleet(kb: KnowledgeBase, config: Config) -> tuple[FleetGpu, ...]:
     unknown = sorted(set(config.fleet.count) - set(config.fleet.gpus))
     if unknown:
         raise InvalidInputError(
-            f"fleet.count names '{unknown[0]}', which is not in fleet.gpus",
+            f"fleet.count names '{shorten(unknown[0])}', which is not in fleet.gpus",
             hint="add it to fleet.gpus or remove the count",
         )
     return tuple(fleet)
@@ -747,8 +747,8 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
         if not any(info.supported_by(cuda) for cuda in policy_cuda):
             allowed = ", ".join(str(c) for c in policy_cuda)
             raise InfeasibleError(
-                f"fleet GPU '{gpu.label}' ({gpu.capability}) is supported by no allowed CUDA "
-                f"version ({allowed}); CUDA supports it from {info.min_cuda} to "
+                f"fleet GPU '{shorten(gpu.label)}' ({gpu.capability}) is supported by no allowed "
+                f"CUDA version ({allowed}); CUDA supports it from {info.min_cuda} to "
                 f"{info.max_cuda or 'the newest'}",
                 hint="add a CUDA version that supports it to policy.cuda, or drop the GPU",
             )
