@@ -289,7 +289,7 @@ def test_usage_errors_end_with_the_one_line_form(capplan_cli: object) -> None:
         '[fleet]\ngpus = ["A100"]\n[packages.torch]\nexclude = ["{x}"]\n',
         '[fleet]\ngpus = ["A100"]\n[packages."{x}"]\n',
         '[fleet]\ngpus = ["A100"]\n[packages.torch]\n[policy]\n"{x}" = 1\n',
-        '[fleet]\ngpus = ["A100"]\n[packages.torch]\n[policy]\nruns = "{x}"\n',
+        '[fleet]\ngpus = ["A100"]\n[packages.torch]\n[policy]\nrunners = "{x}"\n',
     ],
 )
 def test_long_bad_values_are_quoted_in_part(capplan_in: object, tmp_path: Path, toml: str) -> None:
