@@ -148,3 +148,10 @@ def test_detect_and_plan_agree_on_every_fleet_gpu_and_package(cfg: dict[str, Any
             else:
                 assert pick.runnable and pick.variant is not None, (package, gpu.label, pick)
                 assert pick.variant.name in serving, (package, gpu.label, pick.variant.name)
+
+
+def test_a_gpu_no_allowed_cuda_supports_is_told_so() -> None:
+    plan = default_plan()  # CUDA 12.6..13.0: Kepler 3.5 is gone since CUDA 12
+    pick = pick_variant(plan, "torch", Capability(3, 5), KB)
+    assert pick.variant is None and "no CUDA version in policy.cuda" in pick.verdict.reason
+    assert "Jetson" not in pick.verdict.reason

@@ -149,7 +149,7 @@ def pick_variant(
         if best is None or key < best[0]:
             best = (key, variant, verdict)
     if best is None:
-        return Pick(package, None, _none_runs(plan, package, device, whys), False)
+        return Pick(package, None, _none_runs(plan, kb, package, device, whys), False)
     _, variant, verdict = best
     if not runs.known:
         return Pick(package, variant, verdict, None)
@@ -172,7 +172,9 @@ def pick_variant(
     )
 
 
-def _none_runs(plan: Plan, package: str, device: Capability, whys: list[str]) -> Verdict:
+def _none_runs(
+    plan: Plan, kb: KnowledgeBase, package: str, device: Capability, whys: list[str]
+) -> Verdict:
     """Why no variant of ``package`` runs on ``device``: this GPU's own reason, never another's."""
     labels = {g.label for g in plan.fleet if g.capability.base == device.base}
     for decision in plan.unserved:
@@ -180,10 +182,18 @@ def _none_runs(plan: Plan, package: str, device: Capability, whys: list[str]) ->
             return Verdict(RunLevel.CANNOT_RUN, None, decision.reason)
     shown = whys[:2] + ([f"{len(whys) - 2} more alike"] if len(whys) > 2 else [])
     detail = f" ({'; '.join(shown)})" if shown else ""
+    info = kb.capability(device.base) if kb.knows(device.base) else None
     if package not in plan.packages:
         hint = f"add [packages.{package}] to the config"
     elif labels:
         hint = "widen the package's limits or policy.cuda"
+    elif info is not None and not any(info.supported_by(c) for c in plan.cuda_policy):
+        allowed = ", ".join(map(str, plan.cuda_policy))
+        hint = (
+            f"no CUDA version in policy.cuda ({allowed}) supports {device.base} (CUDA "
+            f"{info.min_cuda}..{info.max_cuda or 'newest'}): add one that does and "
+            f'"{device.base}" to fleet.gpus'
+        )
     else:
         hint = f"add \"{device.base}\" to fleet.gpus and run 'capplan generate'"
     return Verdict(
