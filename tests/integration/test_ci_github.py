@@ -262,8 +262,8 @@ def test_unwritable_output_nonroot(capplan_in: Any, tmp_path: Path) -> None:
     locked.mkdir()
     locked.chmod(0o500)
     err = one_line_error(capplan_in("ci", "github", "--cache", "c", "--output",
-                                    "locked/w.yml"), ExitCode.INVALID_INPUT)  # fmt: skip
-    assert "cannot write locked/w.yml" in err
+                                    "locked/w.yml"), ExitCode.WRITE)  # fmt: skip
+    assert "locked/w.yml" in err
 
 
 @pytest.mark.parametrize("target", ["file/w.yml", "folder"])
@@ -272,8 +272,8 @@ def test_unwritable_output(capplan_in: Any, tmp_path: Path, target: str) -> None
     (tmp_path / "file").write_text("a file, not a folder\n")
     (tmp_path / "folder").mkdir()
     result = capplan_in("ci", "github", "--cache", "c", "--output", target)
-    err = one_line_error(result, ExitCode.INVALID_INPUT)
-    assert f"cannot write {target}" in err and "writable --output" in err
+    err = one_line_error(result, ExitCode.WRITE)
+    assert f"cannot write {target}" in err and "writable path" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["capplan.toml", "file", "folder"]
 
 

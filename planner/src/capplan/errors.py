@@ -25,7 +25,16 @@ __all__ = [
     "NothingToDo",
     "StaleError",
     "VerifyError",
+    "WriteError",
+    "shorten",
 ]
+
+QUOTE_LIMIT = 200
+
+
+def shorten(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` cut to about ``limit`` characters (with "..."), for quoting a bad value."""
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class ExitCode(IntEnum):
@@ -46,6 +55,7 @@ class ExitCode(IntEnum):
     BAD_BINARY = 12  # not an ELF / wheel without the member / unreadable binary
     GRAPH = 13  # dependency cycle or unknown dependency
     NIX = 14  # nix is missing or a nix command failed
+    WRITE = 15  # an output file cannot be written (path, permissions, full disk); old file intact
 
 
 class CapplanError(Exception):
@@ -113,3 +123,7 @@ class GraphError(CapplanError):
 
 class NixError(CapplanError):
     exit_code = ExitCode.NIX
+
+
+class WriteError(CapplanError):
+    exit_code = ExitCode.WRITE

@@ -6,16 +6,25 @@ the working directory or the nearest parent; ``[tool.capplan]`` of the nearest p
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from capplan.core.config import Config, config_from_mapping
 from capplan.core.suggest import closest
-from capplan.errors import ConfigError
+from capplan.errors import ConfigError, shorten
 
-__all__ = ["CONFIG_ENV", "OTHER_ENV", "find_config_file", "load_config"]
+__all__ = [
+    "CONFIG_ENV",
+    "DEFAULT_PLAN",
+    "OTHER_ENV",
+    "default_plan_path",
+    "find_config_file",
+    "load_config",
+]
 
 # Environment variables that set config keys (comma-separated lists where the key is a list).
 CONFIG_ENV: dict[str, tuple[str, str]] = {
@@ -28,6 +37,7 @@ CONFIG_ENV: dict[str, tuple[str, str]] = {
     "CAPPLAN_RUNNERS": ("policy", "runners"),
 }
 _LISTS = {"CAPPLAN_GPUS", "CAPPLAN_CUDA"}
+_INTS = {"CAPPLAN_RUNNERS"}
 # Variables capplan reads that are not config keys.
 OTHER_ENV = (
     "CAPPLAN_CACHE_TOKEN",
@@ -45,7 +55,16 @@ OTHER_ENV = (
 )
 
 
+DEFAULT_PLAN = "default-plan.toml"  # packaged copy of the repository's capplan.toml
+
+
+def default_plan_path() -> Path:
+    """The embedded default plan, shipped inside the Python package (and the Nix-built tool)."""
+    return Path(str(resources.files("capplan").joinpath(DEFAULT_PLAN)))
+
+
 def find_config_file(explicit: Path | None, cwd: Path, environ: Mapping[str, str]) -> Path | None:
+    """The config file to read; None when there is none (the embedded default applies)."""
     if explicit is not None:
         return explicit
     if environ.get("CAPPLAN_CONFIG"):
@@ -59,29 +78,49 @@ def find_config_file(explicit: Path | None, cwd: Path, environ: Mapping[str, str
 
 
 def _has_tool_table(path: Path) -> bool:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return False
+    """Whether a pyproject.toml has [tool.capplan]; a broken one is an error, not skipped."""
+    data = _parse_toml(path)
     return isinstance(data.get("tool"), dict) and "capplan" in data["tool"]
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _quote(text: str, limit: int = 200) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _parse_toml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(
             f"config file not found: {path}", hint="pass an existing file to --config"
         ) from None
     except OSError as error:
-        raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
+        raise ConfigError(
+            f"cannot read config file {path}: {error.strerror or error}",
+            hint="pass a readable TOML file",
+        ) from None
     try:
-        data = tomllib.loads(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path} is not UTF-8 text: byte 0x{raw[error.start]:02x} at offset {error.start}",
+            hint="save it as UTF-8 TOML",
+        ) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         # tomllib's message ends with "(at line L, column C)".
         raise ConfigError(
             f"{path}: invalid TOML: {error}", hint="fix the TOML syntax there"
         ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"{path}: invalid TOML: nested too deeply", hint="flatten the nested arrays or tables"
+        ) from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    data = _parse_toml(path)
     if path.name == "pyproject.toml":
         tool = data.get("tool", {})
         section = tool.get("capplan") if isinstance(tool, dict) else None
@@ -102,7 +141,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         if name not in CONFIG_ENV:
             if name not in OTHER_ENV:
                 raise ConfigError(
-                    f"unknown environment variable {name}",
+                    f"unknown environment variable {shorten(name)}",
                     hint=closest(name, known, what="variable"),
                 )
             continue
@@ -110,6 +149,13 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         parsed: Any = value
         if name in _LISTS:
             parsed = [item.strip() for item in value.split(",") if item.strip()]
+        elif name in _INTS:
+            if not re.fullmatch(r"[0-9]+", value.strip()):
+                raise ConfigError(
+                    f"{name}={_quote(value)} is not a whole number written in ASCII digits",
+                    hint=f"e.g. {name}=4",
+                )
+            parsed = int(value.strip())
         layer.setdefault(section, {})[key] = parsed
     return layer
 
@@ -131,18 +177,38 @@ def load_config(
     environ: Mapping[str, str],
     flags: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[Config, Path | None]:
-    """The validated config and the file it came from (None: defaults only)."""
+    """The validated config and the file it came from (None: the embedded default plan)."""
     path = find_config_file(explicit, cwd, environ)
-    data: dict[str, Any] = _read_toml(path) if path is not None else {}
-    origin = str(path) if path is not None else "configuration"
+    if path is None:
+        data = _read_toml(default_plan_path())
+        origin = "the embedded default plan"
+    else:
+        data = _read_toml(path)
+        origin = str(path)
     env = _from_env(environ)
     if "system" in env.get("policy", {}) and isinstance(data.get("policy"), dict):
         # CAPPLAN_SYSTEM replaces the file's choice of systems, whichever spelling it used.
         data = {**data, "policy": {k: v for k, v in data["policy"].items() if k != "systems"}}
-    data = _merge(data, env)
-    if flags:
-        data = _merge(data, {k: dict(v) for k, v in flags.items() if v})
+    for layer in (env, {k: dict(v) for k, v in (flags or {}).items() if v}):
+        data = _replace_fleet(data, layer)
+        data = _merge(data, layer)
     return config_from_mapping(data, origin=origin), path
+
+
+def _replace_fleet(data: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
+    """``--gpu`` / ``CAPPLAN_GPUS`` replace the fleet: the counts and systems of GPUs no longer in
+    it go."""
+    fleet = data.get("fleet")
+    new = layer.get("fleet")
+    if not isinstance(fleet, dict) or not isinstance(new, Mapping) or "gpus" not in new:
+        return data
+    gpus = new["gpus"]
+    kept = dict(fleet)
+    for key in ("count", "systems"):
+        table = fleet.get(key)
+        if isinstance(table, dict):
+            kept[key] = {k: v for k, v in table.items() if isinstance(gpus, list) and k in gpus}
+    return {**data, "fleet": kept}
 
 
 def default_config() -> Config:

@@ -597,8 +597,13 @@ def inspect_paths(paths: Sequence[Path]) -> list[FileReport]:
     return reports
 
 
-def binary_limits(path: Path, candidates: Sequence[Capability]) -> BinaryLimits:
-    """Which ``candidates`` a prebuilt binary (file, wheel or store path) can run on."""
+def binary_limits(
+    path: Path,
+    candidates: Sequence[Capability],
+    jetson: Callable[[Capability], bool] = lambda _cap: False,
+) -> BinaryLimits:
+    """Which ``candidates`` a prebuilt binary (file, wheel or store path) can run on;
+    ``jetson`` says which devices get the Jetson rule (core.compat.is_jetson)."""
     reports = inspect_paths([path])
     sass = _sorted_unique([c for r in reports for c in r.sass])
     ptx = _sorted_unique([c for r in reports for c in r.ptx])
@@ -609,6 +614,6 @@ def binary_limits(path: Path, candidates: Sequence[Capability]) -> BinaryLimits:
         )
     # Devices have no a/f suffix: a suffixed candidate stands for its base device.
     devices = sorted({cap.base for cap in candidates})
-    verdicts = tuple((cap, how_runs(cap, sass, ptx)) for cap in devices)
+    verdicts = tuple((cap, how_runs(cap, sass, ptx, jetson=jetson(cap))) for cap in devices)
     supported = tuple(c for c, v in verdicts if v.level is not RunLevel.CANNOT_RUN)
     return BinaryLimits(str(path), sass, ptx, supported, verdicts)

@@ -51,18 +51,29 @@ def load_kb_file(name: str, model: type[M], directory: Path | None = None) -> M:
     path = kb_path(name, directory)
     label = f"kb/{name}" if directory is None else str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as error:
         raise DataError(
             f"cannot read knowledge-base file {label}: {error.strerror or error}",
             hint="reinstall capplan, or point CAPPLAN_KB_DIR at a complete copy",
         ) from None
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise DataError(
+            f"knowledge-base file {label} is not UTF-8 text: byte 0x{raw[error.start]:02x} at "
+            f"offset {error.start}",
+            hint="fix the file or restore it from the capplan repository",
+        ) from None
     except json.JSONDecodeError as error:
         raise DataError(
             f"knowledge-base file {label} is not valid JSON: {error.msg} at line {error.lineno} "
             f"column {error.colno}",
+            hint="fix the file or restore it from the capplan repository",
+        ) from None
+    except RecursionError:
+        raise DataError(
+            f"knowledge-base file {label} is nested too deeply to read",
             hint="fix the file or restore it from the capplan repository",
         ) from None
     try:

@@ -166,11 +166,29 @@ def from_version(
             hint="e.g. http://127.0.0.1:8000/v{version}/torch/utils/cpp_extension.py",
         )
     url = template.replace("{version}", version)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise InvalidInputError(
+            f"{SOURCE_URL_ENV} is not a valid URL: {template[:200]!r} ({exc})",
+            hint="e.g. http://127.0.0.1:8000/v{version}/torch/utils/cpp_extension.py",
+        ) from None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InvalidInputError(
+            f"{SOURCE_URL_ENV} is not an http(s) URL: {template[:200]!r}",
+            hint="e.g. http://127.0.0.1:8000/v{version}/torch/utils/cpp_extension.py",
+        )
     http = session or requests.Session()
     try:
         response = http.get(url, timeout=timeout)
     except requests.RequestException as exc:
         raise _network_error(url, exc) from None
+    except ValueError as exc:  # urllib3/idna reject some hosts only when connecting
+        raise InvalidInputError(
+            f"{SOURCE_URL_ENV} is not a valid URL: {template[:200]!r} ({exc})",
+            hint="e.g. http://127.0.0.1:8000/v{version}/torch/utils/cpp_extension.py",
+        ) from None
     finally:
         if session is None:
             http.close()

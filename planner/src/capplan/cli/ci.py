@@ -249,11 +249,5 @@ def _check(output: Path, text: str) -> None:
 
 
 def _write(output: Path, text: str) -> None:
-    try:
-        atomic_write_text(output, text)
-    except OSError as error:
-        # Exit 4 (invalid input): the --output path cannot be written.
-        raise InvalidInputError(
-            f"cannot write {output}: {error.strerror or error}",
-            hint="choose a writable --output path or fix the folder's permissions",
-        ) from None
+    # atomic_write_text reports every failure as a WriteError (exit 15) naming the path.
+    atomic_write_text(output, text)

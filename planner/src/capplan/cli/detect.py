@@ -8,26 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
-from capplan.cli.output import emit_json, make_table, out_console
+from capplan.cli.output import emit_json, make_table, out_console, print_table
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
-from capplan.core.cuda import CudaVersion
-from capplan.core.drivers import max_cuda_for_driver
 from capplan.core.gpus import find_gpus
-from capplan.core.kb import KnowledgeBase
 from capplan.core.plan import Plan
-from capplan.core.select import pick_variant
+from capplan.core.select import driver_support, pick_variant
 from capplan.core.systems import uses_jetson_redist
+from capplan.errors import DataError
 
 __all__ = ["detect"]
-
-
-def _max_cuda(kb: KnowledgeBase, driver: str | None, *, full: bool) -> CudaVersion | None:
-    if not driver:
-        return None
-    pairs = [(str(r.version), r.toolkit_driver if full else r.min_driver) for r in kb.cuda_releases]
-    found = max_cuda_for_driver(driver, pairs)
-    return CudaVersion.parse(found) if found else None
 
 
 @click.command()
@@ -54,6 +45,11 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         if module is None:
             raise
         found = [module]
+    except (UnicodeError, ValueError) as error:
+        raise DataError(
+            f"nvidia-smi printed output that is not text: {error}",
+            hint="check the driver installation, or point CAPPLAN_NVIDIA_SMI at a working one",
+        ) from None
     # Here CAPPLAN_SYSTEM says which machine this is, not which systems to plan.
     environ = {k: v for k, v in os.environ.items() if k != SYSTEM_ENV}
     plan = plan_with_settings(config_path, environ=environ).plan
@@ -63,6 +59,11 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         if cap is None:
             matches = find_gpus(gpu.name, kb.gpus)
             cap = matches[0].model.capability if matches else None
+        if cap is not None and not kb.knows(cap.base):
+            cap = None  # a capability the knowledge base does not know: no answer is right
+        driver = driver_support(kb, gpu.driver)
+        runs = driver.max_cuda()
+        full = driver.max_cuda(full=True)
         entry: dict[str, Any] = {
             "name": gpu.name,
             "system": system,
@@ -71,28 +72,27 @@ def detect(config_path: Path | None, as_json: bool) -> None:
             "source": gpu.source,
             "pci_id": gpu.pci_id,
             "note": gpu.note,
-            "max_cuda": None,
-            "max_cuda_minor_compat": None,
+            "max_cuda": str(full) if full else None,
+            "max_cuda_minor_compat": str(runs) if runs else None,
             "variants": {},
             "how": {},
         }
-        full = _max_cuda(kb, gpu.driver, full=True)
-        compat = _max_cuda(kb, gpu.driver, full=False)
-        entry["max_cuda"] = str(full) if full else None
-        entry["max_cuda_minor_compat"] = str(compat) if compat else None
         if cap is not None:
             entry["overlay"] = f'cudaCapabilities = [ "{cap}" ];'
-            jetson = kb.knows(cap) and kb.capability(cap).jetson
+            jetson = kb.capability(cap.base).jetson
             mine = _variants_for(plan, system, cap, jetson)
             for package in plan.packages:
-                pick = pick_variant(mine, package, cap, jetson=jetson, max_cuda=compat)
-                name = pick.variant.name if pick.variant else None
+                pick = pick_variant(mine, package, cap, kb, driver=driver)
+                name = pick.variant.name if pick.runnable and pick.variant else None
+                named = pick.variant or pick.blocked
                 entry["variants"][package] = name
                 entry["how"][package] = {
                     "level": pick.verdict.level.value,
                     "reason": pick.verdict.reason,
                     "command": f"nix build .#{name}" if name else None,
                     "driver_ok": pick.driver_ok,
+                    "needs_driver": pick.needs_driver,
+                    "variant": named.name if named else None,
                 }
         report.append(entry)
     if as_json:
@@ -118,12 +118,21 @@ def _variants_for(plan: Plan, system: str, cap: Any, jetson: bool) -> Plan:
 def _print(report: list[dict[str, Any]]) -> None:
     console = out_console()
     for entry in report:
+        if entry["driver"] is None:
+            runs = "driver unknown"
+        elif entry["max_cuda_minor_compat"] is None:
+            runs = "runs no CUDA release capplan knows"
+        else:
+            runs = (
+                f"runs CUDA up to {entry['max_cuda_minor_compat']}; "
+                f"new PTX up to {entry['max_cuda'] or '-'}"
+            )
+        source = f", from {entry['source']}" if entry["source"] else ""
+        pci = f", PCI id {entry['pci_id']}" if entry["pci_id"] else ""
         console.print(
-            f"[bold]{entry['name']}[/bold] ({entry['system']}): capability "
-            f"{entry['capability'] or 'unknown'}, "
-            f"driver {entry['driver'] or 'unknown'} (runs CUDA up to "
-            f"{entry['max_cuda_minor_compat'] or '?'}; new PTX up to {entry['max_cuda'] or '?'})"
-            f", from {entry['source']}" + (f", PCI id {entry['pci_id']}" if entry["pci_id"] else "")
+            f"[bold]{escape(entry['name'])}[/bold] ({entry['system']}): capability "
+            f"{entry['capability'] or 'unknown'}, driver {escape(entry['driver'] or 'unknown')} "
+            f"({runs}){source}{pci}"
         )
         if entry["driver"] is None and entry["source"] == "sysfs":
             console.print(
@@ -136,14 +145,15 @@ def _print(report: list[dict[str, Any]]) -> None:
             console.print(entry["note"], markup=False)
         if entry["capability"] is None:
             continue
-        table = make_table("package", "variant", "how", "get it")
+        table = make_table(
+            "package", "variant", "how", "get it", whole=("package", "variant", "get it")
+        )
         for package, how in entry["how"].items():
-            note = "" if how["driver_ok"] else " (driver too old for its CUDA)"
             table.add_row(
                 package,
                 entry["variants"][package] or "-",
-                f"{how['level']}: {how['reason']}{note}",
+                escape(f"{how['level']}: {how['reason']}"),
                 how["command"] or "-",
             )
-        console.print(table)
+        print_table(console, table)
         console.print(f"or, in your nixpkgs config: {entry['overlay']}", markup=False)

@@ -30,7 +30,7 @@ __all__ = ["dispatch"]
 
 @click.group()
 def dispatch() -> None:
-    """Run-time dispatch: one package that starts the right variant for the GPU it finds."""
+    """Which variant a <package>-dispatch output starts on a machine."""
 
 
 @dispatch.command()

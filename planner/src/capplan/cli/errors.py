@@ -6,13 +6,20 @@ raise the errors); this module is the only place that turns them into process ex
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import traceback
 from typing import NoReturn
 
-from capplan.errors import CapplanError, ExitCode
+import click
 
-__all__ = ["EXIT_CODE_HELP", "fail", "report_unexpected"]
+from capplan.errors import CapplanError, ExitCode, shorten
+
+__all__ = ["EXIT_CODE_HELP", "fail", "quiet_stdout", "report_unexpected", "usage_error"]
+
+# A usage error's message quotes the bad value; keep the line readable whatever was typed.
+_MESSAGE_LIMIT = 300
 
 EXIT_CODE_HELP = "\n".join(
     f"  {code.value:>2}  {code.name.lower().replace('_', '-')}" for code in ExitCode
@@ -35,3 +42,30 @@ def report_unexpected(error: BaseException, *, debug: bool) -> NoReturn:
         "(this is a bug; rerun with --debug for the traceback and report it)\n"
     )
     raise SystemExit(int(ExitCode.FAILURE))
+
+
+def usage_error(error: click.ClickException) -> NoReturn:
+    """click's usage message as click prints it, then the documented one-line form.
+
+    Exit code 2 (usage) for every click-level error: click gives some (FileError) exit 1,
+    which capplan reserves for internal errors.
+    """
+    error.message = shorten(error.message, _MESSAGE_LIMIT)
+    with contextlib.suppress(BrokenPipeError):
+        error.show()
+    if type(error).__name__ == "NoArgsIsHelpError":  # bare `capplan`: the help is the answer
+        raise SystemExit(error.exit_code)
+    message = " ".join(error.format_message().split())
+    sys.stderr.write(f"capplan: error: {shorten(message, _MESSAGE_LIMIT)} (see --help)\n")
+    code = error.exit_code if error.exit_code not in (0, int(ExitCode.FAILURE)) else 2
+    raise SystemExit(code)
+
+
+def quiet_stdout() -> None:
+    """Send the rest of stdout to /dev/null: its reader has gone (a closed pipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass

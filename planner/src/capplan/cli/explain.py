@@ -7,8 +7,8 @@ import click
 from capplan.cli.output import emit_json, out_console
 from capplan.cli.planning import current_kb
 from capplan.core.capability import parse_targets
-from capplan.core.compat import how_runs
-from capplan.core.gpus import resolve_device
+from capplan.core.compat import device_verdict
+from capplan.core.gpus import resolve_known_device
 
 __all__ = ["explain"]
 
@@ -23,16 +23,18 @@ __all__ = ["explain"]
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def explain(targets: str, device: str, as_json: bool) -> None:
-    """Explain how a build with TARGETS (e.g. 8.0,8.6,9.0+PTX) runs on --device."""
+    """Say how a build of TARGETS runs on a device.
+
+    TARGETS are capabilities such as 8.0,8.6,9.0+PTX (compute_90 is the same as 9.0+PTX).
+    """
     kb = current_kb()
-    parsed = parse_targets(targets)
-    cap, model = resolve_device(device, kb.gpus)
-    jetson = kb.knows(cap.base) and kb.capability(cap.base).jetson
-    verdict = how_runs(
+    parsed = kb.check_targets(parse_targets(targets))
+    cap, model = resolve_known_device(device, kb)
+    verdict = device_verdict(
         cap,
         [t.capability for t in parsed],
         [t.capability for t in parsed if t.ptx],
-        jetson=jetson,
+        kb,
     )
     result = {
         "device": model.name if model else str(cap),

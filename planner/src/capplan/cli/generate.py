@@ -42,7 +42,15 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
         try:
             current = output.read_text(encoding="utf-8")
         except FileNotFoundError:
-            current = ""
+            raise StaleError(
+                f"{output} is missing", hint="run 'capplan generate' and commit the result"
+            ) from None
+        except (OSError, UnicodeDecodeError) as error:
+            why = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+            raise StaleError(
+                f"{output} cannot be read: {why or error}",
+                hint="run 'capplan generate' and commit the result",
+            ) from None
         if current != text:
             diff = difflib.unified_diff(
                 current.splitlines(keepends=True),

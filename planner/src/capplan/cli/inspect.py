@@ -7,18 +7,18 @@ from pathlib import Path
 import click
 
 from capplan.cli.output import emit_json, err_console, make_table, out_console
-from capplan.errors import BinaryFormatError
+from capplan.errors import BinaryFormatError, InvalidInputError
 
 __all__ = ["inspect"]
 
 
 @click.command("inspect")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")
 @click.option(
     "--entries", is_flag=True, help="Also list every fatbin entry (kind, arch, offset, section)."
 )
-def inspect(paths: tuple[Path, ...], as_json: bool, entries: bool) -> None:
+def inspect(paths: tuple[str, ...], as_json: bool, entries: bool) -> None:
     """List SASS, PTX and LTO-IR targets in ELF files, static archives, wheels or directories.
 
     Every fatbin container in a file is found by scanning for its magic and validating its
@@ -28,7 +28,13 @@ def inspect(paths: tuple[Path, ...], as_json: bool, entries: bool) -> None:
     # Imported here so `capplan --help` does not load pyelftools.
     from capplan.adapters.fatbin import inspect_paths
 
-    reports = inspect_paths(list(paths))
+    for path in paths:
+        if not path.strip():
+            # Path('') is '.', which would quietly scan the working directory.
+            raise InvalidInputError(
+                "an empty path was given to inspect", hint="name a file, wheel or directory"
+            )
+    reports = inspect_paths([Path(p) for p in paths])
     if as_json:
         emit_json({"files": [r.to_json(entries=entries) for r in reports]})
     else:

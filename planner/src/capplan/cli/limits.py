@@ -27,7 +27,7 @@ from capplan.adapters.torch_source import (
     from_wheel,
 )
 from capplan.cli.output import emit_json, err_console, make_table, out_console
-from capplan.core.compat import how_runs
+from capplan.core.compat import device_verdict, is_jetson
 from capplan.core.torch_limits import TorchLimits, parse_torch_limits
 from capplan.errors import DataError, InvalidInputError
 
@@ -244,6 +244,8 @@ def updated_kb_text(old_text: str, result: TorchLimits, source: TorchSource) -> 
         raise DataError(
             f"kb/torch.json is not valid JSON: {exc.msg} at line {exc.lineno}"
         ) from None
+    except RecursionError:
+        raise DataError("kb/torch.json is nested too deeply to read") from None
     releases = doc.get("releases") if isinstance(doc, dict) else None
     if not isinstance(releases, list):
         raise DataError("kb/torch.json has no 'releases' list", hint="restore it from git")
@@ -293,6 +295,11 @@ def _update_kb(
         old_text = json.dumps({"source": "capplan limits read torch --update-kb", "releases": []})
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{path} is not UTF-8 text: byte offset {exc.start}",
+            hint="give a torch.json knowledge-base file",
+        ) from None
     new_text = updated_kb_text(old_text, result, source)
     messages = err_console()
     if new_text == old_text:
@@ -327,14 +334,15 @@ def _read_binary(path: Path, as_json: bool) -> None:
     from capplan.adapters.fatbin import binary_limits
     from capplan.adapters.kb import load_kb
 
-    candidates = [info.capability for info in load_kb().capabilities]
-    result = binary_limits(path, candidates)
+    kb = load_kb()
+    candidates = [info.capability for info in kb.capabilities]
+    result = binary_limits(path, candidates, lambda cap: is_jetson(cap, kb))
     if as_json:
         emit_json(result.to_json())
         return
     table = make_table("capability", "how", title=f"{path.name}: runs on")
     for cap in result.supported:
-        table.add_row(str(cap), how_runs(cap, result.sass, result.ptx).level.value)
+        table.add_row(str(cap), device_verdict(cap, result.sass, result.ptx, kb).level.value)
     console = out_console()
     console.print(table)
     console.print(f"SASS: {', '.join(c.sm for c in result.sass) or 'none'}")

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
 from capplan import __version__
-from capplan.cli.errors import EXIT_CODE_HELP, fail, report_unexpected
-from capplan.errors import CapplanError
+from capplan.cli.errors import EXIT_CODE_HELP, fail, quiet_stdout, report_unexpected, usage_error
+from capplan.errors import CapplanError, DataError, InvalidInputError
 
-__all__ = ["COMMANDS", "cli", "main"]
+__all__ = ["COMMANDS", "SUMMARIES", "cli", "main"]
 
 _EPILOG = "Exit codes:\n\n\b\n" + EXIT_CODE_HELP
 
@@ -35,11 +37,48 @@ COMMANDS = {
 }
 
 
+# One-line summaries for `capplan --help`, each short enough to read whole in 80 columns.
+SUMMARIES = {
+    "caps": "List CUDA capabilities: architecture, CUDA range, Jetson.",
+    "detect": "Detect local GPUs and name the variant to use for each.",
+    "explain": "Say how a build of TARGETS runs on a device.",
+    "generate": "Write overlays/plan.json, the data the flake reads.",
+    "gpus": "List GPU models, or those matching QUERY.",
+    "inspect": "List SASS, PTX and LTO-IR targets inside binaries.",
+    "limits": "Read capability limits from package sources or binaries.",
+    "matrix": "Print the build matrix (table, JSON or GitHub Actions).",
+    "plan": "Plan which variants to build for the fleet, and why.",
+    "schema": "Print the JSON Schema of capplan.toml.",
+    "verify": "Check that a build holds exactly the planned device code.",
+}
+
+
+def _summary(name: str, command: click.Command) -> str:
+    """The command's one-line summary, whole: never cut mid-phrase with '...'."""
+    if name in SUMMARIES:
+        return SUMMARIES[name]
+    if command.short_help:
+        return command.short_help
+    first = " ".join((command.help or "").split("\n\n")[0].split())
+    sentence, dot, _ = first.partition(". ")
+    return sentence + "." if dot else first
+
+
 class _Group(click.Group):
     """Turns CapplanError into one line and its exit code; tracebacks only with --debug."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, _summary(name, command)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)
@@ -53,15 +92,63 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug")) or os.environ.get("CAPPLAN_DEBUG") == "1"
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+            return result
         except CapplanError as error:
             fail(error, debug=debug)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
-        except (KeyboardInterrupt, BrokenPipeError):
+        except BrokenPipeError:
+            # `capplan plan | head -1`: the reader is done; that is not an error (git log does
+            # the same). Point stdout at /dev/null so the final flush cannot fail again.
+            quiet_stdout()
+            raise SystemExit(0) from None
+        except KeyboardInterrupt:
             raise SystemExit(130) from None
+        except RecursionError:
+            fail(
+                DataError(
+                    "the input is nested too deeply to read",
+                    hint="flatten the nested arrays or objects in the file given",
+                ),
+                debug=debug,
+            )
+        except ValueError as error:
+            if "null byte" not in str(error):
+                report_unexpected(error, debug=debug)
+            # Only in-process callers can pass a NUL (argv and the environment cannot hold one).
+            fail(
+                InvalidInputError(
+                    "a path or value holds a NUL byte", hint="remove the \\0 from the argument"
+                ),
+                debug=debug,
+            )
         except Exception as error:
             report_unexpected(error, debug=debug)
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """click's own main, plus the documented last line for usage errors."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as error:
+            usage_error(error)
+        except click.exceptions.Abort:
+            sys.stderr.write("capplan: error: interrupted\n")
+            sys.exit(130)
+        except BrokenPipeError:
+            quiet_stdout()
+            sys.exit(0)
+        sys.exit(result if isinstance(result, int) else 0)
 
 
 @click.group(cls=_Group, epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"]})

@@ -9,7 +9,15 @@ from typing import Any
 
 import click
 
-from capplan.cli.output import emit_json, err_console, make_table, out_console, progress
+from capplan.cli.output import (
+    AsciiIntRange,
+    emit_json,
+    err_console,
+    make_table,
+    out_console,
+    print_table,
+    progress,
+)
 from capplan.cli.planning import config_option, flag_layer, plan_with_settings, policy_options
 from capplan.core.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
 from capplan.core.plan import Plan
@@ -25,22 +33,28 @@ __all__ = ["matrix"]
     "--format",
     "fmt",
     type=click.Choice(["table", "json", "github", "github-output"]),
-    default="table",
-    show_default=True,
-    help="github-output: the stage-and-shard layout as $GITHUB_OUTPUT lines (capplan ci github).",
+    default=None,
+    help="table (default), json, github: GitHub Actions' strategy.matrix "
+    '({"include": [...]}, or {"matrices": [{"include": [...]}, ...]} when the jobs exceed '
+    "--max-jobs), or github-output: the stage-and-shard layout as $GITHUB_OUTPUT lines "
+    "(capplan ci github).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option(
+    "--needs", "show_needs", is_flag=True, help="Table: list each job's needs, not their count."
 )
 @click.option(
     "--runners",
-    type=click.IntRange(1, 10_000),
+    type=AsciiIntRange(1, 10_000),
     default=None,
     help="CI runners in each system's pool (default: policy.runners).",
 )
 @click.option(
     "--max-jobs",
-    type=click.IntRange(1, GITHUB_MAX_JOBS),
+    type=AsciiIntRange(1, GITHUB_MAX_JOBS),
     default=GITHUB_MAX_JOBS,
     show_default=True,
-    help="Jobs per GitHub matrix.",
+    help='Jobs per GitHub matrix; more jobs give {"matrices": [...]}, one matrix each.',
 )
 @click.option(
     "--cache", "caches", multiple=True, metavar="URL", help="Binary cache to query (repeatable)."
@@ -98,7 +112,9 @@ def matrix(
     fat: str | None,
     ptx: str | None,
     gpus: tuple[str, ...],
-    fmt: str,
+    fmt: str | None,
+    as_json: bool,
+    show_needs: bool,
     runners: int | None,
     max_jobs: int,
     caches: tuple[str, ...],
@@ -112,7 +128,17 @@ def matrix(
     shards: bool,
     expect_shards: str | None,
 ) -> None:
-    """Print the build matrix (table, JSON, or GitHub Actions' strategy.matrix)."""
+    """Print the build matrix (table, JSON, or GitHub Actions' strategy.matrix).
+
+    The table shows each job's needs as a count (--needs lists them; --json has them all).
+    --format github prints {"include": [...]} for strategy.matrix, or, when the jobs exceed
+    --max-jobs, {"matrices": [{"include": [...]}, ...]}: one matrix per CI job.
+    """
+    if as_json and fmt not in (None, "json"):
+        raise click.UsageError(f"--json contradicts --format {fmt}")
+    fmt = "json" if as_json else (fmt or "table")
+    if jobs_file is not None and not skip_cached:
+        raise click.UsageError("--jobs is only read with --skip-cached (add --skip-cached)")
     planned = plan_with_settings(config_path, flag_layer(cuda, share, fat, ptx, gpus, runners))
     plan = planned.plan
     cached: dict[str, str] = {}
@@ -147,7 +173,7 @@ def matrix(
         data["summary"]["skipped_cached"] = sorted(cached)
         emit_json(data)
     else:
-        _table(result)
+        _table(result, show_needs)
 
 
 def _without(plan: Plan, drop: set[str]) -> Plan:
@@ -204,15 +230,16 @@ def _cached_jobs(
     return cached
 
 
-def _table(result: Matrix) -> None:
+def _table(result: Matrix, show_needs: bool) -> None:
     console = out_console()
     several = len(result.pools) > 1
     columns = ["stage", "job", "capabilities", "CUDA", "PTX", "needs", "minutes", "runner"]
     if several:
         columns.insert(2, "system")
-    table = make_table(*columns)
+    table = make_table(*columns, whole=("job", "needs") if show_needs else ("job",))
     for job in result.jobs():
         system = [job["system"]] if several else []
+        needs = job["needs"]
         table.add_row(
             str(job["stage"]),
             job["name"],
@@ -220,11 +247,11 @@ def _table(result: Matrix) -> None:
             ", ".join(job["capabilities"]) or "any",
             job["cuda"],
             ", ".join(job["ptx"]) or "-",
-            ", ".join(job["needs"]) or "-",
+            (", ".join(needs) or "-") if show_needs else str(len(needs)),
             f"{job['estimated_minutes']:g}",
             str(job["runner"]),
         )
-    console.print(table)
+    print_table(console, table)
     s: dict[str, Any] = result.summary()
     console.print(
         f"{s['jobs']} jobs in {s['stages']} stages, {s['total_minutes']:g} build minutes; on "

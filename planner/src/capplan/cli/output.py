@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import click
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from capplan.core.gcpause import gc_paused
 
 __all__ = [
+    "AsciiIntRange",
     "Progressor",
     "emit_json",
     "err_console",
     "make_table",
     "out_console",
+    "print_table",
     "progress",
     "to_json_text",
 ]
@@ -60,10 +65,24 @@ def emit_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader of our output has gone (``capplan plan | head -1``): stop quietly with
+        exit 0, as ``git log | head`` does (rich's own default exits 1)."""
+        self.quiet = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        raise SystemExit(0)
+
+
 def _console(stderr: bool) -> Console:
     # NO_COLOR is honoured by rich itself; a fixed COLUMNS gives golden tests a stable width.
     width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
-    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
+    return _Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
 
 
 def out_console() -> Console:
@@ -74,11 +93,34 @@ def err_console() -> Console:
     return _console(stderr=True)
 
 
-def make_table(*columns: str, title: str | None = None) -> Table:
+def make_table(*columns: str, title: str | None = None, whole: Iterable[str] = ()) -> Table:
+    """A table whose ``whole`` columns (variant, job and package names) are never cut or
+    wrapped; the other columns wrap (fold) rather than hide text behind an ellipsis."""
+    keep = set(whole)
     table = Table(title=title, title_justify="left", header_style="bold")
     for column in columns:
-        table.add_column(column)
+        if column in keep:
+            table.add_column(column, no_wrap=True, overflow="ignore")
+        else:
+            table.add_column(column, overflow="fold")
     return table
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table`` at the console's width (``COLUMNS`` or the terminal), or wider when its
+    whole columns need more: a name stays whole even on a narrow terminal."""
+    # Measured against a wide page: measuring at the console's width would clamp to it.
+    wide = console.options.update_width(1 << 16)
+    need = Measurement.get(console, wide, table).minimum
+    width = console.width
+    if need <= width:
+        console.print(table)
+        return
+    console.width = need  # print(width=...) never goes beyond the console's own width
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 class Progressor:
@@ -110,3 +152,14 @@ def progress(total: int, description: str) -> Iterator[Progressor]:
     ) as bar:
         task = bar.add_task(description, total=total)
         yield Progressor(bar, task)
+
+
+class AsciiIntRange(click.IntRange):
+    """click's IntRange for ASCII digits only: Python's int() also takes other scripts'
+    digits ("\u0664"), which are no number a CI runner count is written in."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
+            shown = value if len(value) <= 200 else value[:200] + "..."
+            self.fail(f"{shown!r} is not a whole number written in ASCII digits", param, ctx)
+        return super().convert(value, param, ctx)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from capplan.cli.output import emit_json, make_table, out_console
+from capplan.cli.output import emit_json, make_table, out_console, print_table
 from capplan.cli.planning import (
     config_option,
     current_kb,
@@ -56,18 +56,22 @@ def plan(
 def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
     console = out_console()
     for package in sorted({v.package for v in result.variants if not v.independent}):
-        table = make_table("variant", "capabilities", "CUDA", "PTX", "serves", title=package)
+        table = make_table(
+            "variant", "capabilities", "CUDA", "PTX", "serves", title=package, whole=("variant",)
+        )
         for v in result.variants_of(package):
             serves = ", ".join(f"{s.gpu} ({s.level.value})" for s in v.serves) or "(dependency)"
             caps = ", ".join(map(str, v.capabilities))
             table.add_row(v.name, caps, str(v.cuda), ", ".join(map(str, v.ptx)) or "-", serves)
-        console.print(table)
+        print_table(console, table)
     shared = [v for v in result.variants if v.independent]
     if shared:
-        table = make_table("job", "CUDA", "serves", title="capability-independent (one build each)")
+        table = make_table(
+            "job", "CUDA", "serves", title="capability-independent (one build each)", whole=("job",)
+        )
         for v in shared:
-            table.add_row(v.name, str(v.cuda), "every GPU" if v.serves else "(dependency)")
-        console.print(table)
+            table.add_row(v.name, str(v.cuda), ", ".join(s.gpu for s in v.serves) or "(dependency)")
+        print_table(console, table)
     if result.decisions:
         console.print("[bold]Decisions[/bold]")
         for d in result.decisions:

@@ -118,6 +118,17 @@ def plan_with_settings(
     config, found = load_config(
         config_path, cwd=Path.cwd(), environ=os.environ if environ is None else environ, flags=flags
     )
+    if found is None:
+        from capplan.adapters.config import default_plan_path
+        from capplan.cli.output import err_console
+
+        err_console().print(
+            "capplan: no capplan.toml here or above; using the embedded default plan "
+            f"({default_plan_path()})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     return Planned(make_plan(current_kb(), config), config, found)
 
 

@@ -20,7 +20,9 @@ def _targets(variant: str | None, expect: str | None, config: Path | None) -> tu
             hint="e.g. --variant torch-sm86 or --expect 8.6,9.0+PTX",
         )
     if expect is not None:
-        return parse_targets(expect)
+        from capplan.cli.planning import current_kb
+
+        return current_kb().check_targets(parse_targets(expect))
     assert variant is not None
     try:
         from capplan.cli.planning import (  # type: ignore[import-not-found,unused-ignore]
@@ -35,18 +37,15 @@ def _targets(variant: str | None, expect: str | None, config: Path | None) -> tu
     return targets
 
 
-def _device(text: str) -> Capability:
-    try:
-        return Capability.parse(text)
-    except InvalidInputError as error:
-        try:
-            from capplan.cli.planning import (  # type: ignore[import-not-found,unused-ignore]
-                resolve_device,
-            )
-        except ImportError:
-            raise error from None
-        device: Capability = resolve_device(text)
-        return device
+def _device(text: str) -> tuple[Capability, bool]:
+    """The device's capability (known to the knowledge base) and whether it is a Jetson."""
+    from capplan.cli.planning import current_kb
+    from capplan.core.compat import is_jetson
+    from capplan.core.gpus import resolve_known_device
+
+    kb = current_kb()
+    cap, _ = resolve_known_device(text, kb)
+    return cap, is_jetson(cap, kb)
 
 
 @click.command("verify")
@@ -54,7 +53,9 @@ def _device(text: str) -> Capability:
 @click.option("--variant", help="A planned variant, e.g. torch-sm86: expect its targets.")
 @click.option("--expect", help="Expected targets, e.g. 8.6,9.0+PTX (PTX only where +PTX).")
 @click.option("--device", help="Also say how the output runs on this capability or GPU model.")
-@click.option("--jetson", is_flag=True, help="The device is a Jetson (exact SASS only).")
+@click.option(
+    "--jetson", is_flag=True, help="The device is a Jetson (exact SASS only; known Jetsons are)."
+)
 @click.option(
     "--config",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -80,7 +81,10 @@ def verify(
     from capplan.core.verify import verify as compare
 
     targets = _targets(variant, expect, config)
-    dev = _device(device) if device is not None else None
+    dev: Capability | None = None
+    if device is not None:
+        dev, known_jetson = _device(device)
+        jetson = jetson or known_jetson
     reports = inspect_paths([result])
     sass = {c for r in reports for c in r.sass}
     ptx = {c for r in reports for c in r.ptx}

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from capplan.errors import InvalidInputError
+from capplan.errors import InvalidInputError, shorten
 
 __all__ = [
     "ACCEPTED_SPELLINGS",
@@ -67,8 +67,8 @@ class Capability:
     @classmethod
     def parse(cls, text: str) -> Capability:
         """Parse any spelling users write; reject the rest with the accepted spellings."""
-        raw = text.strip()
-        lowered = raw.lower()
+        raw = shorten(text.strip())
+        lowered = text.strip().lower()
         if "+ptx" in lowered:
             raise InvalidInputError(
                 f"'{raw}' is a build target, not a capability: '+PTX' belongs to a target",
@@ -172,13 +172,17 @@ class Target:
     @classmethod
     def parse(cls, text: str) -> Target:
         raw = text.strip()
+        shown = shorten(raw)
         head, plus, tail = raw.partition("+")
         if plus and tail.strip().lower() != "ptx":
             raise InvalidInputError(
-                f"unknown build target '{raw}'",
+                f"unknown build target '{shown}'",
                 hint="a target is a capability with an optional '+PTX', like 8.6 or 9.0+PTX",
             )
-        return cls(Capability.parse(head), ptx=bool(plus))
+        # nvcc's vocabulary: compute_XY names PTX (code=compute_86), so as a target it is the
+        # same as XY+PTX.
+        ptx = bool(plus) or head.strip().lower().startswith("compute")
+        return cls(Capability.parse(head), ptx=ptx)
 
     def __str__(self) -> str:
         return f"{self.capability}+PTX" if self.ptx else str(self.capability)

@@ -17,10 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from capplan.core.capability import Capability
 
-__all__ = ["RunLevel", "Verdict", "how_runs", "sass_runs_on"]
+if TYPE_CHECKING:
+    from capplan.core.kb import KnowledgeBase
+
+__all__ = ["RunLevel", "Verdict", "device_verdict", "how_runs", "is_jetson", "sass_runs_on"]
 
 
 class RunLevel(Enum):
@@ -68,6 +72,27 @@ def _ptx_runs_on(ptx: Capability, device: Capability) -> bool:
     if ptx.suffix == "f":
         return ptx.major == device.major and ptx.minor <= device.minor
     return device >= ptx
+
+
+def is_jetson(device: Capability, kb: KnowledgeBase) -> bool:
+    """The one Jetson rule's question: is ``device`` a Jetson (Tegra) capability?
+
+    ../shared/CUDA.md: no minor-version compatibility is promised on Jetson, so its SASS must be
+    for exactly its capability. Every command that judges a device asks here (``explain``,
+    ``verify --device``, ``limits read --binary``, ``detect``, the planner).
+    """
+    base = device.base
+    return kb.knows(base) and kb.capability(base).jetson
+
+
+def device_verdict(
+    device: Capability,
+    sass: Iterable[Capability],
+    ptx: Iterable[Capability],
+    kb: KnowledgeBase,
+) -> Verdict:
+    """:func:`how_runs` with the Jetson rule taken from the knowledge base."""
+    return how_runs(device, sass, ptx, jetson=is_jetson(device, kb))
 
 
 def how_runs(

@@ -16,15 +16,18 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictInt,
+    StrictStr,
     ValidationError,
     field_validator,
     model_validator,
 )
 
 from capplan.core.suggest import closest
-from capplan.errors import ConfigError
+from capplan.errors import ConfigError, shorten
 
 __all__ = [
+    "ATTR_NAME",
     "DEFAULT_SYSTEM",
     "SYSTEMS",
     "Config",
@@ -32,6 +35,7 @@ __all__ = [
     "FleetConfig",
     "PackageConfig",
     "PolicyConfig",
+    "check_attr_path",
     "check_system",
     "config_from_mapping",
 ]
@@ -58,6 +62,25 @@ def check_system(value: str) -> str:
     return value
 
 
+# Nix's identifier grammar (lexer.l: ID [a-zA-Z_][a-zA-Z0-9_\'\-]*): one attribute name.
+ATTR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_'-]*")
+_NIX_KEYWORDS = frozenset(
+    {"if", "then", "else", "assert", "with", "let", "in", "rec", "inherit", "or"}
+)
+
+
+def check_attr_path(value: str) -> None:
+    """Raise ValueError unless ``value`` is a dotted path of Nix identifiers, such as
+    ``python3Packages.torch``."""
+    shown = value if len(value) <= 200 else value[:200] + "..."
+    for part in value.split("."):
+        if not ATTR_NAME.fullmatch(part) or part in _NIX_KEYWORDS:
+            raise ValueError(
+                f"'{shown}' is not a Nix attribute path: '{part[:80]}' is not a Nix identifier "
+                "(letters, digits, _, ' and -, not starting with a digit or -)"
+            )
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -65,11 +88,11 @@ class _Strict(BaseModel):
 class FleetConfig(_Strict):
     """The GPUs to serve: names as nvidia-smi prints them, loose names, or capabilities."""
 
-    gpus: tuple[str, ...] = Field(default=(), description="GPU names or capabilities")
-    count: dict[str, int] = Field(
+    gpus: tuple[StrictStr, ...] = Field(default=(), description="GPU names or capabilities")
+    count: dict[str, StrictInt] = Field(
         default_factory=dict, description="optional weights: how many of each GPU"
     )
-    systems: dict[str, str] = Field(
+    systems: dict[str, StrictStr] = Field(
         default_factory=dict,
         description='the system a fleet entry lives on, overriding the KB default ("H100" = '
         '"aarch64-linux" for an H100 in a Grace server)',
@@ -94,28 +117,37 @@ class FleetConfig(_Strict):
 class PackageConfig(_Strict):
     """Per-package overrides; the package itself must be in the knowledge base."""
 
-    attr: str | None = Field(
+    attr: StrictStr | None = Field(
         default=None, description="nixpkgs attribute path, e.g. python3Packages.torch"
     )
-    exclude: tuple[str, ...] = Field(default=(), description="capabilities never to build")
-    extra: tuple[str, ...] = Field(default=(), description="capabilities to build beyond the fleet")
-    cuda: str | None = Field(default=None, description="pin this package to one CUDA version")
+    exclude: tuple[StrictStr, ...] = Field(default=(), description="capabilities never to build")
+    extra: tuple[StrictStr, ...] = Field(
+        default=(), description="capabilities to build beyond the fleet"
+    )
+    cuda: StrictStr | None = Field(default=None, description="pin this package to one CUDA version")
+
+    @field_validator("attr")
+    @classmethod
+    def _attr(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_attr_path(value)
+        return value
 
 
 class PolicyConfig(_Strict):
-    system: str | None = Field(
+    system: StrictStr | None = Field(
         default=None, description="the one system to plan for (the one-system spelling of systems)"
     )
-    systems: tuple[str, ...] | None = Field(
+    systems: tuple[StrictStr, ...] | None = Field(
         default=None,
         description="systems to plan for, the default first (its variants get no name suffix): "
         '["x86_64-linux", "aarch64-linux"]',
     )
-    cuda: tuple[str, ...] | None = Field(
+    cuda: tuple[StrictStr, ...] | None = Field(
         default=None,
         description="allowed CUDA versions, preferred first (default: nixpkgs' default first)",
     )
-    fat: str | dict[str, tuple[str, ...]] = Field(
+    fat: StrictStr | dict[str, tuple[StrictStr, ...]] = Field(
         default="none",
         description='"none", "fleet" (one build with every fleet capability), or named groups '
         "of GPUs/capabilities, each one fat build",
@@ -128,7 +160,7 @@ class PolicyConfig(_Strict):
         description='"exact": one variant per fleet capability; "compatible": fewest variants '
         "giving every GPU native or same-major SASS",
     )
-    runners_os: dict[str, tuple[str, ...]] = Field(
+    runners_os: dict[str, tuple[StrictStr, ...]] = Field(
         default_factory=dict,
         description="GitHub Actions runs-on labels by Nix system (x86_64-linux, aarch64-linux), "
         'for jobs needing big-parallel (torch) ("big-parallel", or "<system>/big-parallel"); '
@@ -151,7 +183,7 @@ class PolicyConfig(_Strict):
                     )
         return value
 
-    runners: int | dict[str, int] = Field(
+    runners: StrictInt | dict[str, StrictInt] = Field(
         default=4,
         description="CI runners for the schedule: one number (each system's pool), or a table "
         'per system ({ "x86_64-linux" = 8, "aarch64-linux" = 2 })',
@@ -229,7 +261,7 @@ class PolicyConfig(_Strict):
 class DispatchConfig(_Strict):
     """What a ``<package>-dispatch`` output does when no planned variant fits the machine."""
 
-    fallback: str = Field(
+    fallback: StrictStr = Field(
         default="error",
         description='"error" (one line on stderr and an exit code), "fat" (the package\'s fat '
         'build when the plan has one), or a planned variant name such as "torch-sm86"',
@@ -254,7 +286,7 @@ def config_from_mapping(data: Mapping[str, Any], *, origin: str) -> Config:
 def _config_error(error: ValidationError, data: Mapping[str, Any], origin: str) -> ConfigError:
     first = error.errors()[0]
     loc = [str(part) for part in first["loc"]]
-    dotted = ".".join(loc) or "(top level)"
+    dotted = shorten(".".join(loc)) or "(top level)"
     if first["type"] == "extra_forbidden":
         model = _model_at(loc[:-1])
         choices = sorted(model.model_fields) if model else []
@@ -263,7 +295,11 @@ def _config_error(error: ValidationError, data: Mapping[str, Any], origin: str) 
             hint=closest(loc[-1], choices, what="key"),
         )
     value = first.get("input")
-    shown = f" (got {value!r})" if value is not None and not isinstance(value, dict) else ""
+    shown = (
+        f" (got {shorten(repr(value))})"
+        if value is not None and not isinstance(value, dict)
+        else ""
+    )
     message = str(first["msg"]).removeprefix("Value error, ")
     return ConfigError(
         f"{origin}: invalid value for '{dotted}'{shown}: {message}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from capplan.errors import InvalidInputError
+from capplan.errors import InvalidInputError, shorten
 
 __all__ = ["CudaVersion"]
 
@@ -40,7 +40,7 @@ class CudaVersion:
         match = _VERSION.fullmatch(lowered) or _COMPACT.fullmatch(lowered)
         if not match:
             raise InvalidInputError(
-                f"malformed CUDA version '{raw}'",
+                f"malformed CUDA version '{shorten(raw)}'",
                 hint="write it as MAJOR.MINOR, like 12.9 or 13.0",
             )
         return cls(int(match["major"]), int(match["minor"]))

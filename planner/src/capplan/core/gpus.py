@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from capplan.core.capability import Capability
 from capplan.core.kb import ChipInfo, GpuModel, KnowledgeBase, PciDevice
-from capplan.errors import InvalidInputError
+from capplan.errors import InvalidInputError, shorten
 
 __all__ = [
     "REPORT_HINT",
@@ -26,6 +26,7 @@ __all__ = [
     "normalise",
     "parse_pci_id",
     "resolve_device",
+    "resolve_known_device",
 ]
 
 NVIDIA_VENDOR = "10de"
@@ -112,12 +113,12 @@ def resolve_device(text: str, models: Sequence[GpuModel]) -> tuple[Capability, G
             if close
             else "run 'capplan gpus' to list known GPUs, or give a capability like 8.6"
         )
-        raise InvalidInputError(f"unknown GPU or capability '{text.strip()}'", hint=hint)
+        raise InvalidInputError(f"unknown GPU or capability '{shorten(text.strip())}'", hint=hint)
     caps = {m.model.capability for m in matches if m.score == matches[0].score}
     if len(caps) > 1:
         names = ", ".join(f"{m.model.name} ({m.model.capability})" for m in matches[:4])
         raise InvalidInputError(
-            f"GPU name '{text.strip()}' is ambiguous: {names}",
+            f"GPU name '{shorten(text.strip())}' is ambiguous: {names}",
             hint="add the chip, e.g. '" + _with_chip(text, matches[0].model) + "', give the PCI"
             " id ('capplan gpus --pci 10de:XXXX', from 'lspci -nn -d 10de:'), or the capability",
         )
@@ -136,7 +137,7 @@ def parse_pci_id(text: str) -> str:
     match = _PCI_RE.fullmatch(text.strip().lower())
     if match is None:
         raise InvalidInputError(
-            f"PCI id '{text.strip()}' is not vendor:device in hex",
+            f"PCI id '{shorten(text.strip())}' is not vendor:device in hex",
             hint="give it as vvvv:dddd, e.g. 10de:2684, as 'lspci -nn' prints it",
         )
     return f"{match.group(1)}:{match.group(2)}"
@@ -181,3 +182,11 @@ def lookup_pci(pci_id: str, kb: KnowledgeBase) -> PciAnswer:
         raise InvalidInputError(f"NVIDIA device id '{wanted}' has no known chip", hint=REPORT_HINT)
     models = tuple(m for m in (kb.gpu(n) for n in device.models) if m is not None)
     return PciAnswer(device, chip, models)
+
+
+def resolve_known_device(text: str, kb: KnowledgeBase) -> tuple[Capability, GpuModel | None]:
+    """:func:`resolve_device`, and the capability must be one the knowledge base knows (exit 4
+    with the known capabilities and spellings otherwise: ``99.9`` or ``sm_86a`` are no device)."""
+    cap, model = resolve_device(text, kb.gpus)
+    kb.capability(cap)
+    return cap, model

@@ -20,9 +20,9 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from capplan.core.capability import Capability
+from capplan.core.capability import ACCEPTED_SPELLINGS, Capability, Target
 from capplan.core.cuda import CudaVersion
-from capplan.errors import CapplanError, DataError, InvalidInputError
+from capplan.errors import CapplanError, DataError, InvalidInputError, shorten
 
 __all__ = [
     "CapField",
@@ -342,9 +342,16 @@ class KnowledgeBase:
                 str(c.capability) for c in self.capabilities if not c.capability.suffix
             )
             raise InvalidInputError(
-                f"unknown capability '{cap}'", hint=f"known capabilities: {known}"
+                f"unknown capability '{cap}'",
+                hint=f"known capabilities: {known}; spellings: {ACCEPTED_SPELLINGS}",
             )
         return info
+
+    def check_targets(self, targets: tuple[Target, ...]) -> tuple[Target, ...]:
+        """``targets`` when the knowledge base knows every capability in them; else exit 4."""
+        for target in targets:
+            self.capability(target.capability)
+        return targets
 
     def knows(self, cap: Capability) -> bool:
         return cap in self._by_cap
@@ -379,7 +386,7 @@ class KnowledgeBase:
             from capplan.core.suggest import closest
 
             raise InvalidInputError(
-                f"unknown package '{name}'",
+                f"unknown package '{shorten(name)}'",
                 hint=closest(name, sorted(self.packages), what="package"),
             )
         return info

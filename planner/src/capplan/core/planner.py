@@ -31,9 +31,15 @@ from capplan.core.graph import dependency_closure
 from capplan.core.kb import KnowledgeBase, Limits, PackageInfo
 from capplan.core.plan import Baselines, Decision, FleetGpu, Plan, Serve, Variant
 from capplan.core.systems import AARCH64, X86_64, system_suffix, uses_jetson_redist
-from capplan.errors import CapplanError, InfeasibleError, InvalidInputError, NothingToDo
+from capplan.errors import CapplanError, InfeasibleError, InvalidInputError, NothingToDo, shorten
 
-__all__ = ["NIXPKGS_DEFAULT_CUDA", "make_plan", "resolve_cuda_policy", "resolve_fleet"]
+__all__ = [
+    "NIXPKGS_DEFAULT_CUDA",
+    "make_plan",
+    "nixpkgs_cuda_version",
+    "resolve_cuda_policy",
+    "resolve_fleet",
+]
 
 # NIXPKGS.md §3: `cudaPackages = cudaPackages_12_9` in nixos-unstable (mid-2026).
 NIXPKGS_DEFAULT_CUDA = CudaVersion(12, 9)
@@ -48,19 +54,27 @@ def resolve_cuda_policy(kb: KnowledgeBase, wanted: Sequence[str] | None) -> tupl
         return (NIXPKGS_DEFAULT_CUDA, *rest)
     result: list[CudaVersion] = []
     for text in wanted:
-        version = CudaVersion.parse(text)
-        release = kb.cuda_release(version)
-        if release.nixpkgs_set is None:
-            known = ", ".join(str(v) for v in available)
-            raise InvalidInputError(
-                f"CUDA {version} has no package set in nixpkgs",
-                hint=f"policy.cuda may list: {known}",
-            )
+        version = nixpkgs_cuda_version(kb, text, "policy.cuda")
         if version not in result:
             result.append(version)
     if not result:
         raise InvalidInputError("policy.cuda is empty", hint="list at least one CUDA version")
     return tuple(result)
+
+
+def nixpkgs_cuda_version(kb: KnowledgeBase, text: str, where: str) -> CudaVersion:
+    """``text`` as a CUDA version nixpkgs has a package set for (``where`` names the setting);
+    exit 4 with the versions that exist otherwise."""
+    version = CudaVersion.parse(text)
+    known = ", ".join(str(v) for v in kb.nixpkgs_cuda())
+    found = next((r for r in kb.cuda_releases if r.version == version), None)
+    if found is None or found.nixpkgs_set is None:
+        what = "is not a CUDA release" if found is None else "has no package set in nixpkgs"
+        raise InvalidInputError(
+            f"{where} = '{text.strip()[:40]}': CUDA {version} {what}",
+            hint=f"{where} may be one of: {known}",
+        )
+    return version
 
 
 def resolve_fleet(kb: KnowledgeBase, config: Config) -> tuple[FleetGpu, ...]:
@@ -70,7 +84,7 @@ def resolve_fleet(kb: KnowledgeBase, config: Config) -> tuple[FleetGpu, ...]:
         info = kb.capability(capability)
         if capability.suffix:
             raise InvalidInputError(
-                f"fleet entry '{label}' is a build target ({capability}), not a GPU",
+                f"fleet entry '{shorten(label)}' is a build target ({capability}), not a GPU",
                 hint=f"list the device capability {capability.base} instead",
             )
         fleet.append(
@@ -86,7 +100,7 @@ def resolve_fleet(kb: KnowledgeBase, config: Config) -> tuple[FleetGpu, ...]:
     unknown = sorted(set(config.fleet.count) - set(config.fleet.gpus))
     if unknown:
         raise InvalidInputError(
-            f"fleet.count names '{unknown[0]}', which is not in fleet.gpus",
+            f"fleet.count names '{shorten(unknown[0])}', which is not in fleet.gpus",
             hint="add it to fleet.gpus or remove the count",
         )
     unknown = sorted(set(config.fleet.systems) - set(config.fleet.gpus))
@@ -166,8 +180,7 @@ class _Rules:
             pin = self.config.packages.get(package)
             found = self.policy_cuda
             if pin is not None and pin.cuda is not None:
-                version = CudaVersion.parse(pin.cuda)
-                self.kb.cuda_release(version)
+                version = nixpkgs_cuda_version(self.kb, pin.cuda, f"packages.{package}.cuda")
                 # One object per version: later lookups then match by identity.
                 found = (self._interned.setdefault(version, version),)
             self._cuda_memo[package] = found
@@ -662,42 +675,7 @@ def _plan_package(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) 
     unserved: list[Decision] = []
     want_ptx = config.policy.ptx == "newest"
     if not pkg.capability_dependent:
-        cuda = rules.package_cuda(package)[0]
-        names: list[str] = []
-        for gpu in fleet or (None,):
-            if gpu is not None and gpu.jetson and rules.system != AARCH64:
-                reason = (
-                    f"{gpu.capability} is a Jetson capability: it evaluates only on aarch64-linux"
-                )
-                unserved.append(Decision(package, gpu.label, "unserved", reason))
-                continue
-            # A Jetson GPU gets the Jetson build of the redistributables (core/systems.py).
-            jetson = None
-            if gpu is not None and gpu.jetson:
-                jetson = builder._jetson_cap(builder._cuda(cuda), (gpu.capability,))
-                # A Jetson build evaluates the package with the Jetson capability, so its
-                # limits apply (cupy links nccl, which refuses pre-Thor Jetson).
-                why = rules.why_not(package, gpu.capability, cuda) if jetson else None
-                if why:
-                    unserved.append(Decision(package, gpu.label, "unserved", why))
-                    continue
-            name = builder._shared(builder._cuda(cuda), package, jetson)
-            if name not in names:
-                names.append(name)
-                builder.decisions.append(
-                    Decision(
-                        package,
-                        name,
-                        "shared",
-                        f"{package} is {pkg.kind}: one build serves every GPU"
-                        + (" of its redistributable kind (Jetson)" if jetson else ""),
-                    )
-                )
-            if gpu is not None:
-                builder.add_serve(
-                    name, Serve(gpu.label, RunLevel.NATIVE, f"{package} is {pkg.kind}")
-                )
-        return unserved
+        return _plan_shared(builder, package, fleet)
     pool = _candidates(rules, package)
     allowed = [(cuda, rules.ok(package, cuda)) for cuda in rules.package_cuda(package)]
     choices = [_serve_gpu(rules, package, gpu, allowed, pool) for gpu in fleet]
@@ -758,6 +736,64 @@ def _plan_package(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) 
     return unserved
 
 
+def _plan_shared(builder: _Builder, package: str, fleet: tuple[FleetGpu, ...]) -> list[Decision]:
+    """A capability-independent package: one job per CUDA version the fleet needs and, on
+    aarch64-linux, per redistributable kind. Each GPU gets the first allowed CUDA that supports
+    its capability (CUDA 13 dropped Pascal and Volta, so they get a ``-cu129`` build while newer
+    GPUs share the preferred one); a pre-SBSA Jetson GPU gets the Jetson build of the
+    redistributables (core/systems.py), evaluated with its capability so the package's limits
+    apply (cupy links nccl, which refuses pre-Thor Jetson)."""
+    rules = builder.rules
+    kb = builder.kb
+    pkg = kb.package(package)
+    allowed = [
+        c for c in rules.package_cuda(package) if pkg.limits.cuda is None or c in pkg.limits.cuda
+    ] or list(rules.package_cuda(package))
+    unserved: list[Decision] = []
+    groups: dict[tuple[CudaVersion, Capability | None], list[FleetGpu]] = {}
+    for gpu in fleet:
+        if gpu.jetson and rules.system != AARCH64:
+            reason = f"{gpu.capability} is a Jetson capability: it evaluates only on aarch64-linux"
+            unserved.append(Decision(package, gpu.label, "unserved", reason))
+            continue
+        info = kb.capability(gpu.capability)
+        cuda = next((c for c in allowed if info.supported_by(c)), None)
+        if cuda is None:
+            versions = ", ".join(map(str, allowed))
+            reason = (
+                f"no CUDA version {package} may use ({versions}) supports {gpu.capability} "
+                f"(CUDA {info.min_cuda}..{info.max_cuda or 'newest'})"
+            )
+            unserved.append(Decision(package, gpu.label, "unserved", reason))
+            continue
+        jetson = None
+        if gpu.jetson:
+            jetson = builder._jetson_cap(builder._cuda(cuda), (gpu.capability,))
+            why = rules.why_not(package, gpu.capability, cuda) if jetson else None
+            if why:
+                unserved.append(Decision(package, gpu.label, "unserved", why))
+                continue
+        groups.setdefault((cuda, jetson), []).append(gpu)
+    if not groups:
+        groups[(allowed[0], None)] = []
+    order = sorted(groups, key=lambda k: (allowed.index(k[0]), k[1] is not None, str(k[1])))
+    for cuda, jetson in order:
+        name = builder._shared(builder._cuda(cuda), package, jetson)
+        served = ", ".join(g.label for g in groups[(cuda, jetson)]) or "no fleet GPU"
+        kind = " (the Jetson redistributables)" if jetson else ""
+        builder.decisions.append(
+            Decision(
+                package,
+                name,
+                "shared",
+                f"{package} is {pkg.kind}: one build with CUDA {cuda}{kind} serves {served}",
+            )
+        )
+        for gpu in groups[(cuda, jetson)]:
+            builder.add_serve(name, Serve(gpu.label, RunLevel.NATIVE, f"{package} is {pkg.kind}"))
+    return unserved
+
+
 def _plan_fat(builder: _Builder, package: str, choices: list[_Choice], want_ptx: bool) -> None:
     rules = builder.rules
     fat = rules.config.policy.fat
@@ -772,7 +808,8 @@ def _plan_fat(builder: _Builder, package: str, choices: list[_Choice], want_ptx:
             members_caps = set()
             for member in members:
                 cap, model = resolve_device(member, builder.kb.gpus)
-                jetson = builder.kb.knows(cap) and builder.kb.capability(cap).jetson
+                # An unknown capability is exit 4, not a drop.
+                jetson = builder.kb.capability(cap).jetson
                 where = _gpu_system(member, jetson, model.systems if model else None, rules.config)
                 if where == rules.system:
                     members_caps.add(cap)
@@ -867,6 +904,8 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
         user = config.packages[name]
         for cap in (*user.exclude, *user.extra):
             kb.capability(Capability.parse(cap))
+        if user.cuda is not None:
+            nixpkgs_cuda_version(kb, user.cuda, f"packages.{name}.cuda")
     if not fleet and not any(config.packages[p].extra for p in requested):
         raise NothingToDo(
             "the fleet is empty: nothing to build", hint="list GPUs in [fleet] gpus = [...]"
@@ -876,8 +915,8 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
         if not any(info.supported_by(cuda) for cuda in policy_cuda):
             allowed = ", ".join(str(c) for c in policy_cuda)
             raise InfeasibleError(
-                f"fleet GPU '{gpu.label}' ({gpu.capability}) is supported by no allowed CUDA "
-                f"version ({allowed}); CUDA supports it from {info.min_cuda} to "
+                f"fleet GPU '{shorten(gpu.label)}' ({gpu.capability}) is supported by no allowed "
+                f"CUDA version ({allowed}); CUDA supports it from {info.min_cuda} to "
                 f"{info.max_cuda or 'the newest'}",
                 hint="add a CUDA version that supports it to policy.cuda, or drop the GPU",
             )

@@ -1,47 +1,150 @@
-"""Which planned variant fits a given GPU (``capplan detect``). Pure."""
+"""Which planned variant fits a given GPU and driver (``capplan detect``). Pure.
+
+Three facts decide, each from the knowledge base, never from another GPU's answer:
+
+- the device code: how the variant's SASS/PTX runs on the device (:mod:`capplan.core.compat`,
+  the Jetson rule included); a capability-independent build runs on every GPU its CUDA version
+  supports, on the plan's platform;
+- the platform: a Jetson runs aarch64-linux builds only;
+- the driver: a CUDA X.Y build runs when the driver is at least X.Y's toolkit driver, or at
+  least the minimum driver of minor-version compatibility for major X (kb/cuda.json).
+
+A variant the driver cannot run is never returned as runnable: its verdict is ``cannot-run``
+naming the driver it needs, and a variant on a CUDA the driver runs wins whenever one fits.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from capplan.core.capability import Capability
-from capplan.core.compat import RunLevel, Verdict, how_runs
+from capplan.core.compat import RunLevel, Verdict, how_runs, is_jetson
 from capplan.core.cuda import CudaVersion
+from capplan.core.drivers import version_key
+from capplan.core.kb import KnowledgeBase
 from capplan.core.plan import Plan, Variant
 
-__all__ = ["Pick", "pick_variant"]
+__all__ = ["DriverSupport", "Pick", "driver_support", "pick_variant"]
+
+
+@dataclass(frozen=True, slots=True)
+class DriverSupport:
+    """What one driver version runs. ``driver`` None (or unreadable): unknown, assume it runs."""
+
+    driver: str | None
+    key: tuple[int, ...] | None
+    needs: dict[CudaVersion, str]  # the lowest driver that runs each CUDA release
+    toolkit: dict[CudaVersion, str]  # the driver each toolkit ships with (new PTX)
+
+    @property
+    def known(self) -> bool:
+        return self.key is not None
+
+    def runs(self, cuda: CudaVersion) -> bool:
+        """Whether this driver runs code built with ``cuda`` (True when the driver is unknown)."""
+        need = self.needs.get(cuda)
+        if self.key is None or need is None:
+            return True
+        return version_key(need) <= self.key
+
+    def max_cuda(self, *, full: bool = False) -> CudaVersion | None:
+        """The newest CUDA release this driver runs (``full``: with new PTX, i.e. at least the
+        toolkit's own driver); None when it runs none or the driver is unknown."""
+        if self.key is None:
+            return None
+        table = self.toolkit if full else self.needs
+        ok = [cuda for cuda, need in table.items() if version_key(need) <= self.key]
+        return max(ok) if ok else None
+
+
+def driver_support(kb: KnowledgeBase, driver: str | None) -> DriverSupport:
+    """The driver table of the knowledge base, applied to ``driver``."""
+    needs: dict[CudaVersion, str] = {}
+    toolkit: dict[CudaVersion, str] = {}
+    for release in kb.cuda_releases:
+        # Minor-version compatibility: a driver at the major's minimum runs every X.y release
+        # (without new-PTX JIT); the toolkit's own driver always runs it.
+        needs[release.version] = min(
+            (release.min_driver, release.toolkit_driver), key=lambda v: version_key(v)
+        )
+        toolkit[release.version] = release.toolkit_driver
+    key: tuple[int, ...] | None = None
+    if driver:
+        try:
+            key = version_key(driver)
+        except ValueError:
+            key = None
+    return DriverSupport(driver, key, needs, toolkit)
 
 
 @dataclass(frozen=True, slots=True)
 class Pick:
     package: str
-    variant: Variant | None
+    variant: Variant | None  # the variant to use; None when none runs here
     verdict: Verdict
-    driver_ok: bool  # the driver runs the variant's CUDA (minor-version compatibility)
+    driver_ok: bool | None  # the driver runs the variant's CUDA; None: driver unknown
+    needs_driver: str | None = None  # when the driver is too old: the driver that variant needs
+    blocked: Variant | None = None  # the variant that would fit with a newer driver
+
+    @property
+    def runnable(self) -> bool:
+        return self.variant is not None and self.verdict.level is not RunLevel.CANNOT_RUN
+
+
+def _device_verdict(
+    plan: Plan, kb: KnowledgeBase, variant: Variant, device: Capability, jetson: bool
+) -> Verdict:
+    """How ``variant``'s code runs on ``device``, ignoring the driver."""
+    info = kb.capability(device.base) if kb.knows(device.base) else None
+    if info is not None and info.max_cuda is not None and variant.cuda > info.max_cuda:
+        return Verdict(
+            RunLevel.CANNOT_RUN,
+            None,
+            f"{variant.name} is built with CUDA {variant.cuda}, which dropped {device.base} "
+            f"(supported by CUDA {info.min_cuda}..{info.max_cuda})",
+        )
+    if variant.independent:
+        return Verdict(
+            RunLevel.NATIVE,
+            None,
+            f"{variant.package} is capability-independent: one build for every GPU "
+            f"CUDA {variant.cuda} supports",
+        )
+    return how_runs(device, variant.capabilities, variant.ptx, jetson=jetson)
 
 
 def pick_variant(
     plan: Plan,
     package: str,
     device: Capability,
+    kb: KnowledgeBase,
     *,
-    jetson: bool,
-    max_cuda: CudaVersion | None,
+    driver: DriverSupport | None = None,
 ) -> Pick:
-    """The best variant of ``package`` for ``device``: best run level, then a CUDA the driver
-    runs, then the smallest build (single-capability before fat), then the newest CUDA."""
+    """The best variant of ``package`` for ``device`` under ``driver``: a CUDA the driver runs,
+    then the best run level, then the smallest build (single before fat), then the newest CUDA.
+    """
+    jetson = is_jetson(device, kb)
+    if jetson and "aarch64-linux" not in plan.systems:
+        planned = " and ".join(plan.systems)
+        reason = (
+            f"{device.base} is a Jetson: it runs aarch64-linux builds only, and this plan is for "
+            f'{planned} (add "aarch64-linux" to policy.systems)'
+        )
+        return Pick(package, None, Verdict(RunLevel.CANNOT_RUN, None, reason), None)
+    runs = driver or driver_support(kb, None)
     best: tuple[tuple[object, ...], Variant, Verdict] | None = None
+    whys: list[str] = []
     for variant in plan.variants_of(package):
-        if variant.independent:
-            verdict = Verdict(RunLevel.NATIVE, None, f"{package} is capability-independent")
-        else:
-            verdict = how_runs(device, variant.capabilities, variant.ptx, jetson=jetson)
+        if jetson and variant.system != "aarch64-linux":
+            continue  # a Jetson runs aarch64-linux builds only
+        verdict = _device_verdict(plan, kb, variant, device, jetson)
         if verdict.level is RunLevel.CANNOT_RUN:
+            whys.append(f"{variant.name}: {verdict.reason}")
             continue
-        driver_ok = max_cuda is None or variant.cuda <= max_cuda
         key = (
+            not runs.runs(variant.cuda),
             verdict.level.rank,
-            not driver_ok,
             len(variant.capabilities),
             (-variant.cuda.major, -variant.cuda.minor),
             variant.name,
@@ -49,10 +152,55 @@ def pick_variant(
         if best is None or key < best[0]:
             best = (key, variant, verdict)
     if best is None:
-        reason = next(
-            (d.reason for d in plan.unserved if d.package == package),
-            f"no planned {package} variant runs on {device}",
-        )
-        return Pick(package, None, Verdict(RunLevel.CANNOT_RUN, None, reason), False)
+        return Pick(package, None, _none_runs(plan, kb, package, device, whys), False)
     _, variant, verdict = best
-    return Pick(package, variant, verdict, max_cuda is None or variant.cuda <= max_cuda)
+    if not runs.known:
+        return Pick(package, variant, verdict, None)
+    if runs.runs(variant.cuda):
+        return Pick(package, variant, verdict, True)
+    need = runs.needs[variant.cuda]
+    top = runs.max_cuda()
+    reason = (
+        f"{variant.name} is built with CUDA {variant.cuda}, which needs driver >= {need}; "
+        f"driver {runs.driver} runs CUDA up to {top or 'none of the known releases'} "
+        f"(upgrade the driver, or add a CUDA version it runs to policy.cuda)"
+    )
+    return Pick(
+        package,
+        None,
+        Verdict(RunLevel.CANNOT_RUN, None, reason),
+        False,
+        needs_driver=need,
+        blocked=variant,
+    )
+
+
+def _none_runs(
+    plan: Plan, kb: KnowledgeBase, package: str, device: Capability, whys: list[str]
+) -> Verdict:
+    """Why no variant of ``package`` runs on ``device``: this GPU's own reason, never another's."""
+    labels = {g.label for g in plan.fleet if g.capability.base == device.base}
+    for decision in plan.unserved:
+        if decision.package == package and decision.subject in labels:
+            return Verdict(RunLevel.CANNOT_RUN, None, decision.reason)
+    shown = whys[:2] + ([f"{len(whys) - 2} more alike"] if len(whys) > 2 else [])
+    detail = f" ({'; '.join(shown)})" if shown else ""
+    info = kb.capability(device.base) if kb.knows(device.base) else None
+    if package not in plan.packages:
+        hint = f"add [packages.{package}] to the config"
+    elif labels:
+        hint = "widen the package's limits or policy.cuda"
+    elif info is not None and not any(info.supported_by(c) for c in plan.cuda_policy):
+        allowed = ", ".join(map(str, plan.cuda_policy))
+        hint = (
+            f"no CUDA version in policy.cuda ({allowed}) supports {device.base} (CUDA "
+            f"{info.min_cuda}..{info.max_cuda or 'newest'}): add one that does and "
+            f'"{device.base}" to fleet.gpus'
+        )
+    else:
+        hint = f"add \"{device.base}\" to fleet.gpus and run 'capplan generate'"
+    return Verdict(
+        RunLevel.CANNOT_RUN,
+        None,
+        f"no {package} variant in this plan runs on {device.base}{detail}; {hint}",
+    )
