@@ -6,7 +6,6 @@ and ``--format github-output``, the lines the workflow's plan job appends to $GI
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import sys
@@ -16,7 +15,7 @@ import click
 
 from capplan.adapters.config import CONFIG_ENV
 from capplan.adapters.files import atomic_write_text
-from capplan.cli.output import emit_json, err_console
+from capplan.cli.output import check_committed, emit_json, err_console
 from capplan.cli.planning import config_option, plan_with_settings
 from capplan.core.config import Config
 from capplan.core.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
@@ -225,27 +224,9 @@ def github(
 
 
 def _check(output: Path, text: str) -> None:
-    try:
-        current = output.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        current = ""
-    except OSError as error:
-        raise InvalidInputError(
-            f"cannot read {output}: {error.strerror or error}", hint="check the --output path"
-        ) from None
-    if current != text:
-        diff = difflib.unified_diff(
-            current.splitlines(keepends=True),
-            text.splitlines(keepends=True),
-            fromfile=f"{output} (committed)",
-            tofile=f"{output} (from the plan)",
-        )
-        click.echo("".join(diff), nl=False)
-        raise StaleError(
-            f"{output} is stale",
-            hint="run the 'capplan ci github' command in its header and commit the result",
-        )
-    _say(f"{output} is up to date")
+    check_committed(
+        output, text, fix="run the 'capplan ci github' command in its header and commit the result"
+    )
 
 
 def _write(output: Path, text: str) -> None:

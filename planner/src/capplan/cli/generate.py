@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 
 import click
 
 from capplan.adapters.files import atomic_write_text
-from capplan.cli.output import err_console, to_json_text
+from capplan.cli.output import check_committed, err_console, to_json_text
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
 from capplan.core.dispatch import dispatch_section
 from capplan.core.matrix import plan_json
-from capplan.errors import StaleError
 
 __all__ = ["generate"]
 
@@ -39,30 +37,7 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
         root = found.parent if found is not None else Path.cwd()
         output = root / "overlays" / "plan.json"
     if check:
-        try:
-            current = output.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise StaleError(
-                f"{output} is missing", hint="run 'capplan generate' and commit the result"
-            ) from None
-        except (OSError, UnicodeDecodeError) as error:
-            why = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
-            raise StaleError(
-                f"{output} cannot be read: {why or error}",
-                hint="run 'capplan generate' and commit the result",
-            ) from None
-        if current != text:
-            diff = difflib.unified_diff(
-                current.splitlines(keepends=True),
-                text.splitlines(keepends=True),
-                fromfile=f"{output} (committed)",
-                tofile=f"{output} (from the plan)",
-            )
-            click.echo("".join(diff), nl=False)
-            raise StaleError(
-                f"{output} is stale", hint="run 'capplan generate' and commit the result"
-            )
-        err_console().print(f"{output} is up to date", markup=False, highlight=False)
+        check_committed(output, text, fix="run 'capplan generate' and commit the result")
         return
     for package in plan.packages:
         if package not in dispatch["packages"]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import click
@@ -163,3 +165,28 @@ class AsciiIntRange(click.IntRange):
             shown = value if len(value) <= 200 else value[:200] + "..."
             self.fail(f"{shown!r} is not a whole number written in ASCII digits", param, ctx)
         return super().convert(value, param, ctx)
+
+
+def check_committed(output: Path, text: str, *, fix: str) -> None:
+    """``--check`` for a generated file: exit 11 (StaleError) with a unified diff when the file
+    at ``output`` differs from ``text``, is missing or cannot be read; ``fix`` says how to
+    regenerate it (``run 'capplan generate' and commit the result``)."""
+    from capplan.errors import StaleError
+
+    try:
+        current = output.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StaleError(f"{output} is missing", hint=fix) from None
+    except (OSError, UnicodeDecodeError) as error:
+        why = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise StaleError(f"{output} cannot be read: {why or error}", hint=fix) from None
+    if current != text:
+        diff = difflib.unified_diff(
+            current.splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            fromfile=f"{output} (committed)",
+            tofile=f"{output} (from the plan)",
+        )
+        click.echo("".join(diff), nl=False)
+        raise StaleError(f"{output} is stale", hint=fix)
+    err_console().print(f"{output} is up to date", markup=False, highlight=False)
