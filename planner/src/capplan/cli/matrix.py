@@ -233,17 +233,15 @@ def _cached_jobs(
 def _table(result: Matrix, show_needs: bool) -> None:
     console = out_console()
     several = len(result.pools) > 1
-    columns = ["stage", "job", "capabilities", "CUDA", "PTX", "needs", "minutes", "runner"]
-    if several:
-        columns.insert(2, "system")
+    # No system column: a job's name carries its system (-aarch64), and names stay whole, so
+    # the table keeps to 80 columns; --json and --format github have the system of each job.
+    columns = ["stage", "job", "caps", "CUDA", "PTX", "needs", "min", "runner"]
     table = make_table(*columns, whole=("job", "needs") if show_needs else ("job",))
     for job in result.jobs():
-        system = [job["system"]] if several else []
         needs = job["needs"]
         table.add_row(
             str(job["stage"]),
             job["name"],
-            *system,
             ", ".join(job["capabilities"]) or "any",
             job["cuda"],
             ", ".join(job["ptx"]) or "-",
