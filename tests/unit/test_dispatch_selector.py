@@ -332,7 +332,11 @@ def test_nvml_answers_first(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     monkeypatch.setattr(selector, "_driver_loaded", lambda: True)
     monkeypatch.setattr(ctypes, "CDLL", lambda name: fake)
     _gpu_dir(tmp_path, "0000:01:00.0", "0x10de", "0x20b0", "0x030000")  # sysfs would say 8.0
-    env = {"CAPPLAN_SYSFS_ROOT": str(tmp_path), "CUDA_VISIBLE_DEVICES": "GPU-0002"}
+    env = {
+        "CAPPLAN_SYSFS_ROOT": str(tmp_path),
+        "CUDA_VISIBLE_DEVICES": "GPU-0002",
+        "CAPPLAN_DISPATCH_CACHE": "0",
+    }
     chosen = _choose(SM80_SM86, env)
     assert chosen.source == "nvml" and chosen.gpus == [(8, 6, "")]
     assert fake.shut
@@ -342,7 +346,8 @@ def test_nvml_without_driver_falls_through(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setattr(selector, "_driver_loaded", lambda: True)
     monkeypatch.setattr(ctypes, "CDLL", lambda name: _FakeNvml([], init=9))
     _gpu_dir(tmp_path, "0000:01:00.0", "0x10de", "0x20b0", "0x030000")
-    chosen = _choose(SM80_SM86, {"CAPPLAN_SYSFS_ROOT": str(tmp_path)})
+    env = {"CAPPLAN_SYSFS_ROOT": str(tmp_path), "CAPPLAN_DISPATCH_CACHE": "0"}
+    chosen = _choose(SM80_SM86, env)
     assert chosen.source == "sysfs" and chosen.gpus == [(8, 0, "")]
 
 
@@ -350,9 +355,93 @@ def test_nvml_broken_library_falls_through(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setattr(selector, "_driver_loaded", lambda: True)
     monkeypatch.setattr(ctypes, "CDLL", lambda name: object())  # no NVML functions at all
     _gpu_dir(tmp_path, "0000:01:00.0", "0x10de", "0x2204", "0x030000")
-    chosen = _choose(SM80_SM86, {"CAPPLAN_SYSFS_ROOT": str(tmp_path)})
+    env = {"CAPPLAN_SYSFS_ROOT": str(tmp_path), "CAPPLAN_DISPATCH_CACHE": "0"}
+    chosen = _choose(SM80_SM86, env)
     assert chosen.source == "sysfs"
     assert any(note.startswith("nvml:") for note in chosen.notes)
+
+
+# -- NVML's answer cached for the boot ------------------------------------------------------------
+def _machine(root: Path, boot: str = "b1", driver: str = "580.159.04", nodes: int = 2) -> None:
+    """A fake /proc and /dev: a boot id, a loaded driver, /dev/nvidia0..N-1."""
+    (root / "proc/sys/kernel/random").mkdir(parents=True, exist_ok=True)
+    (root / "proc/sys/kernel/random/boot_id").write_text(boot + "\n")
+    (root / "proc/driver/nvidia").mkdir(parents=True, exist_ok=True)
+    (root / "proc/driver/nvidia/version").write_text(
+        f"NVRM version: NVIDIA UNIX Kernel Module  {driver}\n"
+    )
+    dev = root / "dev"
+    if dev.exists():
+        shutil.rmtree(dev)
+    dev.mkdir()
+    for n in range(nodes):
+        (dev / f"nvidia{n}").write_text("")
+    (dev / "nvidiactl").write_text("")
+
+
+@pytest.fixture
+def machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    _machine(tmp_path)
+    monkeypatch.setattr(selector, "_PROC", str(tmp_path / "proc"))
+    monkeypatch.setattr(selector, "_DEV", str(tmp_path / "dev"))
+    return tmp_path
+
+
+def test_nvml_inventory_is_cached_for_the_boot(
+    monkeypatch: pytest.MonkeyPatch, machine: Path
+) -> None:
+    fake = _FakeNvml([(9, 0), (8, 6)])
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: fake)
+    env = {"XDG_RUNTIME_DIR": str(machine / "run"), "CUDA_VISIBLE_DEVICES": "GPU-0002"}
+    (machine / "run").mkdir()
+    first = _choose(SM80_SM86, env)
+    assert first.source == "nvml" and first.gpus == [(8, 6, "")]
+    folder = machine / "run" / "capplan"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: pytest.fail("NVML asked again"))
+    again = _choose(SM80_SM86, env)
+    assert again.source == "nvml (cached for this boot)" and again.gpus == first.gpus
+    # The UUID filter works from the cache too, and the choice is made anew at every start.
+    assert _choose(SM80_SM86, {**env, "CUDA_VISIBLE_DEVICES": "0"}).gpus == [(9, 0, "")]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"boot": "b2"}, {"driver": "590.10"}, {"nodes": 1}],
+    ids=["reboot", "new-driver", "other-gpus-visible"],
+)
+def test_nvml_cache_is_keyed_by_boot_driver_and_devices(
+    monkeypatch: pytest.MonkeyPatch, machine: Path, change: dict[str, Any]
+) -> None:
+    env = {"XDG_RUNTIME_DIR": str(machine)}
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: _FakeNvml([(9, 0)]))
+    assert _choose(SM80_SM86, env).source == "nvml"
+    _machine(machine, **change)
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: _FakeNvml([(8, 0)]))
+    fresh = _choose(SM80_SM86, env)
+    assert fresh.source == "nvml" and fresh.gpus == [(8, 0, "")]
+
+
+@pytest.mark.parametrize("content", ["garbage\n", "", "\xff\xfe", "KEY\nGPU-1 notacap\n"])
+def test_nvml_cache_garbage_or_foreign_is_ignored(
+    monkeypatch: pytest.MonkeyPatch, machine: Path, content: str
+) -> None:
+    env = {"XDG_RUNTIME_DIR": str(machine)}
+    folder = machine / "capplan"
+    folder.mkdir(mode=0o700)
+    (folder / "dispatch-nvml-inventory").write_text(content, errors="replace")
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: _FakeNvml([(9, 0)]))
+    assert _choose(SM80_SM86, env).source == "nvml"
+    folder.chmod(0o755)  # a folder others can write is never trusted
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: _FakeNvml([(8, 6)]))
+    assert _choose(SM80_SM86, env).gpus == [(8, 6, "")]
+
+
+def test_nvml_cache_off(monkeypatch: pytest.MonkeyPatch, machine: Path) -> None:
+    env = {"XDG_RUNTIME_DIR": str(machine), "CAPPLAN_DISPATCH_CACHE": "0"}
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: _FakeNvml([(9, 0)]))
+    assert _choose(SM80_SM86, env).source == "nvml"
+    assert not (machine / "capplan").exists()
 
 
 # -- the standalone script ------------------------------------------------------------------------

@@ -21,6 +21,11 @@ Jetson), then PTX JIT.
 Exit codes (the same meanings as capplan's): 4 ``CAPPLAN_CAPABILITY`` is not a capability,
 7 no planned variant runs on this GPU, 10 no GPU found, 14 the chosen variant cannot be started;
 each with one line on stderr, and only when the table's ``fallback`` is ``"error"``.
+
+NVML's answer is kept for the boot in a private per-user folder ($XDG_RUNTIME_DIR/capplan, else
+/tmp/capplan-<uid>, mode 0700), keyed by the boot id, the driver version and the /dev/nvidiaN
+nodes visible: NVML costs about 20 ms a start, reading the inventory back well under 1 ms.
+``CAPPLAN_DISPATCH_CACHE=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -246,8 +251,89 @@ def _filter(gpus: list[tuple[str, Cap]], visible: list[str] | None, notes: list[
     return chosen
 
 
+# Roots of the files the selector reads besides sysfs (tests point them at fake trees).
+_PROC = "/proc"
+_DEV = "/dev"
+
+
 def _driver_loaded() -> bool:
-    return os.path.exists("/proc/driver/nvidia/version")
+    return os.path.exists(os.path.join(_PROC, "driver", "nvidia", "version"))
+
+
+# -- NVML's answer, cached for the boot ----------------------------------------------------------
+# NVML costs about 20 ms a start (ctypes, nvmlInit, the device queries, nvmlShutdown; measured on
+# an H100, bench/bench_dispatch.py). What it reports cannot change within one boot of one driver
+# while the same GPU device nodes are visible, so the first start writes the inventory to a
+# private per-user folder and later starts read it back (a few file reads). The choice of
+# variant is still made at every start. CAPPLAN_DISPATCH_CACHE=0 turns the cache off.
+_CACHE_FILE = "dispatch-nvml-inventory"
+
+
+def _inventory_key() -> str | None:
+    """Boot id, driver version and the /dev/nvidiaN nodes this process sees (a container sees
+    only the GPUs it may use); None when any is unknown, and then nothing is cached."""
+    try:
+        with open(os.path.join(_PROC, "sys", "kernel", "random", "boot_id"), encoding="ascii") as f:
+            boot = f.read(64).strip()
+        with open(os.path.join(_PROC, "driver", "nvidia", "version"), encoding="utf-8") as f:
+            driver = f.readline(256).strip()
+        nodes = sorted(n for n in os.listdir(_DEV) if n.startswith("nvidia") and n[6:].isdigit())
+    except (OSError, UnicodeError):
+        return None
+    if not boot or not driver:
+        return None
+    return f"{boot}|{driver}|{','.join(nodes)}"
+
+
+def _cache_folder(env: dict[str, str]) -> str:
+    """A folder only this user can write: $XDG_RUNTIME_DIR/capplan, else /tmp/capplan-<uid>."""
+    runtime = env.get("XDG_RUNTIME_DIR")
+    folder = os.path.join(runtime, "capplan") if runtime else f"/tmp/capplan-{os.getuid()}"
+    return folder
+
+
+def _private(folder: str) -> bool:
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    import stat
+
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
+
+
+def _cache_read(folder: str, key: str) -> list[tuple[str, Cap]] | None:
+    if not _private(folder):
+        return None
+    try:
+        with open(os.path.join(folder, _CACHE_FILE), encoding="utf-8") as handle:
+            lines = handle.read(65536).splitlines()
+    except (OSError, UnicodeError):
+        return None
+    if not lines or lines[0] != key:
+        return None
+    found: list[tuple[str, Cap]] = []
+    for line in lines[1:]:
+        uuid, _, text = line.partition(" ")
+        cap = parse_capability(text)
+        if cap is None:
+            return None
+        found.append((uuid, cap))
+    return found or None
+
+
+def _cache_write(folder: str, key: str, found: list[tuple[str, Cap]]) -> None:
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        if not _private(folder):
+            return
+        path = os.path.join(folder, _CACHE_FILE)
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write("\n".join([key, *(f"{uuid} {fmt(cap)}" for uuid, cap in found)]) + "\n")
+        os.replace(temporary, path)
+    except OSError:
+        pass  # the cache only saves time: a start never fails for it
 
 
 def _from_nvml(notes: list[str], uuids: bool) -> list[tuple[str, Cap]] | None:
@@ -375,8 +461,23 @@ def detect(table: dict[str, Any], env: dict[str, str], selection: Selection) -> 
     root = env.get("CAPPLAN_SYSFS_ROOT") or "/sys"
     pci_table = pci if isinstance(pci, dict) else {}
 
+    cached = False
+
     def nvml() -> list[tuple[str, Cap]] | None:
-        return _from_nvml(notes, uuids=any(not v.isdigit() for v in visible or ()))
+        nonlocal cached
+        if env.get("CAPPLAN_DISPATCH_CACHE") == "0" or not _driver_loaded():
+            return _from_nvml(notes, uuids=any(not v.isdigit() for v in visible or ()))
+        key = _inventory_key()
+        folder = _cache_folder(env)
+        if key is not None:
+            found = _cache_read(folder, key)
+            if found:
+                cached = True
+                return found
+        found = _from_nvml(notes, uuids=True)  # cached answers must serve UUID filters too
+        if found and key is not None:
+            _cache_write(folder, key, found)
+        return found
 
     def sysfs() -> list[tuple[str, Cap]] | None:
         return _from_sysfs(root, pci_table, notes)
@@ -394,7 +495,7 @@ def detect(table: dict[str, Any], env: dict[str, str], selection: Selection) -> 
             notes.append(f"{name}: {type(error).__name__}: {error}")
             found = None
         if found:
-            selection.source = name
+            selection.source = "nvml (cached for this boot)" if name == "nvml" and cached else name
             return _filter(found, visible, notes)
     return []
 
