@@ -66,9 +66,9 @@ def nixpkgs_cuda_version(kb: KnowledgeBase, text: str, where: str) -> CudaVersio
     """``text`` as a CUDA version nixpkgs has a package set for (``where`` names the setting);
     exit 4 with the versions that exist otherwise."""
     version = CudaVersion.parse(text)
-    known = ", ".join(str(v) for v in kb.nixpkgs_cuda())
     found = next((r for r in kb.cuda_releases if r.version == version), None)
     if found is None or found.nixpkgs_set is None:
+        known = ", ".join(str(v) for v in kb.nixpkgs_cuda())
         what = "is not a CUDA release" if found is None else "has no package set in nixpkgs"
         raise InvalidInputError(
             f"{where} = '{text.strip()[:40]}': CUDA {version} {what}",
