@@ -272,14 +272,22 @@ class AmdKnowledgeBase:
         )
         if partial:
             return partial
-        close = difflib.get_close_matches(key, list(labels), n=3, cutoff=0.6)
-        names = sorted({labels[c].name for c in close})
+        names = self.suggest_gpus(query)
         raise InvalidInputError(
             f"unknown AMD GPU '{shorten(query.strip())}'",
             hint=f"did you mean: {', '.join(names)}"
             if names
             else "run 'capplan gpus --json' for the known models",
         )
+
+    def suggest_gpus(self, query: str, limit: int = 3) -> list[str]:
+        """Model names close to ``query`` (for "did you mean")."""
+        labels: dict[str, AmdGpuModel] = {}
+        for gpu in self.gpus:
+            for label in (gpu.name, *gpu.aliases):
+                labels.setdefault(normalise_amd_name(label), gpu)
+        close = difflib.get_close_matches(normalise_amd_name(query), list(labels), limit, 0.6)
+        return sorted({labels[c].name for c in close})
 
     def package(self, name: str) -> AmdPackageTargets:
         try:
