@@ -143,6 +143,10 @@ def test_corrupt_ccob() -> None:
     broken = good[:40] + bytes(len(good) - 40)
     (found,) = scan_amd(broken, 0, len(broken))
     assert not found.opened and found.problems
+    # "CCOB" and a plausible header followed by something that is no zlib or zstd stream.
+    for method in (0, 1):
+        fake = b"CCOB" + struct.pack("<HHQQQ", 3, method, 64, 100, 0) + b"\x00\x01" * 16
+        assert scan_amd(fake, 0, len(fake)) == []
     # A CCOB-looking word with an impossible header is no bundle at all.
     noise = b"CCOB" + struct.pack("<HH", 9, 0) + bytes(40)
     assert scan_amd(noise, 0, len(noise)) == []

@@ -55,6 +55,7 @@ _MAX_ID = 1024
 _MAX_UNCOMPRESSED = 1 << 34
 _METHODS = {0: "zlib", 1: "zstd"}
 _CCOB_HEADER = {1: 20, 2: 24, 3: 32}
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def target_from_bundle_id(bundle_id: str) -> AmdTarget | None:
@@ -222,14 +223,19 @@ def _parse_ccob(buf: Buffer, start: int, end: int) -> Bundle | None:
         problems.append(f"compressed bundle at {start:#x} runs past the end of the data")
         total = end - start
     name = _METHODS[method]
-    if name != "zlib":
+    first = bytes(buf[start + header : start + header + 4])
+    # The stream must start like one (zstd frame magic; zlib CMF/FLG check): otherwise the
+    # four letters were a coincidence inside other data, not a compressed bundle.
+    if name == "zstd":
+        if first != _ZSTD_MAGIC:
+            return None
         return Bundle(start, start + total, (), name, version, False, tuple(problems))
+    if len(first) < 2 or first[0] & 0x0F != 8 or (first[0] << 8 | first[1]) % 31:
+        return None
     data = bytes(buf[start + header : start + total])
     try:
-        inner = zlib.decompressobj().decompress(data, _MAX_UNCOMPRESSED)
+        inner = zlib.decompressobj().decompress(data, uncompressed)
     except zlib.error as error:
-        if version == 1:
-            return None  # no size to validate against: likely not a CCOB header at all
         problems.append(f"compressed bundle at {start:#x} does not decompress: {error}")
         return Bundle(start, start + total, (), name, version, False, tuple(problems))
     bundle = parse_bundle(inner, 0, len(inner))
