@@ -209,3 +209,16 @@ def test_gpu_with_unlisted_target_is_a_data_error(tmp_path: Path) -> None:
 
 def test_every_amd_file_is_registered() -> None:
     assert sorted(p.name for p in KB_DIR.glob("amd_*.json")) == sorted(AMD_KB_FILES)
+
+
+def test_every_entry_has_a_source_and_lists_are_sorted_known_targets() -> None:
+    for gpu in KB.gpus:
+        assert gpu.source and gpu.target.base == gpu.target
+    known = {t.target for t in KB.targets}
+    for name, package in KB.packages.items():
+        assert package.source and package.reads, name
+        for targets in (package.accepts, package.default_targets):
+            if targets is not None:
+                assert list(targets) == sorted(set(targets)), name
+        if package.default_targets is not None:
+            assert set(package.default_targets) <= known, name
