@@ -1,5 +1,9 @@
 """Inspect binaries for CUDA device code: ELF files, static archives, wheels and directories.
 
+AMD device code is reported beside it, in separate ``amd*`` fields (issue 16 groundwork): clang
+offload bundles (plain, or compressed ``CCOB``) anywhere in a file, bare offload-bundle files,
+and bare AMDGPU ELF code objects (:mod:`capplan.core.amdgpu`). The CUDA fields never change.
+
 Files are mapped with mmap and scanned in place by :mod:`capplan.core.fatbin`; each container is
 attributed to the ELF section holding it (pyelftools reads the section table). Static archive
 members are scanned in place inside the archive's mapping; wheel members are read into memory
@@ -16,16 +20,18 @@ import stat
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, cast
 
-from capplan.core import fatbin
+from capplan.core import amdgpu, fatbin
+from capplan.core.amd import AmdTarget
 from capplan.core.capability import Capability
 from capplan.core.compat import RunLevel, Verdict, how_runs
 from capplan.errors import BinaryFormatError, InvalidInputError
 
 __all__ = [
+    "AmdLocated",
     "BinaryLimits",
     "FileReport",
     "LocatedContainer",
@@ -37,7 +43,7 @@ _ELF_MAGIC = b"\x7fELF"
 _AR_MAGIC = b"!<arch>\n"
 _THIN_AR_MAGIC = b"!<thin>\n"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
-_SNIFF = 8
+_SNIFF = 24  # the longest magic: clang's __CLANG_OFFLOAD_BUNDLE__
 # Sections that hold nothing but fatbin containers: bytes there outside any valid container mean
 # a corrupt container (CUDA.md: `.nv_fatbin`, and `__nv_relfatbin` for relocatable device code).
 _FATBIN_SECTIONS = frozenset({".nv_fatbin", "__nv_relfatbin"})
@@ -70,6 +76,25 @@ def _sorted_unique(caps: Sequence[Capability] | set[Capability]) -> tuple[Capabi
 
 
 @dataclass(frozen=True, slots=True)
+class AmdLocated:
+    """An AMD offload bundle and the ELF section holding it (offsets relative to the file)."""
+
+    section: str
+    bundle: amdgpu.Bundle
+    base: int
+
+    def entries_json(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for entry in self.bundle.entries:
+            row = entry.to_json(self.base)
+            row["bundle"] = self.bundle.offset - self.base
+            row["section"] = self.section
+            row["compression"] = self.bundle.compression or "none"
+            rows.append(row)
+        return rows
+
+
+@dataclass(frozen=True, slots=True)
 class FileReport:
     """What one ELF file (or archive/wheel member, named ``outer!member``) holds."""
 
@@ -83,10 +108,35 @@ class FileReport:
     partial: bool = False
     problems: tuple[str, ...] = ()
     located: tuple[LocatedContainer, ...] = ()
+    # AMD device code, kept apart from the CUDA fields above.
+    amd: tuple[AmdTarget, ...] = ()  # gfx targets in bundles and bare code objects
+    amd_code_object: AmdTarget | None = None  # the file itself is an AMDGPU ELF for this target
+    amd_located: tuple[AmdLocated, ...] = ()
+    amd_problems: tuple[str, ...] = ()
 
     @property
     def has_device_code(self) -> bool:
         return bool(self.containers)
+
+    @property
+    def has_amd_code(self) -> bool:
+        return bool(self.amd or self.amd_located or self.amd_code_object or self.amd_problems)
+
+    def amd_json(self, entries: bool = False) -> dict[str, Any]:
+        bundles = [loc.bundle for loc in self.amd_located]
+        data: dict[str, Any] = {
+            "targets": [str(t) for t in self.amd],
+            "code_object": str(self.amd_code_object) if self.amd_code_object else None,
+            "bundles": len(bundles),
+            "compression": sorted({b.compression for b in bundles if b.compression}),
+            # Compressed bundles whose targets were not read (zstd): their targets are unknown.
+            "unopened": sum(1 for b in bundles if not b.opened),
+            "sections": dict(sorted(Counter(loc.section for loc in self.amd_located).items())),
+            "problems": list(self.amd_problems),
+        }
+        if entries:
+            data["entries"] = [row for loc in self.amd_located for row in loc.entries_json()]
+        return data
 
     def to_json(self, entries: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -102,6 +152,7 @@ class FileReport:
         }
         if entries:
             data["entries"] = [row for loc in self.located for row in loc.entries_json()]
+        data["amd"] = self.amd_json(entries)
         return data
 
 
@@ -283,8 +334,40 @@ def _gap_problems(
     return problems
 
 
+def _with_amd(
+    report: FileReport,
+    buf: fatbin.Buffer,
+    start: int,
+    end: int,
+    section_of: Callable[[int], str],
+    code_object: amdgpu.AmdCodeObject | None = None,
+) -> FileReport:
+    """``report`` with the AMD device code found in ``buf[start:end]`` added."""
+    bundles = amdgpu.scan_amd(buf, start, end)
+    located = tuple(AmdLocated(section_of(b.offset - start), b, start) for b in bundles)
+    targets: set[AmdTarget] = {t for b in bundles for t in b.targets}
+    problems = [p for b in bundles for p in b.problems]
+    if code_object is not None:
+        problems.extend(code_object.problems)
+        if code_object.target is not None:
+            targets.add(code_object.target)
+    if not located and code_object is None:
+        return report
+    return replace(
+        report,
+        amd=tuple(sorted(targets)),
+        amd_code_object=code_object.target if code_object else None,
+        amd_located=located,
+        amd_problems=tuple(problems),
+    )
+
+
 def _inspect_elf(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileReport:
     sections = _read_sections(buf, start, end)
+    code_object = amdgpu.amdgpu_elf_target(buf, start, end)
+    if code_object is not None:
+        # A bare AMDGPU code object holds no fatbin and no bundle: its e_flags say it all.
+        return _with_amd(FileReport(path=name), buf, start, start, sections.name_at, code_object)
     result = fatbin.scan(buf, start, end, release=_release_for(buf))
     located = [
         LocatedContainer(sections.name_at(c.offset - start), c.offset - start, c, start)
@@ -302,7 +385,7 @@ def _inspect_elf(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileRep
             c.offset: (c.end if not c.partial else _partial_end(c)) for c in result.containers
         }
         problems.extend(_gap_problems(buf, start, sections, located, resume))
-    return _report(name, located, problems)
+    return _with_amd(_report(name, located, problems), buf, start, end, sections.name_at)
 
 
 def _partial_end(container: fatbin.Container) -> int:
@@ -349,6 +432,17 @@ def _inspect_raw_fatbin(buf: fatbin.Buffer, start: int, end: int, name: str) -> 
         problems.extend(miss.reason for miss in result.rejected[:1])
         problems = problems or ["no valid fatbin container"]
     return _report(name, located, problems)
+
+
+def _inspect_raw_amd(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileReport:
+    """A bare offload bundle file (``clang --cuda-device-only``) or a bare ``CCOB`` file."""
+    report = _with_amd(FileReport(path=name), buf, start, end, lambda _offset: NO_SECTION)
+    if not report.amd_located:
+        raise BinaryFormatError(
+            f"{name} starts like a clang offload bundle but is not a valid one",
+            hint="the file is truncated or corrupt; rebuild it",
+        )
+    return report
 
 
 # --- Static archives ---------------------------------------------------------------------------
@@ -411,6 +505,8 @@ def _sniff(buf: fatbin.Buffer, start: int, end: int) -> str | None:
         return "fatbin"
     if head.startswith(_ZIP_MAGICS):
         return "zip"
+    if head.startswith((amdgpu.BUNDLE_MAGIC, amdgpu.CCOB_MAGIC)):
+        return "bundle"
     return None
 
 
@@ -419,14 +515,17 @@ def _inspect_blob(
 ) -> list[FileReport]:
     if kind == "elf":
         report = _inspect_elf(buf, start, end, name)
-        return [report] if keep_empty or report.containers or report.partial else []
+        keep = keep_empty or report.containers or report.partial or report.has_amd_code
+        return [report] if keep else []
     if kind == "fatbin":
         return [_inspect_raw_fatbin(buf, start, end, name)]
+    if kind == "bundle":
+        return [_inspect_raw_amd(buf, start, end, name)]
     if kind == "ar":
         reports: list[FileReport] = []
         for member, m_start, m_end in _archive_members(buf, start, end, name):
             member_kind = _sniff(buf, m_start, m_end)
-            if member_kind in ("elf", "fatbin"):
+            if member_kind in ("elf", "fatbin", "bundle"):
                 reports.extend(
                     _inspect_blob(
                         buf, m_start, m_end, f"{name}!{member}", member_kind, keep_empty=keep_empty
@@ -474,7 +573,7 @@ def _inspect_wheel(path: Path, name: str) -> list[FileReport]:
                 with archive.open(info) as member:
                     head = member.read(_SNIFF)
                 kind = _sniff(head, 0, len(head))
-                if kind not in ("elf", "ar", "fatbin"):
+                if kind not in ("elf", "ar", "fatbin", "bundle"):
                     continue
                 data = _read_member(archive, info)
                 reports.extend(

@@ -1,4 +1,8 @@
-"""``capplan gpus``: find GPU models by loose names, with their capability."""
+"""``capplan gpus``: find GPU models by loose names, with their capability.
+
+A name no NVIDIA model matches is looked up among AMD models (kb/amd_gpus.json, issue 16
+groundwork): ``capplan gpus mi300x`` prints the gfx target instead of a capability.
+"""
 
 from __future__ import annotations
 
@@ -40,7 +44,10 @@ def gpus(query: str | None, pci_id: str | None, as_json: bool) -> None:
     else:
         matches = find_gpus(query, kb.gpus)
         if not matches:
-            close = suggestions(query, kb.gpus)
+            amd_close = _print_amd(query, as_json)
+            if amd_close is None:
+                return
+            close = [*suggestions(query, kb.gpus), *amd_close[:2]]
             hint = (
                 ("did you mean " + " or ".join(f"'{c}'" for c in close) + "?")
                 if close
@@ -49,6 +56,52 @@ def gpus(query: str | None, pci_id: str | None, as_json: bool) -> None:
             raise InvalidInputError(f"unknown GPU '{query}'", hint=hint)
         models = [m.model for m in matches]
     _emit(kb, [_row(kb, m) for m in models], as_json)
+
+
+def _print_amd(query: str, as_json: bool) -> list[str] | None:
+    """Print the AMD models matching ``query`` (None); when none does, close AMD names."""
+    import os
+    from pathlib import Path
+
+    from capplan.adapters.amd_kb import load_amd_kb
+
+    directory = os.environ.get("CAPPLAN_KB_DIR")
+    amd = load_amd_kb(Path(directory) if directory else None)
+    try:
+        models = amd.lookup_gpu(query)
+    except InvalidInputError:
+        return amd.suggest_gpus(query)
+    rows: list[dict[str, Any]] = []
+    for model in models:
+        info = amd.target_info(model.target)
+        rows.append(
+            {
+                "vendor": "amd",
+                "name": model.name,
+                "target": str(model.target),
+                "family": info.family if info else None,
+                "generic": str(info.generic) if info and info.generic else None,
+                "kind": model.kind,
+                "gfx_target_version": model.target.gfx_target_version,
+                "nixpkgs_default": info.nixpkgs_default if info else False,
+                "aliases": list(model.aliases),
+            }
+        )
+    if as_json:
+        emit_json(rows)
+        return None
+    table = make_table("name", "gfx target", "family", "generic target", "kind", "nixpkgs default")
+    for r in rows:
+        table.add_row(
+            r["name"],
+            r["target"],
+            r["family"] or "-",
+            r["generic"] or "-",
+            r["kind"],
+            "yes" if r["nixpkgs_default"] else "no",
+        )
+    out_console().print(table)
+    return None
 
 
 def _row(kb: KnowledgeBase, model: GpuModel) -> dict[str, Any]:

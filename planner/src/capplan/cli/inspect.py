@@ -1,15 +1,32 @@
-"""``capplan inspect``: list the CUDA device code inside binaries, wheels and store paths."""
+"""``capplan inspect``: list the CUDA device code inside binaries, wheels and store paths.
+
+AMD device code (offload bundles, bare AMDGPU code objects) is listed in its own ``AMD`` column
+and JSON ``amd`` object; the CUDA columns and fields are unchanged.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from capplan.cli.output import emit_json, err_console, make_table, out_console
 from capplan.errors import BinaryFormatError, InvalidInputError
 
+if TYPE_CHECKING:
+    from capplan.adapters.fatbin import FileReport
+
 __all__ = ["inspect"]
+
+
+def _amd_cell(report: FileReport) -> str:
+    """gfx targets, plus what could not be read (a zstd-compressed bundle)."""
+    parts = [str(t) for t in report.amd]
+    unopened = [loc.bundle for loc in report.amd_located if not loc.bundle.opened]
+    for bundle in unopened:
+        parts.append(f"[{bundle.compression} bundle, not opened]")
+    return " ".join(parts) or "-"
 
 
 @click.command("inspect")
@@ -22,8 +39,9 @@ def inspect(paths: tuple[str, ...], as_json: bool, entries: bool) -> None:
     """List SASS, PTX and LTO-IR targets in ELF files, static archives, wheels or directories.
 
     Every fatbin container in a file is found by scanning for its magic and validating its
-    headers; nothing is decompressed. Exits 12 (bad-binary) after printing when a file is
-    truncated or corrupt (its report is marked partial).
+    headers; nothing is decompressed. AMD gfx targets (clang offload bundles, zlib-compressed
+    CCOB bundles, bare AMDGPU code objects) go in the AMD column. Exits 12 (bad-binary) after
+    printing when a file is truncated or corrupt (its report is marked partial).
     """
     # Imported here so `capplan --help` does not load pyelftools.
     from capplan.adapters.fatbin import inspect_paths
@@ -38,7 +56,9 @@ def inspect(paths: tuple[str, ...], as_json: bool, entries: bool) -> None:
     if as_json:
         emit_json({"files": [r.to_json(entries=entries) for r in reports]})
     else:
-        table = make_table("path", "SASS", "PTX", "LTO-IR", "compression", "containers", "sections")
+        table = make_table(
+            "path", "SASS", "PTX", "LTO-IR", "compression", "containers", "sections", "AMD"
+        )
         for r in reports:
             table.add_row(
                 r.path + (" [partial]" if r.partial else ""),
@@ -48,6 +68,7 @@ def inspect(paths: tuple[str, ...], as_json: bool, entries: bool) -> None:
                 " ".join(r.compression) or "-",
                 str(r.containers),
                 " ".join(f"{name}:{count}" for name, count in sorted(r.sections.items())) or "-",
+                _amd_cell(r),
             )
         out_console().print(table)
         if entries:
@@ -68,13 +89,27 @@ def inspect(paths: tuple[str, ...], as_json: bool, entries: bool) -> None:
                             str(row["size"]),
                         )
             out_console().print(detail)
+            amd_rows = [(r.path, row) for r in reports for loc in r.amd_located
+                        for row in loc.entries_json()]  # fmt: skip
+            if amd_rows:
+                amd = make_table("path", "section", "bundle", "id", "target", "compression")
+                for path, row in amd_rows:
+                    amd.add_row(
+                        path,
+                        row["section"],
+                        f"{row['bundle']:#x}",
+                        row["id"],
+                        row["target"] or "-",
+                        row["compression"],
+                    )
+                out_console().print(amd)
         if not reports:
             err_console().print("no CUDA device code found")
-    partial = [r for r in reports if r.partial]
+    partial = [r for r in reports if r.partial or r.amd_problems]
     if partial:
         first = partial[0]
         raise BinaryFormatError(
             f"{len(partial)} of {len(reports)} file(s) are truncated or corrupt; "
-            f"{first.path}: {first.problems[0]}",
+            f"{first.path}: {(first.problems or first.amd_problems)[0]}",
             hint="the listed targets of those files are partial; rebuild or re-download them",
         )

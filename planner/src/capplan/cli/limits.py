@@ -2,6 +2,8 @@
 
 - ``capplan limits read torch (--wheel PATH_OR_URL | --installed | --file PATH |
   --version X.Y.Z) [--json] [--update-kb [--write]]``: parse torch's cpp_extension.py.
+- ``capplan limits read magma --file CMakeLists.txt [--release X] [--json] [--update-kb
+  [--write]]``: read magma's HIP target list (VALID_GFXS); see :mod:`capplan.cli.limits_magma`.
 - ``capplan limits read --binary PATH [--json]``: a prebuilt package's SASS set plus what its
   PTX can JIT to (CUDA.md, "Where compiled code runs").
 """
@@ -33,7 +35,7 @@ from capplan.errors import DataError, InvalidInputError
 
 __all__ = ["limits", "read", "updated_kb_text"]
 
-_PACKAGES = ("torch",)
+_PACKAGES = ("torch", "magma")
 # Written into kb/torch.json when a release is new and no wheel index could be consulted.
 _CUDA_FROM_TABLES = (
     "CUDA versions not verified against the wheel index: taken from the file's "
@@ -54,14 +56,15 @@ def limits() -> None:
     "--file",
     "file_path",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="A torch/utils/cpp_extension.py on disk.",
+    help="A torch/utils/cpp_extension.py (torch) or CMakeLists.txt (magma) on disk.",
 )
 @click.option("--version", "release", metavar="X.Y.Z", help="Download the file of this release.")
 @click.option(
     "--release",
     "release_override",
     metavar="X.Y.Z",
-    help="Which release the source is, where it cannot tell (a bare --file).",
+    help="Which release the source is, where it cannot tell (a bare --file; magma: a "
+    "release or commit).",
 )
 @click.option(
     "--binary",
@@ -69,13 +72,18 @@ def limits() -> None:
     help="A prebuilt wheel, library or store path: its SASS and PTX decide.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--update-kb", is_flag=True, help="Show the change to kb/torch.json.")
+@click.option(
+    "--update-kb",
+    is_flag=True,
+    help="Show the change to kb/torch.json (magma: kb/amd_packages.json).",
+)
 @click.option("--write", is_flag=True, help="With --update-kb: write the change.")
 @click.option(
     "--kb",
     "kb_file",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="The torch.json to compare and update (default: the packaged kb/torch.json).",
+    help="The KB file to compare and update (default: the packaged kb/torch.json, or "
+    "kb/amd_packages.json for magma).",
 )
 @click.option(
     "--timeout",
@@ -98,7 +106,8 @@ def read(
     kb_file: Path | None,
     timeout: float,
 ) -> None:
-    """Read the capabilities PACKAGE accepts (torch), or those a prebuilt --binary holds."""
+    """Read the capabilities PACKAGE accepts (torch), magma's HIP gfx targets (magma), or
+    the capabilities a prebuilt --binary holds."""
     sources = [
         name
         for name, given in (
@@ -115,7 +124,7 @@ def read(
         _read_binary(binary, as_json)
         return
     if package is None:
-        raise click.UsageError("give a PACKAGE (torch) or --binary PATH")
+        raise click.UsageError("give a PACKAGE (torch, magma) or --binary PATH")
     if package not in _PACKAGES:
         raise InvalidInputError(
             f"no limits reader for package {package!r}",
@@ -128,6 +137,20 @@ def read(
         )
     if write and not update_kb:
         raise click.UsageError("--write only goes with --update-kb")
+    if package == "magma":
+        if file_path is None:
+            raise click.UsageError("magma is read from its CMakeLists.txt: give --file PATH")
+        from capplan.cli.limits_magma import read_magma
+
+        read_magma(
+            file_path,
+            release_override,
+            as_json=as_json,
+            update_kb=update_kb,
+            write=write,
+            kb_file=kb_file,
+        )
+        return
 
     source = _load(wheel, installed, file_path, release, release_override, timeout)
     version = release_override or source.version

@@ -1,0 +1,302 @@
+"""The AMD knowledge base: validated, frozen models of ``kb/amd_*.json`` and questions on them.
+
+Groundwork for issue 16, kept apart from the CUDA :mod:`capplan.core.kb`: gfx targets with their
+family, generic target, ROCm range, KFD number and nixpkgs default/scopes; AMD GPU models by
+loose name; and the per-package target lists nixpkgs hard-codes (torch, magma-hip, hipblaslt,
+hipsparselt, aotriton, miopen, composable_kernel, onnxruntime). Every entry carries a ``source``.
+Loading lives in :mod:`capplan.adapters.amd_kb`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PlainSerializer,
+    PlainValidator,
+    WithJsonSchema,
+    model_validator,
+)
+
+from capplan.core.amd import AmdTarget
+from capplan.errors import CapplanError, DataError, InvalidInputError, shorten
+
+__all__ = [
+    "AmdGpuModel",
+    "AmdGpusFile",
+    "AmdKnowledgeBase",
+    "AmdPackageCheck",
+    "AmdPackageTargets",
+    "AmdPackagesFile",
+    "AmdTargetField",
+    "AmdTargetInfo",
+    "AmdTargetsFile",
+    "normalise_amd_name",
+]
+
+
+def _as_target(value: Any) -> AmdTarget:
+    if isinstance(value, AmdTarget):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"expected a gfx target string like 'gfx942', got {value!r}")
+    try:
+        return AmdTarget.parse(value)
+    except CapplanError as error:
+        raise ValueError(error.one_line()) from None
+
+
+AmdTargetField = Annotated[
+    AmdTarget,
+    PlainValidator(_as_target),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string", "examples": ["gfx942", "gfx90a:xnack-", "gfx11-generic"]}),
+]
+
+_ROCM_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AmdTargetInfo(_Frozen):
+    target: AmdTargetField
+    family: str
+    generic: AmdTargetField | None
+    products: tuple[str, ...]
+    first_rocm: str | None  # None: not recorded
+    removed_in_rocm: str | None  # the first ROCm release without it
+    rocm_note: str | None
+    gfx_target_version: int
+    nixpkgs_default: bool  # in rocmPackages.clr.gpuTargets
+    nixpkgs_scopes: tuple[str, ...]  # rocmPackages.<scope> names that build for it
+    source: str
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AmdTargetInfo:
+        if self.target.is_generic or self.target != self.target.base:
+            raise ValueError(f"{self.target}: list processors only, without features")
+        if self.gfx_target_version != self.target.gfx_target_version:
+            raise ValueError(
+                f"{self.target}: gfx_target_version {self.gfx_target_version} is not "
+                f"{self.target.gfx_target_version} (major*10000+minor*100+stepping)"
+            )
+        if self.generic != self.target.generic:
+            raise ValueError(
+                f"{self.target}: generic target {self.generic} disagrees with LLVM's "
+                f"{self.target.generic}"
+            )
+        for version in (self.first_rocm, self.removed_in_rocm):
+            if version is not None and not _ROCM_VERSION.fullmatch(version):
+                raise ValueError(f"{self.target}: ROCm version {version!r} is not X.Y[.Z]")
+        return self
+
+
+class AmdTargetsFile(_Frozen):
+    source: str
+    nixpkgs_default_targets: tuple[AmdTargetField, ...]
+    nixpkgs_family_scopes: dict[str, tuple[AmdTargetField, ...]]
+    targets: tuple[AmdTargetInfo, ...]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AmdTargetsFile:
+        names = [t.target for t in self.targets]
+        if len(set(names)) != len(names):
+            raise ValueError("a target is listed twice")
+        defaults = set(self.nixpkgs_default_targets)
+        for info in self.targets:
+            if info.nixpkgs_default != (info.target in defaults):
+                raise ValueError(f"{info.target}: nixpkgs_default disagrees with the default list")
+            scopes = {str(info.target)} if info.nixpkgs_default else set()
+            scopes |= {f for f, m in self.nixpkgs_family_scopes.items() if info.target in m}
+            if set(info.nixpkgs_scopes) != scopes:
+                raise ValueError(f"{info.target}: nixpkgs_scopes should be {sorted(scopes)}")
+        missing = defaults - set(names)
+        if missing:
+            raise ValueError(f"default targets without an entry: {sorted(map(str, missing))}")
+        return self
+
+
+AmdGpuKind = Literal["instinct", "radeon", "radeon-pro", "radeon-ai-pro", "igpu"]
+
+
+class AmdGpuModel(_Frozen):
+    name: str
+    target: AmdTargetField
+    kind: AmdGpuKind
+    aliases: tuple[str, ...] = ()
+    source: str
+
+
+class AmdGpusFile(_Frozen):
+    source: str
+    gpus: tuple[AmdGpuModel, ...]
+
+
+WithoutTargets = Literal["throw", "shim", "broken", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class AmdPackageCheck:
+    """What a package does with a requested target list."""
+
+    package: str
+    kept: tuple[AmdTarget, ...]
+    excluded: tuple[AmdTarget, ...]
+    outcome: Literal["ok", "throw", "shim", "broken", "empty"]
+    reason: str
+
+
+class AmdPackageTargets(_Frozen):
+    """A package's own ROCm target handling (``accepts`` None: any target passes through)."""
+
+    accepts: tuple[AmdTargetField, ...] | None
+    default_targets: tuple[AmdTargetField, ...] | None
+    without_targets: WithoutTargets
+    requires_family: str | None  # e.g. "gfx9": broken unless one target is of that family
+    reads: str
+    note: str | None
+    source: str
+
+    def check(self, package: str, targets: Sequence[AmdTarget]) -> AmdPackageCheck:
+        """Which of ``targets`` the package builds for, and what happens when none is left."""
+        if self.accepts is None:
+            kept = tuple(sorted(set(targets)))
+            excluded: tuple[AmdTarget, ...] = ()
+        else:
+            allowed = {t.processor for t in self.accepts}
+            kept = tuple(sorted({t for t in targets if t.processor in allowed}))
+            excluded = tuple(sorted({t for t in targets if t.processor not in allowed}))
+        if self.requires_family is not None and not any(
+            re.fullmatch(rf"{self.requires_family}[0-9a-f]{{2}}", t.processor) for t in kept
+        ):
+            return AmdPackageCheck(
+                package,
+                kept,
+                excluded,
+                "broken",
+                f"{package} is meta.broken without a {self.requires_family} target "
+                f"(given: {_names(targets)})",
+            )
+        if kept:
+            reason = f"{package} builds {_names(kept)}"
+            if excluded:
+                reason += f"; its own list excludes {_names(excluded)}"
+            return AmdPackageCheck(package, kept, excluded, "ok", reason)
+        outcome: Literal["throw", "shim", "broken", "empty"] = (
+            "empty" if self.without_targets == "none" else self.without_targets
+        )
+        what = {
+            "throw": "evaluation throws 'No supported GPU targets specified'",
+            "shim": "nixpkgs builds a device-less shim",
+            "broken": "the package is meta.broken",
+            "empty": "the build holds no device code",
+        }[outcome]
+        return AmdPackageCheck(
+            package,
+            kept,
+            excluded,
+            outcome,
+            f"{package}'s own target list excludes {_names(excluded)}: {what}",
+        )
+
+
+def _names(targets: Sequence[AmdTarget]) -> str:
+    return ", ".join(str(t) for t in sorted(set(targets))) or "none"
+
+
+class AmdPackagesFile(_Frozen):
+    source: str
+    packages: dict[str, AmdPackageTargets]
+
+
+def normalise_amd_name(text: str) -> str:
+    """Lower case, letters and digits only, vendor/line words dropped (``AMD Instinct`` ...)."""
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    while words and words[0] in ("amd", "radeon", "instinct"):
+        words = words[1:]
+    return "".join(words)
+
+
+@dataclass(frozen=True, slots=True)
+class AmdKnowledgeBase:
+    targets: tuple[AmdTargetInfo, ...]
+    nixpkgs_default_targets: tuple[AmdTarget, ...]
+    nixpkgs_family_scopes: dict[str, tuple[AmdTarget, ...]]
+    gpus: tuple[AmdGpuModel, ...]
+    packages: dict[str, AmdPackageTargets]
+
+    def __post_init__(self) -> None:
+        known = {t.target for t in self.targets}
+        for gpu in self.gpus:
+            if gpu.target not in known:
+                raise DataError(
+                    f"knowledge-base file kb/amd_gpus.json: {gpu.name!r} names target "
+                    f"{gpu.target}, which kb/amd_targets.json lacks",
+                    hint="add the target or fix the GPU entry",
+                )
+
+    def target_info(self, target: AmdTarget) -> AmdTargetInfo | None:
+        for info in self.targets:
+            if info.target == target.base:
+                return info
+        return None
+
+    def lookup_gpu(self, query: str) -> tuple[AmdGpuModel, ...]:
+        """GPU models matching a loose name (``mi300x``, ``Radeon RX 7900 XTX``, ``strix halo``).
+
+        An exact normalised match on a name or alias wins; otherwise every model whose name
+        contains the query (``7900`` -> XTX, XT, GRE). No match: InvalidInputError with the
+        closest names.
+        """
+        key = normalise_amd_name(query)
+        if not key:
+            raise InvalidInputError(
+                "an empty AMD GPU name was given", hint="name a GPU, e.g. 'mi300x' or 'rx 7900 xtx'"
+            )
+        labels: dict[str, AmdGpuModel] = {}
+        for gpu in self.gpus:
+            for label in (gpu.name, *gpu.aliases):
+                labels.setdefault(normalise_amd_name(label), gpu)
+        if key in labels:
+            return (labels[key],)
+        partial = tuple(
+            gpu for gpu in self.gpus if any(key in normalise_amd_name(x) for x in (gpu.name,))
+        )
+        if partial:
+            return partial
+        names = self.suggest_gpus(query)
+        raise InvalidInputError(
+            f"unknown AMD GPU '{shorten(query.strip())}'",
+            hint=f"did you mean: {', '.join(names)}"
+            if names
+            else "run 'capplan gpus --json' for the known models",
+        )
+
+    def suggest_gpus(self, query: str, limit: int = 3) -> list[str]:
+        """Model names close to ``query`` (for "did you mean")."""
+        labels: dict[str, AmdGpuModel] = {}
+        for gpu in self.gpus:
+            for label in (gpu.name, *gpu.aliases):
+                labels.setdefault(normalise_amd_name(label), gpu)
+        close = difflib.get_close_matches(normalise_amd_name(query), list(labels), limit, 0.6)
+        return sorted({labels[c].name for c in close})
+
+    def package(self, name: str) -> AmdPackageTargets:
+        try:
+            return self.packages[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self.packages), n=1)
+            raise InvalidInputError(
+                f"no ROCm target list for package {shorten(name)!r}",
+                hint=f"did you mean {close[0]}?"
+                if close
+                else f"known: {', '.join(sorted(self.packages))}",
+            ) from None
