@@ -35,16 +35,25 @@ def detect(config_path: Path | None, as_json: bool) -> None:
     )
     from capplan.errors import NoGpuError
 
+    from capplan.adapters.amd_detect import detect_amd_gpus
+
     kb = current_kb()
     system = host_system(os.environ)
+    amd_found, amd_notes = detect_amd_gpus()
     try:
         found = detect_gpus(kb=kb)
-    except NoGpuError:
+    except NoGpuError as error:
         # A Jetson without (a working) nvidia-smi: its device tree names the module.
         module = jetson_from_device_tree(Path(os.environ.get(ROOT_ENV) or "/"))
-        if module is None:
-            raise
-        found = [module]
+        if module is not None:
+            found = [module]
+        elif amd_found:
+            found = []  # an AMD-only machine: not "no GPU"
+        else:
+            why = "; ".join(amd_notes[:3]) or "no KFD GPU node and no rocminfo"
+            raise NoGpuError(
+                f"{error.message}; no AMD GPU found either ({why})", hint=error.hint
+            ) from None
     except (UnicodeError, ValueError) as error:
         raise DataError(
             f"nvidia-smi printed output that is not text: {error}",
@@ -66,8 +75,10 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         full = driver.max_cuda(full=True)
         entry: dict[str, Any] = {
             "name": gpu.name,
+            "vendor": "nvidia",
             "system": system,
             "capability": str(cap) if cap else None,
+            "target": None,
             "driver": gpu.driver,
             "source": gpu.source,
             "pci_id": gpu.pci_id,
@@ -95,10 +106,56 @@ def detect(config_path: Path | None, as_json: bool) -> None:
                     "variant": named.name if named else None,
                 }
         report.append(entry)
+    report.extend(_amd_entries(amd_found, system, plan))
     if as_json:
-        emit_json({"gpus": report})
+        emit_json({"gpus": report, "notes": amd_notes})
         return
     _print(report)
+    for note in amd_notes:
+        out_console().print(f"note: {note}", markup=False)
+
+
+AMD_NOT_PLANNED = "no AMD variants are planned yet (ROCm planning is not implemented)"
+
+
+def _amd_entries(found: list[Any], system: str, plan: Plan) -> list[dict[str, Any]]:
+    """detect's entries for AMD GPUs: same shape as NVIDIA's, the gfx target in ``target``.
+
+    The plan holds no AMD variants yet, so every package's answer says so and names the target
+    to build for. Notes about skipped KFD nodes go in the report's top-level ``notes``.
+    """
+    entries: list[dict[str, Any]] = []
+    for gpu in found:
+        target = str(gpu.target)
+        reason = f"{AMD_NOT_PLANNED}; this GPU needs code for {target}"
+        entry: dict[str, Any] = {
+            "name": gpu.name,
+            "vendor": "amd",
+            "system": system,
+            "capability": None,
+            "target": target,
+            "driver": None,
+            "source": gpu.source,
+            "pci_id": gpu.pci_id,
+            "note": "",
+            "max_cuda": None,
+            "max_cuda_minor_compat": None,
+            "variants": {package: None for package in plan.packages},
+            "how": {
+                package: {
+                    "level": "not-planned",
+                    "reason": reason,
+                    "command": None,
+                    "driver_ok": None,
+                    "needs_driver": None,
+                    "variant": None,
+                }
+                for package in plan.packages
+            },
+            "overlay": f'gpuTargets = [ "{target}" ];',
+        }
+        entries.append(entry)
+    return entries
 
 
 def _variants_for(plan: Plan, system: str, cap: Any, jetson: bool) -> Plan:
@@ -118,6 +175,9 @@ def _variants_for(plan: Plan, system: str, cap: Any, jetson: bool) -> Plan:
 def _print(report: list[dict[str, Any]]) -> None:
     console = out_console()
     for entry in report:
+        if entry["vendor"] == "amd":
+            _print_amd(console, entry)
+            continue
         if entry["driver"] is None:
             runs = "driver unknown"
         elif entry["max_cuda_minor_compat"] is None:
@@ -157,3 +217,23 @@ def _print(report: list[dict[str, Any]]) -> None:
             )
         print_table(console, table)
         console.print(f"or, in your nixpkgs config: {entry['overlay']}", markup=False)
+
+
+def _print_amd(console: Any, entry: dict[str, Any]) -> None:
+    source = f", from {entry['source']}" if entry["source"] else ""
+    pci = f", PCI id {entry['pci_id']}" if entry["pci_id"] else ""
+    console.print(
+        f"[bold]{escape(entry['name'])}[/bold] ({entry['system']}): AMD target "
+        f"{entry['target']}{source}{pci}"
+    )
+    if entry.get("note"):
+        console.print(entry["note"], markup=False)
+    console.print(
+        f"{AMD_NOT_PLANNED}: no package has a variant for {entry['target']}",
+        markup=False,
+    )
+    console.print(
+        f"in a ROCm package set (rocmSupport = true), build for {entry['target']}: "
+        f"{entry['overlay']} (e.g. torchWithRocm.override {{ {entry['overlay']} }})",
+        markup=False,
+    )
