@@ -50,6 +50,7 @@ OTHER_ENV = (
     "CAPPLAN_KB_DIR",
     "CAPPLAN_NVIDIA_SMI",
     "CAPPLAN_NVML",
+    "CAPPLAN_ROCMINFO",  # `capplan detect`: another rocminfo (adapters/amd_detect.py)
     "CAPPLAN_SYSFS_ROOT",
     "CAPPLAN_ROOT",
     "CAPPLAN_TORCH_SOURCE_URL",
