@@ -1,14 +1,22 @@
-"""``capplan verify``: check a built output holds SASS/PTX for exactly the planned targets."""
+"""``capplan verify``: check a built output holds SASS/PTX for exactly the planned targets.
+
+``--expect gfx942,gfx90a`` checks AMD code objects instead (clang offload bundles and bare
+AMDGPU ELF objects, as ``capplan inspect`` reads them); ``--device mi300x`` then answers with
+:func:`capplan.core.amd.amd_how_runs`.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import click
 
 from capplan.cli.output import emit_json, out_console
 from capplan.core.capability import Capability, Target, parse_targets
-from capplan.errors import CapplanError, InvalidInputError, VerifyError
+from capplan.core.amd import AmdTarget, parse_amd_targets
+from capplan.errors import CapplanError, InvalidInputError, VerifyError, shorten
 
 __all__ = ["verify"]
 
@@ -37,6 +45,47 @@ def _targets(variant: str | None, expect: str | None, config: Path | None) -> tu
     return targets
 
 
+def _amd_expect(expect: str | None) -> tuple[AmdTarget, ...] | None:
+    """The AMD targets of an ``--expect`` made of gfx targets; None for CUDA targets."""
+    if expect is None:
+        return None
+    items = [i for i in re.split(r"[,;\s]+", expect) if i]
+    amd = [i for i in items if i.lower().startswith("gfx")]
+    if not amd:
+        return None
+    if len(amd) != len(items):
+        cuda = next(i for i in items if not i.lower().startswith("gfx"))
+        raise InvalidInputError(
+            f"--expect mixes CUDA and AMD targets ({shorten(cuda)!r} and {shorten(amd[0])!r})",
+            hint="verify one vendor's code at a time, e.g. --expect gfx942,gfx90a",
+        )
+    return parse_amd_targets(items)
+
+
+def _amd_device(text: str) -> AmdTarget:
+    """The processor of an AMD GPU named by target (``gfx942``) or model (``mi300x``)."""
+    if text.strip().lower().startswith("gfx"):
+        target = AmdTarget.parse(text)
+        if target.is_generic:
+            raise InvalidInputError(
+                f"--device {target} is a generic target, not a GPU",
+                hint="give the GPU's processor (e.g. gfx1100) or its model name",
+            )
+        return target
+    from capplan.adapters.amd_kb import load_amd_kb
+
+    directory = os.environ.get("CAPPLAN_KB_DIR")
+    models = load_amd_kb(Path(directory) if directory else None).lookup_gpu(text)
+    targets = sorted({m.target for m in models})
+    if len(targets) != 1:
+        names = ", ".join(f"{m.name} ({m.target})" for m in models[:4])
+        raise InvalidInputError(
+            f"--device {shorten(text.strip())!r} matches AMD GPUs with different targets: {names}",
+            hint="name the model exactly or give its gfx target",
+        )
+    return targets[0]
+
+
 def _device(text: str) -> tuple[Capability, bool]:
     """The device's capability (known to the knowledge base) and whether it is a Jetson."""
     from capplan.cli.planning import current_kb
@@ -51,8 +100,14 @@ def _device(text: str) -> tuple[Capability, bool]:
 @click.command("verify")
 @click.argument("result", type=click.Path(path_type=Path))
 @click.option("--variant", help="A planned variant, e.g. torch-sm86: expect its targets.")
-@click.option("--expect", help="Expected targets, e.g. 8.6,9.0+PTX (PTX only where +PTX).")
-@click.option("--device", help="Also say how the output runs on this capability or GPU model.")
+@click.option(
+    "--expect",
+    help="Expected targets, e.g. 8.6,9.0+PTX (PTX only where +PTX), or AMD gfx942,gfx90a.",
+)
+@click.option(
+    "--device",
+    help="Also say how the output runs on this capability, GPU model or AMD GPU (mi300x).",
+)
 @click.option(
     "--jetson", is_flag=True, help="The device is a Jetson (exact SASS only; known Jetsons are)."
 )
@@ -80,6 +135,16 @@ def verify(
     from capplan.adapters.fatbin import inspect_paths
     from capplan.core.verify import verify as compare
 
+    if variant is None or expect is None:
+        amd = _amd_expect(expect)
+        if amd is not None:
+            if jetson:
+                raise InvalidInputError(
+                    "--jetson applies to NVIDIA devices only",
+                    hint="drop --jetson when verifying AMD targets",
+                )
+            _verify_amd(result, amd, _amd_device(device) if device else None, as_json)
+            return
     targets = _targets(variant, expect, config)
     dev: Capability | None = None
     if device is not None:
@@ -121,4 +186,51 @@ def verify(
         raise VerifyError(
             f"{result} does not hold the planned device code: {'; '.join(failures)}",
             hint=f"expected {expected}; rebuild with exactly these targets",
+        )
+
+
+def _verify_amd(
+    result: Path, expected: tuple[AmdTarget, ...], device: AmdTarget | None, as_json: bool
+) -> None:
+    """``verify --expect gfx...``: the AMD code objects in RESULT against ``expected``."""
+    from capplan.adapters.fatbin import inspect_paths
+    from capplan.core.amd_verify import verify_amd
+
+    reports = inspect_paths([result])
+    found = {t for r in reports for t in r.amd}
+    cuda = {c.sm for r in reports for c in r.sass} | {c.compute for r in reports for c in r.ptx}
+    problems = [f"{r.path}: {p}" for r in reports for p in (*r.amd_problems, *r.problems)]
+    outcome = verify_amd(expected, found, cuda=cuda, device=device)
+    if as_json:
+        data = outcome.to_json()
+        data["path"] = str(result)
+        data["files"] = len(reports)
+        data["partial"] = bool(problems)
+        data["problems"] = problems
+        data["ok"] = outcome.ok and not problems
+        emit_json(data)
+    else:
+        console = out_console()
+        console.print(f"expected: {', '.join(str(t) for t in outcome.expected)}", markup=False)
+        found_text = " ".join(str(t) for t in outcome.found) or "-"
+        console.print(f"found AMD code: {found_text}", markup=False)
+        for line in outcome.differences():
+            console.print(line, markup=False)
+        if outcome.verdict is not None and device is not None:
+            console.print(
+                f"on {device}: {outcome.verdict.level.value}: {outcome.verdict.reason}",
+                markup=False,
+            )
+        if outcome.ok and not problems:
+            console.print(f"ok: {result} holds exactly the expected AMD code", markup=False)
+    failures = outcome.differences()
+    if not outcome.runs:
+        failures.append(f"cannot run on {device}")
+    if problems:
+        failures.append(f"partial binary ({problems[0]})")
+    if failures:
+        expected_text = ",".join(str(t) for t in outcome.expected)
+        raise VerifyError(
+            f"{result} does not hold the expected AMD code: {'; '.join(failures)}",
+            hint=f"expected {expected_text}; rebuild with exactly these gpuTargets",
         )
