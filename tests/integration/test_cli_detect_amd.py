@@ -59,9 +59,7 @@ def test_detect_mixed_nvidia_and_amd(capplan_cli: object, tmp_path: Path) -> Non
         assert all(v is None for v in gpu["variants"].values())
         how = gpu["how"]["torch"]
         assert how["level"] == "not-planned" and how["command"] is None
-        assert "no AMD variants are planned yet (ROCm planning is not implemented)" in how[
-            "reason"
-        ]
+        assert "no AMD variants are planned yet (ROCm planning is not implemented)" in how["reason"]
         assert target in how["reason"]
     assert data["notes"] == []
 
@@ -91,7 +89,11 @@ def test_detect_amd_from_rocminfo(capplan_cli: object, tmp_path: Path) -> None:
     result = capplan_cli("detect", "--json", env=env)  # type: ignore[operator]
     assert result.exit_code == 0, result.stderr
     (gpu,) = json.loads(result.stdout)["gpus"]
-    assert (gpu["name"], gpu["target"], gpu["source"]) == ("AMD Radeon 8060S", "gfx1151", "rocminfo")
+    assert (gpu["name"], gpu["target"], gpu["source"]) == (
+        "AMD Radeon 8060S",
+        "gfx1151",
+        "rocminfo",
+    )
 
 
 def test_detect_garbage_kfd_and_no_gpu_is_one_line(capplan_cli: object, tmp_path: Path) -> None:

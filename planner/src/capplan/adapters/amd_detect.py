@@ -185,9 +185,7 @@ def parse_rocminfo(text: str) -> list[AmdDetectedGpu]:
 def run_rocminfo(executable: str, *, timeout: float = 20.0) -> tuple[list[AmdDetectedGpu], str]:
     """Run rocminfo; the GPU agents it lists and, when none, why (one line)."""
     try:
-        proc = subprocess.run(
-            [executable], capture_output=True, timeout=timeout, check=False
-        )
+        proc = subprocess.run([executable], capture_output=True, timeout=timeout, check=False)
     except FileNotFoundError:
         return [], f"{executable}: not found"
     except PermissionError:

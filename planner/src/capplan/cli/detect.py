@@ -26,6 +26,7 @@ __all__ = ["detect"]
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def detect(config_path: Path | None, as_json: bool) -> None:
     """Detect local GPUs and name the planned variant to use for each package."""
+    from capplan.adapters.amd_detect import detect_amd_gpus
     from capplan.adapters.gpu_detect import detect_gpus
     from capplan.adapters.system_detect import (
         ROOT_ENV,
@@ -34,8 +35,6 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         jetson_from_device_tree,
     )
     from capplan.errors import NoGpuError
-
-    from capplan.adapters.amd_detect import detect_amd_gpus
 
     kb = current_kb()
     system = host_system(os.environ)

@@ -14,8 +14,8 @@ from pathlib import Path
 import click
 
 from capplan.cli.output import emit_json, out_console
-from capplan.core.capability import Capability, Target, parse_targets
 from capplan.core.amd import AmdTarget, parse_amd_targets
+from capplan.core.capability import Capability, Target, parse_targets
 from capplan.errors import CapplanError, InvalidInputError, VerifyError, shorten
 
 __all__ = ["verify"]
