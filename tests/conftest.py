@@ -15,6 +15,18 @@ from capplan.cli.main import cli
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 NVCC = Path("/usr/local/cuda/bin/nvcc")
+LLVM16 = Path("/usr/lib/llvm-16/bin")
+
+
+def llvm16_tool(name: str) -> Path:
+    """Debian's LLVM 16 tool ``name`` (clang, clang-offload-bundler, ...), or skip the test
+    with the reason when it is not installed."""
+    found = shutil.which(f"{name}-16") or (
+        str(LLVM16 / name) if (LLVM16 / name).is_file() else None
+    )
+    if found is None:
+        pytest.skip(f"{name}-16 not installed (scripts/setup --dev installs Debian's LLVM 16)")
+    return Path(found)
 
 
 @pytest.fixture(scope="session")

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import LLVM16, llvm16_tool
 
 from capplan.adapters.fatbin import inspect_paths
 from capplan.core.amd import AmdTarget
 from capplan.errors import ExitCode
 
-LLVM = Path("/usr/lib/llvm-16/bin")
 T = AmdTarget.parse
 
 KERNEL_C = "void k(float *a) { a[0] = 1.0f; }\n"
@@ -38,18 +38,11 @@ __global__ void scale(float *a) { a[0] *= 2.0f; }
 """
 
 
-def _tool(name: str) -> Path:
-    found = shutil.which(f"{name}-16") or (str(LLVM / name) if (LLVM / name).is_file() else None)
-    if found is None:
-        pytest.skip(f"{name}-16 not installed (scripts/setup --dev installs Debian's LLVM 16)")
-    return Path(found)
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    clang = _tool("clang")
-    bundler = _tool("clang-offload-bundler")
-    if not (LLVM / "ld.lld").is_file() and shutil.which("ld.lld-16") is None:
+    clang = llvm16_tool("clang")
+    bundler = llvm16_tool("clang-offload-bundler")
+    if not (LLVM16 / "ld.lld").is_file() and shutil.which("ld.lld-16") is None:
         pytest.skip("lld-16 not installed: clang cannot link HIP device code")
     out = tmp_path_factory.mktemp("amd")
     (out / "k.c").write_text(KERNEL_C)
@@ -86,7 +79,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _readobj_flags(path: Path) -> set[str]:
-    readobj = _tool("llvm-readobj")
+    readobj = llvm16_tool("llvm-readobj")
     text = subprocess.run(
         [str(readobj), "--file-headers", str(path)], check=True, capture_output=True, text=True
     ).stdout
@@ -94,7 +87,7 @@ def _readobj_flags(path: Path) -> set[str]:
 
 
 def _bundler_list(path: Path) -> set[str]:
-    bundler = _tool("clang-offload-bundler")
+    bundler = llvm16_tool("clang-offload-bundler")
     text = subprocess.run(
         [str(bundler), "--list", "--type=o", f"--input={path}"],
         check=True, capture_output=True, text=True,

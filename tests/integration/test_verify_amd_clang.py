@@ -7,31 +7,23 @@ Skips with the reason when clang-16 / clang-offload-bundler-16 are missing
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from tests.conftest import llvm16_tool
 
 from capplan.core.amd import AmdTarget
 from capplan.core.amd_verify import covers, verify_amd
 from capplan.errors import ExitCode
 
-LLVM = Path("/usr/lib/llvm-16/bin")
 T = AmdTarget.parse
-
-
-def _tool(name: str) -> Path:
-    found = shutil.which(f"{name}-16") or (str(LLVM / name) if (LLVM / name).is_file() else None)
-    if found is None:
-        pytest.skip(f"{name}-16 not installed (scripts/setup --dev installs Debian's LLVM 16)")
-    return Path(found)
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    clang = _tool("clang")
-    bundler = _tool("clang-offload-bundler")
+    clang = llvm16_tool("clang")
+    bundler = llvm16_tool("clang-offload-bundler")
     out = tmp_path_factory.mktemp("amdverify")
     (out / "k.c").write_text("void k(float *a) { a[0] = 1.0f; }\n")
 

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from capplan.adapters.gpu_detect import SYSFS_ENV, find_tool
 from capplan.core.amd import AmdTarget
-from capplan.errors import CapplanError, ConfigError
+from capplan.errors import CapplanError
 
 __all__ = [
     "AMD_VENDOR",
@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 ROCMINFO_ENV = "CAPPLAN_ROCMINFO"
-SYSFS_ENV = "CAPPLAN_SYSFS_ROOT"
 AMD_VENDOR = 4098  # 0x1002, as KFD writes it (decimal)
 KFD_NODES = Path("class") / "kfd" / "kfd" / "topology" / "nodes"
 _MAX_PROPERTIES = 64 * 1024
@@ -202,19 +201,6 @@ def run_rocminfo(executable: str, *, timeout: float = 20.0) -> tuple[list[AmdDet
     return gpus, "" if gpus else "rocminfo lists no GPU agent"
 
 
-def _rocminfo(env: Mapping[str, str]) -> str | None:
-    configured = env.get(ROCMINFO_ENV, "").strip()
-    if configured:
-        found = shutil.which(configured, path=env.get("PATH"))
-        if found is None:
-            raise ConfigError(
-                f"{ROCMINFO_ENV}={configured!r} is not an executable",
-                hint=f"point {ROCMINFO_ENV} at rocminfo or unset it",
-            )
-        return found
-    return shutil.which("rocminfo", path=env.get("PATH"))
-
-
 def detect_amd_gpus(
     *, env: Mapping[str, str] | None = None, timeout: float = 20.0
 ) -> tuple[list[AmdDetectedGpu], list[str]]:
@@ -226,7 +212,7 @@ def detect_amd_gpus(
     gpus, notes = read_kfd(root)
     if gpus:
         return gpus, notes
-    executable = _rocminfo(environ)
+    executable = find_tool(environ, ROCMINFO_ENV, "rocminfo")
     if executable is None:
         return [], notes
     found, why = run_rocminfo(executable, timeout=timeout)

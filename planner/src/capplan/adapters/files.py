@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
-from capplan.errors import WriteError
+from capplan.errors import InvalidInputError, WriteError
 
-__all__ = ["atomic_write_text"]
+__all__ = ["atomic_write_text", "read_input_bytes"]
 
 _SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
@@ -97,3 +97,14 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise _fail(path, error) from None
     except _Terminated as stop:
         raise SystemExit(128 + stop.signum) from None
+
+
+def read_input_bytes(path: Path, *, hint: str) -> bytes:
+    """The bytes of an input file the user named; exit 4 with ``hint`` when it is missing, or
+    with the OS's reason when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InvalidInputError(f"no such file: {path}", hint=hint) from None
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from None

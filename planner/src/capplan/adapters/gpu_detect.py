@@ -48,6 +48,7 @@ __all__ = [
     "DetectedGpu",
     "SysfsGpu",
     "detect_gpus",
+    "find_tool",
     "parse_nvidia_smi_csv",
     "read_nvml",
     "read_proc_driver",
@@ -333,17 +334,19 @@ def _from_sysfs(found: list[SysfsGpu], kb: KnowledgeBase) -> list[DetectedGpu]:
     return gpus
 
 
-def _executable(env: Mapping[str, str]) -> str | None:
-    configured = env.get(NVIDIA_SMI_ENV, "").strip()
+def find_tool(env: Mapping[str, str], variable: str, name: str) -> str | None:
+    """The executable ``variable`` names (a ConfigError when it names none), else ``name`` on
+    PATH, else None. Used for nvidia-smi here and for rocminfo (adapters/amd_detect.py)."""
+    configured = env.get(variable, "").strip()
     if configured:
         found = shutil.which(configured, path=env.get("PATH"))
         if found is None:
             raise ConfigError(
-                f"{NVIDIA_SMI_ENV}={configured!r} is not an executable",
-                hint=f"point {NVIDIA_SMI_ENV} at nvidia-smi or unset it",
+                f"{variable}={configured!r} is not an executable",
+                hint=f"point {variable} at {name} or unset it",
             )
         return found
-    return shutil.which("nvidia-smi", path=env.get("PATH"))
+    return shutil.which(name, path=env.get("PATH"))
 
 
 def detect_gpus(
@@ -379,7 +382,7 @@ def detect_gpus(
         reasons.append(why)
     root = sysfs_root or Path(environ.get(SYSFS_ENV, "").strip() or "/sys")
     sysfs_found, problems = read_sysfs(root)
-    executable = _executable(environ)
+    executable = find_tool(environ, NVIDIA_SMI_ENV, "nvidia-smi")
     reason = "nvidia-smi not found on PATH"
     if executable is not None:
         gpus, reason = run_nvidia_smi(executable, timeout=timeout)

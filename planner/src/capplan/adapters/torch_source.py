@@ -31,6 +31,7 @@ import requests
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from capplan.adapters.files import read_input_bytes
 from capplan.errors import BinaryFormatError, InvalidInputError, NetworkError
 
 __all__ = [
@@ -73,14 +74,7 @@ class TorchSource:
 def from_file(path: Path, *, version: str | None = None) -> TorchSource:
     """Read a cpp_extension.py on disk. The release is taken from ``version`` or, in an unpacked
     torch tree, from the sibling ``torch/version.py``."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InvalidInputError(
-            f"no such file: {path}", hint="give the path of torch/utils/cpp_extension.py"
-        ) from None
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from None
+    data = read_input_bytes(path, hint="give the path of torch/utils/cpp_extension.py")
     found = version or _version_from_tree(path)
     return TorchSource(_decode(data, str(path)), f"file {path}", found, len(data))
 

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ from typing import Any
 import click
 from packaging.version import InvalidVersion, Version
 
-from capplan.adapters.files import atomic_write_text
 from capplan.adapters.torch_source import (
     DEFAULT_TIMEOUT,
     MEMBER,
@@ -28,7 +26,8 @@ from capplan.adapters.torch_source import (
     from_version,
     from_wheel,
 )
-from capplan.cli.output import emit_json, err_console, make_table, out_console
+from capplan.cli.kb_update import apply_update, validate_kb
+from capplan.cli.output import emit_json, make_table, out_console
 from capplan.core.compat import device_verdict, is_jetson
 from capplan.core.torch_limits import TorchLimits, parse_torch_limits
 from capplan.errors import DataError, InvalidInputError
@@ -286,21 +285,10 @@ def updated_kb_text(old_text: str, result: TorchLimits, source: TorchSource) -> 
 
 
 def _validate(doc: dict[str, Any]) -> None:
-    """The lead's KB model must accept what we are about to write."""
-    try:
-        from capplan.core.kb import TorchFile
-    except ImportError:  # pragma: no cover - the model ships with capplan
-        return
-    from pydantic import ValidationError
+    """The KB's model must accept what we are about to write."""
+    from capplan.core.kb import TorchFile
 
-    try:
-        TorchFile.model_validate(doc)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise DataError(
-            f"the updated kb/torch.json would be invalid at {where}: {first['msg']}"
-        ) from None
+    validate_kb(TorchFile, doc, "torch.json")
 
 
 def _update_kb(
@@ -311,40 +299,16 @@ def _update_kb(
     write: bool,
     diff_to_stderr: bool,
 ) -> None:
-    path = kb_file or _default_kb_file()
-    try:
-        old_text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        old_text = json.dumps({"source": "capplan limits read torch --update-kb", "releases": []})
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"{path} is not UTF-8 text: byte offset {exc.start}",
-            hint="give a torch.json knowledge-base file",
-        ) from None
-    new_text = updated_kb_text(old_text, result, source)
-    messages = err_console()
-    if new_text == old_text:
-        messages.print(f"kb/torch.json already holds torch {result.version} as read")
-        return
-    diff = "".join(
-        difflib.unified_diff(
-            old_text.splitlines(keepends=True),
-            new_text.splitlines(keepends=True),
-            fromfile="a/kb/torch.json",
-            tofile="b/kb/torch.json",
-        )
+    apply_update(
+        kb_file or _default_kb_file(),
+        "torch.json",
+        empty={"source": "capplan limits read torch --update-kb", "releases": []},
+        update=lambda old: updated_kb_text(old, result, source),
+        same=f"kb/torch.json already holds torch {result.version} as read",
+        done=f"updated kb/torch.json (torch {result.version})",
+        write=write,
+        diff_to_stderr=diff_to_stderr,
     )
-    if diff_to_stderr:
-        click.echo(diff, nl=False, err=True)
-    else:
-        click.echo(diff, nl=False)
-    if not write:
-        messages.print("not written: add --write to update kb/torch.json")
-        return
-    atomic_write_text(path, new_text)
-    messages.print(f"updated kb/torch.json (torch {result.version})")
 
 
 # --------------------------------------------------------------------------------------------

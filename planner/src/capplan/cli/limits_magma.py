@@ -6,16 +6,14 @@ Reads magma's HIP target list (``VALID_GFXS``) from its real CMake source and, w
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-import click
-
-from capplan.adapters.files import atomic_write_text
-from capplan.cli.output import emit_json, err_console, make_table, out_console
+from capplan.adapters.files import read_input_bytes
+from capplan.cli.kb_update import apply_update, validate_kb
+from capplan.cli.output import emit_json, make_table, out_console
 from capplan.core.magma_limits import MagmaLimits, parse_magma_limits
 from capplan.errors import DataError, InvalidInputError
 
@@ -54,14 +52,7 @@ def read_magma(
 
 
 def _read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InvalidInputError(
-            f"no such file: {path}", hint="give the path of magma's CMakeLists.txt"
-        ) from None
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from None
+    data = read_input_bytes(path, hint="give the path of magma's CMakeLists.txt")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -120,18 +111,9 @@ def updated_amd_packages_text(
 
 
 def _validate(doc: dict[str, Any]) -> None:
-    from pydantic import ValidationError
-
     from capplan.core.amd_kb import AmdPackagesFile
 
-    try:
-        AmdPackagesFile.model_validate(doc)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise DataError(
-            f"the updated kb/{_KB_NAME} would be invalid at {where}: {first['msg']}"
-        ) from None
+    validate_kb(AmdPackagesFile, doc, _KB_NAME)
 
 
 def _update_kb(
@@ -146,36 +128,14 @@ def _update_kb(
     if kb_file is None:
         from capplan.adapters.kb import kb_path
 
-        path = kb_path(_KB_NAME)
-    else:
-        path = kb_file
-    try:
-        old_text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        old_text = json.dumps({"source": "capplan limits read magma --update-kb", "packages": {}})
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"{path} is not UTF-8 text: byte offset {exc.start}",
-            hint=f"give an {_KB_NAME} knowledge-base file",
-        ) from None
-    new_text = updated_amd_packages_text(old_text, result, release, origin)
-    messages = err_console()
-    if new_text == old_text:
-        messages.print(f"kb/{_KB_NAME} already holds magma's VALID_GFXS as read")
-        return
-    diff = "".join(
-        difflib.unified_diff(
-            old_text.splitlines(keepends=True),
-            new_text.splitlines(keepends=True),
-            fromfile=f"a/kb/{_KB_NAME}",
-            tofile=f"b/kb/{_KB_NAME}",
-        )
+        kb_file = kb_path(_KB_NAME)
+    apply_update(
+        kb_file,
+        _KB_NAME,
+        empty={"source": "capplan limits read magma --update-kb", "packages": {}},
+        update=lambda old: updated_amd_packages_text(old, result, release, origin),
+        same=f"kb/{_KB_NAME} already holds magma's VALID_GFXS as read",
+        done=f"updated kb/{_KB_NAME} (magma-hip)",
+        write=write,
+        diff_to_stderr=diff_to_stderr,
     )
-    click.echo(diff, nl=False, err=diff_to_stderr)
-    if not write:
-        messages.print(f"not written: add --write to update kb/{_KB_NAME}")
-        return
-    atomic_write_text(path, new_text)
-    messages.print(f"updated kb/{_KB_NAME} (magma-hip)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -157,13 +158,7 @@ def verify(
     outcome = compare(targets, sass, ptx, device=dev, jetson=jetson)
 
     if as_json:
-        data = outcome.to_json()
-        data["path"] = str(result)
-        data["files"] = len(reports)
-        data["partial"] = bool(problems)
-        data["problems"] = problems
-        data["ok"] = outcome.ok and not problems
-        emit_json(data)
+        _emit(outcome.to_json(), result, len(reports), problems, outcome.ok)
     else:
         console = out_console()
         console.print(f"expected: {', '.join(str(t) for t in outcome.expected)}")
@@ -176,17 +171,45 @@ def verify(
         if outcome.ok and not problems:
             console.print(f"ok: {result} holds exactly the planned device code")
 
-    failures = outcome.differences()
-    if outcome.verdict is not None and not outcome.runs:
-        failures.append(f"cannot run on {dev}")
+    _check(
+        result,
+        outcome.differences(),
+        f"cannot run on {dev}" if outcome.verdict is not None and not outcome.runs else None,
+        problems,
+        what="the planned device code",
+        hint=f"expected {','.join(str(t) for t in outcome.expected)}; rebuild with exactly "
+        "these targets",
+    )
+
+
+def _emit(data: dict[str, Any], result: Path, files: int, problems: list[str], ok: bool) -> None:
+    """``--json``: the comparison, with the path, the files read and any partial reads."""
+    data["path"] = str(result)
+    data["files"] = files
+    data["partial"] = bool(problems)
+    data["problems"] = problems
+    data["ok"] = ok and not problems
+    emit_json(data)
+
+
+def _check(
+    result: Path,
+    differences: list[str],
+    cannot_run: str | None,
+    problems: list[str],
+    *,
+    what: str,
+    hint: str,
+) -> None:
+    """Exit 9 (VerifyError) naming every difference, a device it cannot run on, and a partial
+    read; nothing when the build holds exactly what was expected."""
+    failures = list(differences)
+    if cannot_run:
+        failures.append(cannot_run)
     if problems:
         failures.append(f"partial binary ({problems[0]})")
     if failures:
-        expected = ",".join(str(t) for t in outcome.expected)
-        raise VerifyError(
-            f"{result} does not hold the planned device code: {'; '.join(failures)}",
-            hint=f"expected {expected}; rebuild with exactly these targets",
-        )
+        raise VerifyError(f"{result} does not hold {what}: {'; '.join(failures)}", hint=hint)
 
 
 def _verify_amd(
@@ -202,13 +225,7 @@ def _verify_amd(
     problems = [f"{r.path}: {p}" for r in reports for p in (*r.amd_problems, *r.problems)]
     outcome = verify_amd(expected, found, cuda=cuda, device=device)
     if as_json:
-        data = outcome.to_json()
-        data["path"] = str(result)
-        data["files"] = len(reports)
-        data["partial"] = bool(problems)
-        data["problems"] = problems
-        data["ok"] = outcome.ok and not problems
-        emit_json(data)
+        _emit(outcome.to_json(), result, len(reports), problems, outcome.ok)
     else:
         console = out_console()
         console.print(f"expected: {', '.join(str(t) for t in outcome.expected)}", markup=False)
@@ -223,14 +240,12 @@ def _verify_amd(
             )
         if outcome.ok and not problems:
             console.print(f"ok: {result} holds exactly the expected AMD code", markup=False)
-    failures = outcome.differences()
-    if not outcome.runs:
-        failures.append(f"cannot run on {device}")
-    if problems:
-        failures.append(f"partial binary ({problems[0]})")
-    if failures:
-        expected_text = ",".join(str(t) for t in outcome.expected)
-        raise VerifyError(
-            f"{result} does not hold the expected AMD code: {'; '.join(failures)}",
-            hint=f"expected {expected_text}; rebuild with exactly these gpuTargets",
-        )
+    _check(
+        result,
+        outcome.differences(),
+        None if outcome.runs else f"cannot run on {device}",
+        problems,
+        what="the expected AMD code",
+        hint=f"expected {','.join(str(t) for t in outcome.expected)}; rebuild with exactly "
+        "these gpuTargets",
+    )
