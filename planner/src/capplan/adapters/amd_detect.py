@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from capplan.adapters.gpu_detect import SYSFS_ENV, find_tool
+from capplan.adapters.gpu_detect import SYSFS_ENV, find_tool, run_tool
 from capplan.core.amd import AmdTarget
 from capplan.errors import CapplanError
 
@@ -183,16 +182,9 @@ def parse_rocminfo(text: str) -> list[AmdDetectedGpu]:
 
 def run_rocminfo(executable: str, *, timeout: float = 20.0) -> tuple[list[AmdDetectedGpu], str]:
     """Run rocminfo; the GPU agents it lists and, when none, why (one line)."""
-    try:
-        proc = subprocess.run([executable], capture_output=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        return [], f"{executable}: not found"
-    except PermissionError:
-        return [], f"{executable}: not executable"
-    except subprocess.TimeoutExpired:
-        return [], f"{executable} did not answer within {timeout:g} s"
-    except OSError as exc:
-        return [], f"{executable}: {exc.strerror or exc}"
+    proc = run_tool([executable], timeout=timeout)
+    if isinstance(proc, str):
+        return [], proc
     text = proc.stdout.decode("utf-8", errors="replace")
     if proc.returncode != 0:
         first = next((s.strip() for s in text.splitlines() if s.strip()), "no output")

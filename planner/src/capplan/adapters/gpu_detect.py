@@ -54,6 +54,7 @@ __all__ = [
     "read_proc_driver",
     "read_sysfs",
     "run_nvidia_smi",
+    "run_tool",
 ]
 
 NVIDIA_SMI_ENV = "CAPPLAN_NVIDIA_SMI"
@@ -153,23 +154,14 @@ def run_nvidia_smi(executable: str, *, timeout: float = 20.0) -> tuple[list[Dete
     """Run nvidia-smi; return the GPUs it lists and, when none, why (one line)."""
     reason = ""
     for fields in (_FULL_QUERY, _OLD_DRIVER_QUERY):
-        try:
-            proc = subprocess.run(
-                [executable, f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except FileNotFoundError:
-            return [], f"{executable}: not found"
-        except PermissionError:
-            return [], f"{executable}: not executable"
-        except subprocess.TimeoutExpired:
-            # A wedged driver makes nvidia-smi hang; /proc may still answer.
-            return [], f"{executable} did not answer within {timeout:g} s"
-        except OSError as exc:
-            return [], f"{executable}: {exc.strerror or exc}"
+        # A wedged driver makes nvidia-smi hang; /proc may still answer.
+        proc = run_tool(
+            [executable, f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
+            timeout=timeout,
+            text=True,
+        )
+        if isinstance(proc, str):
+            return [], proc
         output = proc.stdout + "\n" + proc.stderr
         if proc.returncode == 0:
             gpus = parse_nvidia_smi_csv(proc.stdout, fields)
@@ -332,6 +324,24 @@ def _from_sysfs(found: list[SysfsGpu], kb: KnowledgeBase) -> list[DetectedGpu]:
             DetectedGpu(answer.name, answer.capability, None, source="sysfs", pci_id=item.pci_id)
         )
     return gpus
+
+
+def run_tool(
+    argv: list[str], *, timeout: float, text: bool = False
+) -> subprocess.CompletedProcess[Any] | str:
+    """Run a detection tool (nvidia-smi, rocminfo); the finished process, or why it could not
+    run (one line: not found, not executable, no answer within ``timeout``)."""
+    executable = argv[0]
+    try:
+        return subprocess.run(argv, capture_output=True, text=text, timeout=timeout, check=False)
+    except FileNotFoundError:
+        return f"{executable}: not found"
+    except PermissionError:
+        return f"{executable}: not executable"
+    except subprocess.TimeoutExpired:
+        return f"{executable} did not answer within {timeout:g} s"
+    except OSError as exc:
+        return f"{executable}: {exc.strerror or exc}"
 
 
 def find_tool(env: Mapping[str, str], variable: str, name: str) -> str | None:
