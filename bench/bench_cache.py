@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from capplan.adapters.binary_cache import query_caches
-from capplan.core.narinfo import nix32_encode
+from capplan.core.caches.narinfo import nix32_encode
 
 SERVERS = {
     "asyncio": Path(__file__).resolve().parent / "narinfo_server.py",

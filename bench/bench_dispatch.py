@@ -33,9 +33,9 @@ SRC = Path(__file__).resolve().parents[1] / "planner" / "src"
 sys.path.insert(0, str(SRC))
 
 from capplan.adapters.kb import load_kb  # noqa: E402
-from capplan.core.config import config_from_mapping  # noqa: E402
-from capplan.core.dispatch import dispatch_table, jetson_capabilities, pci_capabilities  # noqa: E402
-from capplan.core.planner import make_plan  # noqa: E402
+from capplan.core.planning.config import config_from_mapping  # noqa: E402
+from capplan.core.planning.dispatch import dispatch_table, jetson_capabilities, pci_capabilities  # noqa: E402
+from capplan.core.planning.planner import make_plan  # noqa: E402
 
 SELECTOR = SRC / "capplan" / "runtime" / "selector.py"
 BUILDER = Path(__file__).resolve().parents[1] / "pkgs" / "dispatch_builder.py"

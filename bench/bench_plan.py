@@ -40,8 +40,8 @@ ARM = ["9.0", "10.0", "12.1"]  # the two-system row puts these on aarch64-linux,
 
 def synthetic(n: int, systems: int = 1) -> tuple[object, object]:
     from capplan.adapters.kb import load_kb
-    from capplan.core.config import config_from_mapping
-    from capplan.core.kb import Cost, Limits, PackageInfo
+    from capplan.core.model.kb import Cost, Limits, PackageInfo
+    from capplan.core.planning.config import config_from_mapping
 
     kb = load_kb()
     rng = random.Random(n)
@@ -96,8 +96,8 @@ def synthetic(n: int, systems: int = 1) -> tuple[object, object]:
 
 def run_one(n: int, repeats: int, systems: int = 1) -> dict[str, float]:
     from capplan.cli.output import to_json_text
-    from capplan.core.matrix import build_matrix
-    from capplan.core.planner import make_plan
+    from capplan.core.planning.matrix import build_matrix
+    from capplan.core.planning.planner import make_plan
 
     kb, config = synthetic(n, systems)
     runs: list[dict[str, float]] = []

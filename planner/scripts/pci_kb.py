@@ -23,8 +23,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
 from capplan.adapters.files import atomic_write_text  # noqa: E402
-from capplan.core.gpus import normalise  # noqa: E402
-from capplan.core.pciids import (  # noqa: E402
+from capplan.core.model.gpus import normalise  # noqa: E402
+from capplan.core.model.pciids import (  # noqa: E402
     ChipRow,
     HandModel,
     build_pci_table,

@@ -60,9 +60,7 @@ class State:
 
 
 class Handler(BaseHTTPRequestHandler):
-    protocol_version = (
-        "HTTP/1.1"  # keep-alive, as real caches (and the benchmark) rely on it
-    )
+    protocol_version = "HTTP/1.1"  # keep-alive, as real caches (and the benchmark) rely on it
     server: Server
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -78,14 +76,10 @@ class Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):  # the connection was reset on purpose
             super().finish()
 
-    def _send(
-        self, status: int, body: bytes, headers: dict[str, str] | None = None
-    ) -> None:
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header(
-            "Content-Type", "text/x-nix-narinfo" if status == 200 else "text/plain"
-        )
+        self.send_header("Content-Type", "text/x-nix-narinfo" if status == 200 else "text/plain")
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
@@ -132,25 +126,17 @@ class Handler(BaseHTTPRequestHandler):
         mode = fault.get("mode") if fault else None
         if mode == "status":
             assert fault is not None
-            extra = (
-                {"Retry-After": str(fault["retry_after"])}
-                if "retry_after" in fault
-                else {}
-            )
+            extra = {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else {}
             self._send(int(fault["status"]), b"injected\n", extra)
             return
         if mode == "redirect":
             assert fault is not None
-            self._send(
-                int(fault.get("status", 302)), b"", {"Location": fault["location"]}
-            )
+            self._send(int(fault.get("status", 302)), b"", {"Location": fault["location"]})
             return
         if mode == "reset":
             self.close_connection = True
             # SO_LINGER with a zero timeout makes close() send RST instead of FIN.
-            self.connection.setsockopt(
-                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-            )
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.close()
             return
         if mode == "garbage":
@@ -173,9 +159,7 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "wrong-storepath":
             assert fault is not None
             lines = [
-                f"StorePath: {fault['store_path']}"
-                if line.startswith("StorePath: ")
-                else line
+                f"StorePath: {fault['store_path']}" if line.startswith("StorePath: ") else line
                 for line in body.decode().split("\n")
             ]
             body = "\n".join(lines).encode()
@@ -203,9 +187,7 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = (
-        256  # the default backlog of 5 drops bursts of concurrent connects
-    )
+    request_queue_size = 256  # the default backlog of 5 drops bursts of concurrent connects
 
     def __init__(self, address: tuple[str, int], state: State) -> None:
         super().__init__(address, Handler)
@@ -217,9 +199,7 @@ def main() -> None:
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument(
-        "--latency", type=float, default=0.0, help="seconds added per narinfo"
-    )
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added per narinfo")
     args = parser.parse_args()
     server = Server((args.host, args.port), State(args.root, args.latency))
     print(server.server_address[1], flush=True)

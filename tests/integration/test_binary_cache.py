@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from capplan.adapters.binary_cache import CacheResult, parse_retry_after, query_caches
-from capplan.core.narinfo import NarInfo, store_path_hash
+from capplan.core.caches.narinfo import NarInfo, store_path_hash
 from capplan.errors import InvalidInputError
 
 SERVER = Path(__file__).resolve().parents[1] / "data" / "cache_server.py"
@@ -85,21 +85,13 @@ def _run(args: list[str], **kwargs: Any) -> str:
 
 @pytest.fixture(scope="module")
 def nix_cache(tmp_path_factory: pytest.TempPathFactory) -> NixCache:
-    nix, nix_build, nix_store = (
-        shutil.which(n) for n in ("nix", "nix-build", "nix-store")
-    )
+    nix, nix_build, nix_store = (shutil.which(n) for n in ("nix", "nix-build", "nix-store"))
     if not (nix and nix_build and nix_store):
-        pytest.skip(
-            "nix not found on PATH (install Debian's nix-bin to run cache tests)"
-        )
+        pytest.skip("nix not found on PATH (install Debian's nix-bin to run cache tests)")
     work = tmp_path_factory.mktemp("nixcache")
     secret = work / "secret.key"
-    secret.write_text(
-        _run([nix, *FEATURES, "key", "generate-secret", "--key-name", "capplan-t1"])
-    )
-    public = _run(
-        [nix, *FEATURES, "key", "convert-secret-to-public"], input=secret.read_text()
-    )
+    secret.write_text(_run([nix, *FEATURES, "key", "generate-secret", "--key-name", "capplan-t1"]))
+    public = _run([nix, *FEATURES, "key", "convert-secret-to-public"], input=secret.read_text())
     b = _run([nix_build, "--no-out-link", "-E", DRV_EXPR])
     (a,) = _run([nix_store, "--query", "--references", b]).split()
     root = work / "cache"
@@ -130,9 +122,7 @@ def servers(nix_cache: NixCache) -> Iterator[dict[str, Server]]:
         with socket.socket() as probe:
             probe.bind(("127.0.0.2", 0))
     except OSError:
-        pytest.skip(
-            "cannot bind 127.0.0.2 (needed as a second host for redirect tests)"
-        )
+        pytest.skip("cannot bind 127.0.0.2 (needed as a second host for redirect tests)")
     started = {
         "main": _start(nix_cache.root, "127.0.0.1"),
         "other_host": _start(nix_cache.root, "127.0.0.2"),
@@ -166,9 +156,7 @@ def query(paths: list[str], caches: list[str], **kwargs: Any) -> CacheResult:
 
 
 def test_the_cache_is_what_nix_wrote(nix_cache: NixCache) -> None:
-    info = NarInfo.parse(
-        (nix_cache.root / f"{store_path_hash(nix_cache.b)}.narinfo").read_text()
-    )
+    info = NarInfo.parse((nix_cache.root / f"{store_path_hash(nix_cache.b)}.narinfo").read_text())
     assert info.store_path == nix_cache.b
     assert info.reference_paths() == (nix_cache.a,)
     assert info.verify([nix_cache.key])  # Nix's own signature, checked by our code
@@ -181,9 +169,7 @@ def test_present_and_absent(nix_cache: NixCache, main: Server) -> None:
     assert len(main.requests_for(nix_cache.b)) == 1  # duplicates are asked once
 
 
-def test_trusted_key_requires_a_valid_signature(
-    nix_cache: NixCache, main: Server
-) -> None:
+def test_trusted_key_requires_a_valid_signature(nix_cache: NixCache, main: Server) -> None:
     result = query([nix_cache.a, nix_cache.b], [main.url], trusted_keys=[nix_cache.key])
     assert result.present == {nix_cache.b: main.url}  # a is unsigned
     (warning,) = result.warnings
@@ -196,17 +182,13 @@ def test_key_of_another_cache_trusts_nothing(nix_cache: NixCache, main: Server) 
     assert result.present == {}
 
 
-def test_bad_trusted_key_fails_before_any_request(
-    nix_cache: NixCache, main: Server
-) -> None:
+def test_bad_trusted_key_fails_before_any_request(nix_cache: NixCache, main: Server) -> None:
     with pytest.raises(InvalidInputError):
         query([nix_cache.b], [main.url], trusted_keys=["nonsense"])
     assert main.log() == []
 
 
-def test_first_cache_in_order_wins(
-    nix_cache: NixCache, servers: dict[str, Server]
-) -> None:
+def test_first_cache_in_order_wins(nix_cache: NixCache, servers: dict[str, Server]) -> None:
     main, other = servers["main"], servers["other_port"]
     for server in servers.values():
         server.control("/_reset", {})
@@ -229,18 +211,14 @@ def test_progress_counts_each_path_once(nix_cache: NixCache, main: Server) -> No
 
 
 def test_5xx_is_retried_until_it_answers(nix_cache: NixCache, main: Server) -> None:
-    main.faults(
-        {store_path_hash(nix_cache.b): {"mode": "status", "status": 503, "times": 2}}
-    )
+    main.faults({store_path_hash(nix_cache.b): {"mode": "status", "status": 503, "times": 2}})
     result = query([nix_cache.b], [main.url], retries=3)
     assert result.present == {nix_cache.b: main.url}
     assert result.warnings == []
     assert len(main.requests_for(nix_cache.b)) == 3
 
 
-def test_persistent_5xx_is_a_warning_not_a_hit(
-    nix_cache: NixCache, main: Server
-) -> None:
+def test_persistent_5xx_is_a_warning_not_a_hit(nix_cache: NixCache, main: Server) -> None:
     main.faults({"*": {"mode": "status", "status": 500}})
     result = query([nix_cache.a, nix_cache.b], [main.url], retries=2)
     assert result.present == {}
@@ -263,9 +241,7 @@ def test_429_retry_after_seconds_is_honoured(nix_cache: NixCache, main: Server) 
     slept: list[float] = []
     result = query([nix_cache.b], [main.url], sleep=slept.append)
     assert result.present == {nix_cache.b: main.url}
-    assert (
-        slept and slept[0] >= 7.0
-    )  # waited as long as the server asked, not the 10 ms backoff
+    assert slept and slept[0] >= 7.0  # waited as long as the server asked, not the 10 ms backoff
 
 
 def test_429_retry_after_date_is_capped(nix_cache: NixCache, main: Server) -> None:
@@ -302,9 +278,7 @@ def test_stall_past_the_timeout(nix_cache: NixCache, main: Server) -> None:
 
 
 def test_one_stall_then_an_answer(nix_cache: NixCache, main: Server) -> None:
-    main.faults(
-        {store_path_hash(nix_cache.b): {"mode": "stall", "seconds": 1.5, "times": 1}}
-    )
+    main.faults({store_path_hash(nix_cache.b): {"mode": "stall", "seconds": 1.5, "times": 1}})
     result = query([nix_cache.b], [main.url], timeout=0.3, retries=1)
     assert result.present == {nix_cache.b: main.url}
 
@@ -315,9 +289,7 @@ def test_connection_reset(nix_cache: NixCache, main: Server) -> None:
     assert result.present == {}
     assert "connection failed" in result.warnings[0]
     main.faults({store_path_hash(nix_cache.b): {"mode": "reset", "times": 1}})
-    assert query([nix_cache.b], [main.url], retries=1).present == {
-        nix_cache.b: main.url
-    }
+    assert query([nix_cache.b], [main.url], retries=1).present == {nix_cache.b: main.url}
 
 
 def test_truncated_body(nix_cache: NixCache, main: Server) -> None:
@@ -352,16 +324,12 @@ def test_bad_answers_are_warnings_not_hits(
     assert len(main.requests_for(nix_cache.b)) == 1
 
 
-def test_bad_signature_is_ignored_without_trusted_keys(
-    nix_cache: NixCache, main: Server
-) -> None:
+def test_bad_signature_is_ignored_without_trusted_keys(nix_cache: NixCache, main: Server) -> None:
     main.faults({store_path_hash(nix_cache.b): {"mode": "bad-sig"}})
     assert query([nix_cache.b], [main.url]).present == {nix_cache.b: main.url}
 
 
-def test_403_counts_as_absent_and_all_403_is_flagged(
-    nix_cache: NixCache, main: Server
-) -> None:
+def test_403_counts_as_absent_and_all_403_is_flagged(nix_cache: NixCache, main: Server) -> None:
     main.faults({"*": {"mode": "status", "status": 403}})
     result = query([nix_cache.a, nix_cache.b], [main.url])
     assert result.present == {}
@@ -409,9 +377,7 @@ def test_cache_url_with_characters_to_quote_is_requested_quoted(
     # Plain cache URLs skip requests' URL preparation; this one must still go through it.
     result = query([nix_cache.b], [f"{main.url}/sub dir"])
     assert result.present == {} and result.warnings == []
-    assert [e["path"] for e in main.log()] == [
-        f"/sub%20dir/{store_path_hash(nix_cache.b)}.narinfo"
-    ]
+    assert [e["path"] for e in main.log()] == [f"/sub%20dir/{store_path_hash(nix_cache.b)}.narinfo"]
 
 
 def _redirect_to(server: Server, path: str) -> dict[str, Any]:
@@ -448,16 +414,12 @@ def test_token_does_not_follow_a_redirect_to_another_origin(
     )
     result = query([nix_cache.b], [main.url], token="s3cret")
     assert result.present == {nix_cache.b: main.url}  # the redirect target served it
-    assert [e["authorization"] for e in main.requests_for(nix_cache.b)] == [
-        "Bearer s3cret"
-    ]
+    assert [e["authorization"] for e in main.requests_for(nix_cache.b)] == ["Bearer s3cret"]
     received = other.requests_for(nix_cache.b)
     assert len(received) == 1 and received[0]["authorization"] is None
 
 
-def test_token_follows_a_redirect_on_the_same_origin(
-    nix_cache: NixCache, main: Server
-) -> None:
+def test_token_follows_a_redirect_on_the_same_origin(nix_cache: NixCache, main: Server) -> None:
     fault = {"mode": "redirect", "times": 1}
     fault["location"] = f"/{store_path_hash(nix_cache.b)}.narinfo?moved=1"
     main.faults({store_path_hash(nix_cache.b): fault})
@@ -492,9 +454,7 @@ def test_netrc_is_used_only_for_the_cache_host(
     assert [e["authorization"] for e in other.log()] == [None]
 
 
-def test_token_wins_over_netrc(
-    nix_cache: NixCache, main: Server, tmp_path: Path
-) -> None:
+def test_token_wins_over_netrc(nix_cache: NixCache, main: Server, tmp_path: Path) -> None:
     netrc = tmp_path / "netrc"
     netrc.write_text("machine 127.0.0.1 login alice password wonder\n")
     query([nix_cache.b], [main.url], netrc_file=netrc, token="t0k")
@@ -536,7 +496,4 @@ def test_parse_retry_after(value: str | None, expected: float | None) -> None:
 
 def test_parse_retry_after_http_date() -> None:
     now = 1_700_000_000.0
-    assert (
-        parse_retry_after(email.utils.formatdate(now + 90, usegmt=True), now=now)
-        == 90.0
-    )
+    assert parse_retry_after(email.utils.formatdate(now + 90, usegmt=True), now=now) == 90.0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from capplan.core import fatbin
+from capplan.core.binaries import fatbin
 from capplan.errors import ExitCode
 
 REPO = Path(__file__).resolve().parents[2]
@@ -194,7 +194,9 @@ def test_compute_xy_is_a_ptx_target(capplan_cli: object, tmp_path: Path) -> None
         ("verify", "FILE", "--expect", "8.6", "--device", "99.9"),
     ],
 )
-def test_unknown_capabilities_exit_4(capplan_cli: object, tmp_path: Path, args: tuple[str, ...]) -> None:
+def test_unknown_capabilities_exit_4(
+    capplan_cli: object, tmp_path: Path, args: tuple[str, ...]
+) -> None:
     binary = _fatbin_file(tmp_path, 86)
     argv = [str(binary) if a == "FILE" else a for a in args]
     err = one_line_error(capplan_cli(*argv), ExitCode.INVALID_INPUT)  # type: ignore[operator]
@@ -346,7 +348,11 @@ def test_matrix_table_keeps_names_whole(capplan_in: object, tmp_path: Path, colu
 # -- 17. bad input: documented exit codes ----------------------------------------------------------
 @pytest.mark.parametrize(
     "content",
-    [b"\xff\xfe\x00\x01binary", "[fleet]\n".encode("utf-16"), b"\x7fELF\x02\x01\x01\x00\x00\x03\x00>\x00\x80\xff"],
+    [
+        b"\xff\xfe\x00\x01binary",
+        "[fleet]\n".encode("utf-16"),
+        b"\x7fELF\x02\x01\x01\x00\x00\x03\x00>\x00\x80\xff",
+    ],
 )
 def test_config_that_is_not_utf8(capplan_in: object, tmp_path: Path, content: bytes) -> None:
     bad = tmp_path / "bad.toml"
@@ -448,7 +454,8 @@ def test_strict_config_types(capplan_in: object, tmp_path: Path, toml: str, frag
     (tmp_path / "capplan.toml").write_text(
         '[fleet]\ngpus = ["A100"]\n[packages.cupy]\n' + toml
         if "[fleet" not in toml
-        else '[packages.cupy]\n[fleet]\ngpus = ["A100"]\n' + toml.replace("[fleet.count]", "[fleet.count]")
+        else '[packages.cupy]\n[fleet]\ngpus = ["A100"]\n'
+        + toml.replace("[fleet.count]", "[fleet.count]")
     )
     err = one_line_error(capplan_in("plan"), ExitCode.CONFIG)  # type: ignore[operator]
     assert fragment in err

@@ -12,14 +12,14 @@ import pytest
 from tests.conftest import Cli
 
 from capplan.adapters.kb import load_kb
-from capplan.core.config import config_from_mapping
-from capplan.core.dispatch import (
+from capplan.core.planning.config import config_from_mapping
+from capplan.core.planning.dispatch import (
     dispatch_cost,
     dispatch_table,
     jetson_capabilities,
     pci_capabilities,
 )
-from capplan.core.planner import make_plan
+from capplan.core.planning.planner import make_plan
 from capplan.errors import ConfigError, ExitCode
 from capplan.runtime import selector
 

@@ -24,8 +24,8 @@ import pytest
 from click.testing import CliRunner
 
 from capplan.adapters.fatbin import FileReport, binary_limits, inspect_paths
-from capplan.core import fatbin
-from capplan.core.capability import Capability
+from capplan.core.binaries import fatbin
+from capplan.core.model.capability import Capability
 from capplan.errors import BinaryFormatError, CapplanError, ExitCode, InvalidInputError
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -80,7 +80,5 @@ def test_binary_that_is_not_elf_is_bad_binary(tmp_path: Path) -> None:
 def test_binary_excludes_package_and_sources(tmp_path: Path) -> None:
     path = tmp_path / "x.o"
     path.write_bytes(b"\x7fELF")
-    result = CliRunner().invoke(
-        _cli(), ["limits", "read", "torch", "--binary", str(path)]
-    )
+    result = CliRunner().invoke(_cli(), ["limits", "read", "torch", "--binary", str(path)])
     assert result.exit_code == ExitCode.USAGE

@@ -34,8 +34,8 @@ from capplan.adapters.torch_source import (
     from_version,
     from_wheel,
 )
-from capplan.core.capability import Capability
-from capplan.core.torch_limits import parse_torch_limits
+from capplan.core.binaries.torch_limits import parse_torch_limits
+from capplan.core.model.capability import Capability
 from capplan.errors import (
     BinaryFormatError,
     ExitCode,
@@ -95,9 +95,7 @@ class _Files(BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def server() -> Iterator[tuple[str, type[_Files]]]:
-    handler = type(
-        "Handler", (_Files,), {"files": {}, "honour_ranges": True, "sent": 0}
-    )
+    handler = type("Handler", (_Files,), {"files": {}, "honour_ranges": True, "sent": 0})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -169,9 +167,7 @@ def test_version_must_be_a_release_tag(bad: str) -> None:
 
 def test_local_wheel_reads_the_member(tmp_path: Path) -> None:
     path = tmp_path / "torch-2.0.1-cp311-none-macosx_11_0_arm64.whl"
-    path.write_bytes(
-        _wheel({"torch/__init__.py": b"", MEMBER: _fixture("shape_2_0.py")})
-    )
+    path.write_bytes(_wheel({"torch/__init__.py": b"", MEMBER: _fixture("shape_2_0.py")}))
     source = from_wheel(str(path))
     assert source.version == "2.0.1"
     assert parse_torch_limits(source.text).supported[-1] == Capability(9, 0, "a")
@@ -199,9 +195,7 @@ def test_remote_wheel_downloads_only_the_directory_and_the_member(
     padding = os.urandom(4 << 20)
     blob = _wheel({"torch/lib/big.so": padding, MEMBER: _fixture("shape_2_11.py")})
     handler.files["/torch-2.11.0-cp311-none-macosx_11_0_arm64.whl"] = blob
-    source = from_wheel(
-        base + "/torch-2.11.0-cp311-none-macosx_11_0_arm64.whl", timeout=5
-    )
+    source = from_wheel(base + "/torch-2.11.0-cp311-none-macosx_11_0_arm64.whl", timeout=5)
     assert source.version == "2.11.0"
     assert "10.7a" in [str(c) for c in parse_torch_limits(source.text).supported]
     assert handler.sent < len(blob) // 4
@@ -213,9 +207,7 @@ def test_remote_wheel_on_a_server_without_ranges_is_refused(
 ) -> None:
     base, handler = server
     handler.honour_ranges = False
-    handler.files["/torch-2.0.1-py3-none-any.whl"] = _wheel(
-        {MEMBER: _fixture("shape_2_0.py")}
-    )
+    handler.files["/torch-2.0.1-py3-none-any.whl"] = _wheel({MEMBER: _fixture("shape_2_0.py")})
     with pytest.raises(NetworkError, match="byte ranges"):
         from_wheel(base + "/torch-2.0.1-py3-none-any.whl", timeout=5)
 
@@ -248,16 +240,12 @@ def test_installed_is_found_without_importing(tmp_path: Path) -> None:
     """A fake torch on sys.path whose __init__ would fail if imported."""
     package = tmp_path / "site" / "torch"
     (package / "utils").mkdir(parents=True)
-    (package / "__init__.py").write_text(
-        "raise RuntimeError('imported!')\n", encoding="utf-8"
-    )
+    (package / "__init__.py").write_text("raise RuntimeError('imported!')\n", encoding="utf-8")
     (package / "utils" / "cpp_extension.py").write_bytes(_fixture("shape_2_0.py"))
     (package / "version.py").write_text("__version__ = '2.0.1'\n", encoding="utf-8")
     dist = tmp_path / "site" / "torch-2.0.1.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: torch\nVersion: 2.0.1\n"
-    )
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.0.1\n")
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "from capplan.adapters.torch_source import from_installed;"
@@ -313,9 +301,7 @@ def test_cli_offline_exits_with_the_network_code() -> None:
 def test_cli_wheel_without_member_exits_bad_binary(tmp_path: Path) -> None:
     path = tmp_path / "x-1.0-py3-none-any.whl"
     path.write_bytes(_wheel({"x/__init__.py": b""}))
-    result = CliRunner().invoke(
-        _cli(), ["limits", "read", "torch", "--wheel", str(path)]
-    )
+    result = CliRunner().invoke(_cli(), ["limits", "read", "torch", "--wheel", str(path)])
     assert result.exit_code == ExitCode.BAD_BINARY
 
 
@@ -412,9 +398,7 @@ def _pypi_macos_wheel(version: str) -> tuple[str, int]:
     if not files:
         pytest.skip(f"no macOS arm64 wheel of torch {version} on PyPI")
     smallest = min(files, key=lambda f: f["size"])
-    return urljoin("https://pypi.org/pypi/torch/json", smallest["url"]), smallest[
-        "size"
-    ]
+    return urljoin("https://pypi.org/pypi/torch/json", smallest["url"]), smallest["size"]
 
 
 @pytest.mark.network
@@ -422,9 +406,7 @@ def _pypi_macos_wheel(version: str) -> tuple[str, int]:
     ("version", "present", "absent"),
     [("2.4.1", "9.0a", "10.0"), ("2.8.0", "10.1a", "11.0")],
 )
-def test_pypi_wheels_through_range_requests(
-    version: str, present: str, absent: str
-) -> None:
+def test_pypi_wheels_through_range_requests(version: str, present: str, absent: str) -> None:
     url, size = _pypi_macos_wheel(version)
     try:
         source = from_wheel(url, timeout=60)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from tests.conftest import llvm16_tool
 
-from capplan.core.amd import AmdTarget
-from capplan.core.amd_verify import covers, verify_amd
+from capplan.core.binaries.amd_verify import covers, verify_amd
+from capplan.core.model.amd import AmdTarget
 from capplan.errors import ExitCode
 
 T = AmdTarget.parse

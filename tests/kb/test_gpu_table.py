@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from capplan.adapters.kb import load_kb
-from capplan.core.capability import Capability
-from capplan.core.gpus import find_gpus, lookup_pci, normalise, resolve_device
-from capplan.core.kb import GpuModel
+from capplan.core.model.capability import Capability
+from capplan.core.model.gpus import find_gpus, lookup_pci, normalise, resolve_device
+from capplan.core.model.kb import GpuModel
 from capplan.errors import ExitCode, InvalidInputError
 
 KB = load_kb()
@@ -84,7 +84,17 @@ def test_coverage_counts() -> None:
     assert len(KB.gpus) >= 500
     assert len(KB.pci_devices) >= 800
     archs = {KB.capability(m.capability).arch for m in KB.gpus}
-    assert {"Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell"} <= archs
+    assert {
+        "Kepler",
+        "Maxwell",
+        "Pascal",
+        "Volta",
+        "Turing",
+        "Ampere",
+        "Ada",
+        "Hopper",
+        "Blackwell",
+    } <= archs
 
 
 def test_names_unique_case_insensitively_across_files() -> None:
@@ -155,7 +165,11 @@ def test_loose_names(query: str, name: str) -> None:
 
 @pytest.mark.parametrize(
     ("query", "caps"),
-    [("gt 640", ("3.0", "3.5")), ("GeForce GT 730", ("3.0", "3.5")), ("gtx 750 ti", ("3.0", "5.0"))],
+    [
+        ("gt 640", ("3.0", "3.5")),
+        ("GeForce GT 730", ("3.0", "3.5")),
+        ("gtx 750 ti", ("3.0", "5.0")),
+    ],
 )
 def test_names_on_chips_of_different_capabilities_are_ambiguous(
     query: str, caps: tuple[str, ...]
@@ -169,7 +183,8 @@ def test_names_on_chips_of_different_capabilities_are_ambiguous(
 
 
 @pytest.mark.parametrize(
-    ("query", "cap"), [("gt 640 (GK208)", "3.5"), ("GeForce GT 640 (gk107)", "3.0"), ("gtx 750 ti (GM107)", "5.0")]
+    ("query", "cap"),
+    [("gt 640 (GK208)", "3.5"), ("GeForce GT 640 (gk107)", "3.0"), ("gtx 750 ti (GM107)", "5.0")],
 )
 def test_a_chip_in_parentheses_settles_it(query: str, cap: str) -> None:
     assert resolve_device(query, KB.gpus)[0] == Capability.parse(cap)
@@ -186,8 +201,14 @@ def test_fermi_sibling_is_noted() -> None:
 
 @pytest.mark.parametrize(
     ("query", "cap", "chip"),
-    [("10de:2684", "8.9", "AD102"), ("10DE:2330", "9.0", "GH100"), ("0x10de:0x2b85", "12.0", "GB202"),
-     ("10de:1db4", "7.0", "GV100"), ("10de:102d", "3.7", "GK210"), ("10de:2e12", "12.1", "GB20B")],
+    [
+        ("10de:2684", "8.9", "AD102"),
+        ("10DE:2330", "9.0", "GH100"),
+        ("0x10de:0x2b85", "12.0", "GB202"),
+        ("10de:1db4", "7.0", "GV100"),
+        ("10de:102d", "3.7", "GK210"),
+        ("10de:2e12", "12.1", "GB20B"),
+    ],
 )
 def test_pci_lookups(query: str, cap: str, chip: str) -> None:
     answer = lookup_pci(query, KB)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from capplan.adapters.kb import kb_path, load_kb
-from capplan.core.capability import Capability
-from capplan.core.cuda import CudaVersion
-from capplan.core.kb import KnowledgeBase
+from capplan.core.model.capability import Capability
+from capplan.core.model.cuda import CudaVersion
+from capplan.core.model.kb import KnowledgeBase
 
 KB: KnowledgeBase = load_kb()
 
@@ -147,9 +147,7 @@ def test_oracle_nvcc_13_targets_equal_the_kb(nvcc_bin: Path) -> None:
         [str(nvcc_bin), "--list-gpu-code"], capture_output=True, text=True, check=True
     ).stdout.split()
     real = {Capability.parse(code) for code in listed}
-    kb = {
-        i.capability for i in KB.supported(CudaVersion(13, 0)) if not i.capability.suffix
-    }
+    kb = {i.capability for i in KB.supported(CudaVersion(13, 0)) if not i.capability.suffix}
     assert kb == real
 
 

@@ -10,8 +10,8 @@ import pytest
 from packaging.version import Version
 
 from capplan.adapters.kb import kb_path, load_kb_file
-from capplan.core.capability import Capability
-from capplan.core.kb import CapabilitiesFile, TorchFile
+from capplan.core.model.capability import Capability
+from capplan.core.model.kb import CapabilitiesFile, TorchFile
 
 KB_FILE = kb_path("torch.json")
 RAW: list[dict[str, Any]] = json.loads(KB_FILE.read_text(encoding="utf-8"))["releases"]
@@ -39,9 +39,7 @@ def test_entry_invariants(entry: dict[str, Any]) -> None:
     assert supported, "empty supported list"
     assert [str(c) for c in supported] == entry["supported"], "not canonical"
     assert len(set(supported)) == len(supported), "duplicates"
-    assert not any(c.suffix == "f" for c in supported), (
-        "torch's lists never held f targets"
-    )
+    assert not any(c.suffix == "f" for c in supported), "torch's lists never held f targets"
     for targets in entry["named"].values():
         assert targets
         for target in targets:
@@ -68,8 +66,7 @@ def test_order_is_nixpkgs_order_where_the_file_was_sorted(
 
 def test_every_capability_is_known_to_the_capability_table() -> None:
     known = {
-        info.capability
-        for info in load_kb_file("capabilities.json", CapabilitiesFile).capabilities
+        info.capability for info in load_kb_file("capabilities.json", CapabilitiesFile).capabilities
     }
     for entry in RAW:
         unknown = [c for c in entry["supported"] if Capability.parse(c) not in known]
@@ -77,25 +74,11 @@ def test_every_capability_is_known_to_the_capability_table() -> None:
 
 
 def test_releases_follow_the_known_history() -> None:
-    by_minor = {
-        f"{Version(r['version']).major}.{Version(r['version']).minor}": r for r in RAW
-    }
+    by_minor = {f"{Version(r['version']).major}.{Version(r['version']).minor}": r for r in RAW}
     # Hopper's 9.0a arrived in 2.2, Blackwell in 2.6, Thor moved from 10.1 to 11.0 in 2.9,
     # Rubin's 10.7 in 2.14.
-    assert (
-        "9.0a" not in by_minor["2.1"]["supported"]
-        and "9.0a" in by_minor["2.2"]["supported"]
-    )
-    assert (
-        "10.0" not in by_minor["2.5"]["supported"]
-        and "10.0" in by_minor["2.6"]["supported"]
-    )
-    assert (
-        "10.1" in by_minor["2.8"]["supported"]
-        and "10.1" not in by_minor["2.9"]["supported"]
-    )
+    assert "9.0a" not in by_minor["2.1"]["supported"] and "9.0a" in by_minor["2.2"]["supported"]
+    assert "10.0" not in by_minor["2.5"]["supported"] and "10.0" in by_minor["2.6"]["supported"]
+    assert "10.1" in by_minor["2.8"]["supported"] and "10.1" not in by_minor["2.9"]["supported"]
     assert "11.0" in by_minor["2.9"]["supported"]
-    assert (
-        "10.7" not in by_minor["2.13"]["supported"]
-        and "10.7" in by_minor["2.14"]["supported"]
-    )
+    assert "10.7" not in by_minor["2.13"]["supported"] and "10.7" in by_minor["2.14"]["supported"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from capplan.adapters.nix import current_system, flake_output_paths, nix_eval_json
-from capplan.core.narinfo import split_store_path
+from capplan.core.caches.narinfo import split_store_path
 from capplan.errors import NixError
 
 pytestmark = pytest.mark.skipif(

@@ -99,4 +99,6 @@ def test_standin_refuses_what_real_nixpkgs_refuses(nix_repo: NixRunner) -> None:
     assert cuda(ARM, ["9.0"], "cudaPackages.nccl").returncode == 0
     # A Jetson capability evaluates only on aarch64-linux.
     x86 = cuda(X86, ["8.7"], "python3Packages.torch")
-    assert x86.returncode != 0 and "hostRedistSystem (linux-x86_64) to be linux-aarch64" in x86.stderr
+    assert (
+        x86.returncode != 0 and "hostRedistSystem (linux-x86_64) to be linux-aarch64" in x86.stderr
+    )

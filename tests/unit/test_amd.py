@@ -1,4 +1,4 @@
-"""AMD gfx targets: parsing, canonical form, order, encodings and compatibility (core/amd.py)."""
+"""AMD gfx targets: parsing, canonical form, order, encodings and compatibility (core/model/amd.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.amd import (
+from capplan.core.model.amd import (
     GENERIC_MEMBERS,
     ISA_COMPATIBLE,
     PROCESSORS,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.capability import Capability, Target, parse_capabilities, parse_targets
+from capplan.core.model.capability import Capability, Target, parse_capabilities, parse_targets
 from capplan.errors import InvalidInputError
 
 caps = st.builds(

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.capability import Capability
-from capplan.core.compat import RunLevel, how_runs, sass_runs_on
+from capplan.core.model.capability import Capability
+from capplan.core.model.compat import RunLevel, how_runs, sass_runs_on
 
 
 def c(text: str) -> Capability:

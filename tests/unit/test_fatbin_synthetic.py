@@ -12,10 +12,10 @@ import struct
 
 import pytest
 
-from capplan.core import fatbin
-from capplan.core.capability import Capability, Target, parse_targets
-from capplan.core.compat import RunLevel
-from capplan.core.verify import expected_code, verify
+from capplan.core.binaries import fatbin
+from capplan.core.binaries.verify import expected_code, verify
+from capplan.core.model.capability import Capability, Target, parse_targets
+from capplan.core.model.compat import RunLevel
 
 PTX, SASS, LTO = 1, 2, 8
 BASE_FLAGS = 0x11  # 64-bit | Linux host, as nvcc 13 writes

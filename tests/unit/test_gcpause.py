@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from capplan.core.gcpause import gc_paused
+from capplan.core.planning.gcpause import gc_paused
 
 
 @pytest.fixture(autouse=True)
@@ -62,8 +62,8 @@ def test_a_caller_that_disabled_it_keeps_it_disabled() -> None:
 
 def test_make_plan_leaves_the_collector_on() -> None:
     from capplan.adapters.kb import load_kb
-    from capplan.core.config import config_from_mapping
-    from capplan.core.planner import make_plan
+    from capplan.core.planning.config import config_from_mapping
+    from capplan.core.planning.planner import make_plan
     from capplan.errors import InvalidInputError
 
     kb = load_kb()

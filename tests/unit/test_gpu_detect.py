@@ -15,7 +15,7 @@ from capplan.adapters.gpu_detect import (
     parse_nvidia_smi_csv,
     read_proc_driver,
 )
-from capplan.core.capability import Capability
+from capplan.core.model.capability import Capability
 from capplan.errors import ConfigError, ExitCode, NoGpuError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi"
@@ -43,7 +43,12 @@ def _gpus(*rows: tuple[str, str | None, str | None]) -> list[DetectedGpu]:
         ("spaces.csv", [("NVIDIA L40S", "8.9", "550.90.07")]),
         (
             "several.csv",
-            [H100, H100, ("NVIDIA GeForce RTX 4090", "8.9", "570.124.06"), ("NVIDIA B200", "10.0", "570.124.06")],
+            [
+                H100,
+                H100,
+                ("NVIDIA GeForce RTX 4090", "8.9", "570.124.06"),
+                ("NVIDIA B200", "10.0", "570.124.06"),
+            ],
         ),
         (
             "mig-and-warning.csv",

@@ -20,7 +20,7 @@ from capplan.adapters.gpu_detect import (
     read_sysfs,
 )
 from capplan.adapters.kb import load_kb
-from capplan.core.capability import Capability
+from capplan.core.model.capability import Capability
 from capplan.errors import NoGpuError
 
 KB = load_kb()
@@ -29,7 +29,9 @@ CAPTURE = Path(__file__).resolve().parents[1] / "data" / "h100-capture"
 # --- fake sysfs trees -------------------------------------------------------------------------
 
 
-def _function(root: Path, bus: str, vendor: str | bytes, device: str | bytes, cls: str | bytes) -> Path:
+def _function(
+    root: Path, bus: str, vendor: str | bytes, device: str | bytes, cls: str | bytes
+) -> Path:
     node = root / "bus" / "pci" / "devices" / bus
     node.mkdir(parents=True, exist_ok=True)
     for name, value in (("vendor", vendor), ("device", device), ("class", cls)):
@@ -49,7 +51,11 @@ def test_one_nvidia_gpu_without_a_driver(tmp_path: Path) -> None:
     _function(root, "0000:01:00.0", "0x10de", "0x2684", "0x030000")  # RTX 4090, VGA
     _function(root, "0000:01:00.1", "0x10de", "0x22ba", "0x040300")  # its HDMI audio
     (gpu,) = _detect(tmp_path, root)
-    assert (gpu.name, gpu.capability, gpu.driver) == ("NVIDIA GeForce RTX 4090", Capability(8, 9), None)
+    assert (gpu.name, gpu.capability, gpu.driver) == (
+        "NVIDIA GeForce RTX 4090",
+        Capability(8, 9),
+        None,
+    )
     assert (gpu.source, gpu.pci_id) == ("sysfs", "10de:2684")
 
 
@@ -58,7 +64,10 @@ def test_two_different_gpus_in_bus_order(tmp_path: Path) -> None:
     _function(root, "0000:41:00.0", "0x10de", "0x2204", "0x030000")  # RTX 3090, GA102
     _function(root, "0000:01:00.0", "0x10de", "0x20b2", "0x030200")  # A100 SXM4 80GB, 3D
     gpus = _detect(tmp_path, root)
-    assert [(g.pci_id, str(g.capability)) for g in gpus] == [("10de:20b2", "8.0"), ("10de:2204", "8.6")]
+    assert [(g.pci_id, str(g.capability)) for g in gpus] == [
+        ("10de:20b2", "8.0"),
+        ("10de:2204", "8.6"),
+    ]
     assert gpus[0].name == "NVIDIA A100-SXM4-80GB"
 
 
@@ -151,7 +160,9 @@ def test_nvidia_smi_wins_over_sysfs_and_gets_its_pci_ids(tmp_path: Path) -> None
     _function(root, "0000:00:06.0", "0x10de", "0x2330", "0x030200")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 9.0, 580.159.04'\n")
+    (bin_dir / "nvidia-smi").write_text(
+        "#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 9.0, 580.159.04'\n"
+    )
     (bin_dir / "nvidia-smi").chmod(0o755)
     env = {"PATH": str(bin_dir), "CAPPLAN_SYSFS_ROOT": str(root)}
     (gpu,) = detect_gpus(env=env, proc_root=tmp_path / "no-proc", kb=KB)
@@ -184,8 +195,12 @@ class _NvmlError(Exception):
     pass
 
 
-def _fake_pynvml(devices: list[dict[str, Any]], *, driver: str | bytes = "580.159.04",
-                 init_error: str | None = None) -> types.SimpleNamespace:
+def _fake_pynvml(
+    devices: list[dict[str, Any]],
+    *,
+    driver: str | bytes = "580.159.04",
+    init_error: str | None = None,
+) -> types.SimpleNamespace:
     calls: list[str] = []
 
     def init() -> None:
@@ -213,7 +228,11 @@ def test_nvml_answers_from_the_h100_capture(tmp_path: Path) -> None:
     captured = json.loads((CAPTURE / "nvml.json").read_text())
     fake = _fake_pynvml(captured["devices"], driver=captured["driver"].encode())
     (gpu,) = _detect(tmp_path, tmp_path / "no-sys", nvml=fake)
-    assert (gpu.name, gpu.capability, gpu.driver) == ("NVIDIA H100 80GB HBM3", Capability(9, 0), "580.159.04")
+    assert (gpu.name, gpu.capability, gpu.driver) == (
+        "NVIDIA H100 80GB HBM3",
+        Capability(9, 0),
+        "580.159.04",
+    )
     assert (gpu.source, gpu.pci_id) == ("nvml", "10de:2330")
     assert fake.calls == ["init", "shutdown"]
 
@@ -229,7 +248,9 @@ def test_nvml_without_a_driver_falls_through_to_sysfs(tmp_path: Path) -> None:
 
 def test_nvml_failing_midway_still_shuts_down() -> None:
     fake = _fake_pynvml([{"name": "X", "cc": [8, 6], "pciDeviceId": 0x220410DE}])
-    fake.nvmlDeviceGetCudaComputeCapability = lambda i: (_ for _ in ()).throw(_NvmlError("GPU is lost"))
+    fake.nvmlDeviceGetCudaComputeCapability = lambda i: (_ for _ in ()).throw(
+        _NvmlError("GPU is lost")
+    )
     assert read_nvml(fake) == ([], "NVML: GPU is lost")
     assert fake.calls == ["init", "shutdown"]
 
@@ -255,7 +276,11 @@ def test_h100_capture_through_sysfs(tmp_path: Path) -> None:
         bus, vendor, device, cls, *_ = line.split()
         _function(root, bus, vendor, device, cls)
     (gpu,) = _detect(tmp_path, root)
-    assert (gpu.name, str(gpu.capability), gpu.pci_id) == ("NVIDIA H100 80GB HBM3", "9.0", "10de:2330")
+    assert (gpu.name, str(gpu.capability), gpu.pci_id) == (
+        "NVIDIA H100 80GB HBM3",
+        "9.0",
+        "10de:2330",
+    )
 
 
 def test_h100_capture_through_nvidia_smi_csv() -> None:

@@ -7,8 +7,8 @@ from itertools import pairwise
 import pytest
 
 from capplan.adapters.kb import load_kb
-from capplan.core.capability import Capability
-from capplan.core.gpus import find_gpus, resolve_device
+from capplan.core.model.capability import Capability
+from capplan.core.model.gpus import find_gpus, resolve_device
 from capplan.errors import InvalidInputError
 
 GPUS = load_kb().gpus

@@ -58,18 +58,12 @@ def test_reads_outputs(tmp_path: Path) -> None:
         ([_job("a", {"out": None})], "has no store path"),
         ([_job("a", {"out": OUT}), _job("a", {"out": OUT})], ":2: duplicate attr"),
         (
-            [
-                json.dumps(
-                    {"attr": "broken", "error": "error: attribute 'x' missing\n at ..."}
-                )
-            ],
+            [json.dumps({"attr": "broken", "error": "error: attribute 'x' missing\n at ..."})],
             "job broken failed to evaluate: error: attribute 'x' missing",
         ),
     ],
 )
-def test_bad_lines_name_the_line(
-    tmp_path: Path, lines: list[str], message: str
-) -> None:
+def test_bad_lines_name_the_line(tmp_path: Path, lines: list[str], message: str) -> None:
     with pytest.raises(DataError) as info:
         output_paths_from_jobs(_write(tmp_path, *lines))
     assert message in info.value.message

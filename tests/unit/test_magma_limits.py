@@ -1,4 +1,4 @@
-"""magma's VALID_GFXS read from its CMake source (core/magma_limits.py)."""
+"""magma's VALID_GFXS read from its CMake source (core/binaries/magma_limits.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.amd import PROCESSORS, AmdTarget
-from capplan.core.magma_limits import parse_magma_limits
+from capplan.core.binaries.magma_limits import parse_magma_limits
+from capplan.core.model.amd import PROCESSORS, AmdTarget
 from capplan.errors import DataError, ExitCode
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "magma" / "CMakeLists-hip-excerpt.txt"

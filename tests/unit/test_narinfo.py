@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.narinfo import (
+from capplan.core.caches.narinfo import (
     NarInfo,
     nix32_decode,
     nix32_encode,
@@ -58,9 +58,7 @@ def test_parses_every_field_nix_wrote() -> None:
     assert info.store_path == B_PATH
     assert info.url == "nar/1qh07xrzq1sjsb9jnb8bsdb4l5rzlsxydaqasq86hb57v246dlva.nar.xz"
     assert info.compression == "xz"
-    assert (
-        info.file_hash == "sha256:1qh07xrzq1sjsb9jnb8bsdb4l5rzlsxydaqasq86hb57v246dlva"
-    )
+    assert info.file_hash == "sha256:1qh07xrzq1sjsb9jnb8bsdb4l5rzlsxydaqasq86hb57v246dlva"
     assert info.file_size == 176
     assert info.nar_hash == B_NARHASH
     assert info.nar_size == 168
@@ -115,9 +113,7 @@ def test_signature_fails_when_a_signed_field_changes(field: str, value: str) -> 
 
 def test_unsigned_fields_do_not_matter_to_the_signature() -> None:
     # URL, Compression, FileHash/FileSize and Deriver are not in the fingerprint.
-    text = _replace(
-        _replace(SIGNED, "URL", "nar/elsewhere.nar.zst"), "Compression", "zstd"
-    )
+    text = _replace(_replace(SIGNED, "URL", "nar/elsewhere.nar.zst"), "Compression", "zstd")
     assert NarInfo.parse(_replace(text, "Deriver", "unknown-deriver")).verify([NIX_KEY])
 
 
@@ -201,11 +197,7 @@ def test_nix32_matches_nix_hash_output() -> None:
     )
 
 
-@given(
-    st.sampled_from([16, 20, 32, 64]).flatmap(
-        lambda n: st.binary(min_size=n, max_size=n)
-    )
-)
+@given(st.sampled_from([16, 20, 32, 64]).flatmap(lambda n: st.binary(min_size=n, max_size=n)))
 def test_nix32_round_trips(data: bytes) -> None:
     text = nix32_encode(data)
     assert set(text) <= set("0123456789abcdfghijklmnpqrsvwxyz")
@@ -275,9 +267,7 @@ def test_bad_store_paths_are_rejected(path: str) -> None:
         (SIGNED[: len(SIGNED) // 2], "newline"),
         (_replace(SIGNED, "StorePath", "nonsense"), "bad StorePath"),
         (
-            "".join(
-                x for x in SIGNED.splitlines(True) if not x.startswith("StorePath")
-            ),
+            "".join(x for x in SIGNED.splitlines(True) if not x.startswith("StorePath")),
             "StorePath",
         ),
         (
@@ -307,9 +297,7 @@ def test_garbage_is_rejected_with_a_clear_error(text: str | bytes, reason: str) 
 
 
 def test_defaults_and_unknown_fields() -> None:
-    text = "".join(
-        x for x in UNSIGNED.splitlines(True) if not x.startswith("Compression")
-    )
+    text = "".join(x for x in UNSIGNED.splitlines(True) if not x.startswith("Compression"))
     text += "System: x86_64-linux\nCA: fixed:r:sha256:" + "0" * 52 + "\n"
     info = NarInfo.parse(_replace(text, "Deriver", "unknown-deriver"))
     assert info.compression == "bzip2"  # Nix's default when the field is absent

@@ -1,4 +1,4 @@
-"""The pci.ids -> kb/pci.json generator (core/pciids.py and planner/scripts/pci_kb.py) on a
+"""The pci.ids -> kb/pci.json generator (core/model/pciids.py and planner/scripts/pci_kb.py) on a
 hand-written excerpt in pci.ids' format (the real file is read when regenerating, never kept)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from types import ModuleType
 
 import pytest
 
-from capplan.core.gpus import normalise
-from capplan.core.pciids import (
+from capplan.core.model.gpus import normalise
+from capplan.core.model.pciids import (
     ChipRow,
     HandModel,
     build_pci_table,
@@ -92,8 +92,15 @@ def test_only_nvidia_device_lines() -> None:
 
 @pytest.mark.parametrize(
     ("token", "chip"),
-    [("GA107BM", "GA107"), ("AD102GL", "AD102"), ("TU117M", "TU117"), ("GK208", "GK208"),
-     ("GK2080", None), ("GF108", None), ("GB112", None)],
+    [
+        ("GA107BM", "GA107"),
+        ("AD102GL", "AD102"),
+        ("TU117M", "TU117"),
+        ("GK208", "GK208"),
+        ("GK2080", None),
+        ("GF108", None),
+        ("GB112", None),
+    ],
 )
 def test_chip_of(token: str, chip: str | None) -> None:
     assert chip_of(token, [c.chip for c in CHIPS]) == chip
@@ -102,7 +109,10 @@ def test_chip_of(token: str, chip: str | None) -> None:
 @pytest.mark.parametrize(
     ("name", "cleaned"),
     [
-        ("GeForce GTX 1650 Mobile / Max-Q", ["NVIDIA GeForce GTX 1650 Mobile", "NVIDIA GeForce GTX 1650 Max-Q"]),
+        (
+            "GeForce GTX 1650 Mobile / Max-Q",
+            ["NVIDIA GeForce GTX 1650 Mobile", "NVIDIA GeForce GTX 1650 Max-Q"],
+        ),
         ("GeForce RTX 4070 Max-Q / Mobile", ["NVIDIA GeForce RTX 4070 Laptop GPU"]),
         ("Quadro RTX 6000/8000", ["Quadro RTX 6000", "Quadro RTX 8000"]),
         ("GeForce GTX 780 Rev. 2", ["NVIDIA GeForce GTX 780"]),
@@ -123,7 +133,12 @@ def test_gpu_functions_only(table: dict[str, object]) -> None:
     assert "10de:10f9" not in devices and "10de:1ad6" not in devices  # audio, USB
     assert "10de:22a3" not in devices  # NVSwitch
     assert "10de:0f02" not in devices and "10de:3200" not in devices  # chips not in the table
-    assert devices["10de:2343"] == {"id": "10de:2343", "chip": "GH100", "pci_name": None, "models": []}
+    assert devices["10de:2343"] == {
+        "id": "10de:2343",
+        "chip": "GH100",
+        "pci_name": None,
+        "models": [],
+    }
 
 
 def test_hand_models_are_linked_not_duplicated(table: dict[str, object]) -> None:
@@ -152,7 +167,9 @@ def test_generated_models_carry_chip_pci_ids_segment_and_source(table: dict[str,
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pci_kb", REPO / "planner" / "scripts" / "pci_kb.py")
+    spec = importlib.util.spec_from_file_location(
+        "pci_kb", REPO / "planner" / "scripts" / "pci_kb.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -164,11 +181,25 @@ def test_script_writes_checks_and_refuses_bad_input(tmp_path: Path) -> None:
     source = tmp_path / "pci.ids"
     source.write_text(EXCERPT)
     out = tmp_path / "pci.json"
-    assert script.main([str(source), "--commit", "abc123", "--date", "2099-01-01", "--output", str(out)]) == 0
+    assert (
+        script.main(
+            [str(source), "--commit", "abc123", "--date", "2099-01-01", "--output", str(out)]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     assert "version 2099.01.01 of 2099-01-01 (pciutils/pciids commit abc123)" in data["source"]
     assert "10de:2684" in {d["id"] for d in data["devices"]}
-    args = [str(source), "--commit", "abc123", "--date", "2099-01-01", "--output", str(out), "--check"]
+    args = [
+        str(source),
+        "--commit",
+        "abc123",
+        "--date",
+        "2099-01-01",
+        "--output",
+        str(out),
+        "--check",
+    ]
     assert script.main(args) == 0
     out.write_text("{}\n")
     assert script.main(args) == 11

@@ -12,15 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capplan.adapters.kb import load_kb
-from capplan.core.capability import Capability
-from capplan.core.compat import RunLevel, sass_runs_on
-from capplan.core.config import Config, config_from_mapping
-from capplan.core.cover import min_cover
-from capplan.core.cuda import CudaVersion
-from capplan.core.kb import KnowledgeBase, PackageInfo
-from capplan.core.matrix import build_matrix, plan_dict, plan_json
-from capplan.core.plan import Plan
-from capplan.core.planner import make_plan
+from capplan.core.model.capability import Capability
+from capplan.core.model.compat import RunLevel, sass_runs_on
+from capplan.core.model.cuda import CudaVersion
+from capplan.core.model.kb import KnowledgeBase, PackageInfo
+from capplan.core.planning.config import Config, config_from_mapping
+from capplan.core.planning.cover import min_cover
+from capplan.core.planning.matrix import build_matrix, plan_dict, plan_json
+from capplan.core.planning.plan import Plan
+from capplan.core.planning.planner import make_plan
 from capplan.errors import (
     ConfigError,
     GraphError,
@@ -145,14 +145,15 @@ def test_extras_alone_are_a_plan_without_a_fleet() -> None:
 def test_buildable_sets_agree_with_the_reasons() -> None:
     """The planner answers "can P build for C under CUDA X" from precomputed sets and only
     walks the checks one by one for the reason; both must say the same for every triple."""
-    from capplan.core.planner import _Rules, resolve_cuda_policy
+    from capplan.core.planning.inputs import resolve_cuda_policy
+    from capplan.core.planning.rules import Rules
 
     kb = with_package(KB, "torch", limits={"allow_from": "torch@1.13", "suffixes": ("",)})
     kb = with_package(kb, "nccl", limits={"exclude": (Capability(8, 9),), "max": Capability(9, 0)})
     cfg = config(["A100"], {"torch": {"exclude": ["8.0"]}, "magma": {"exclude": ["7.5"]}})
     cudas = resolve_cuda_policy(kb, ["13.0", "12.9", "12.6", "13.3"])
     for system in ("x86_64-linux", "aarch64-linux"):
-        rules = _Rules(kb, cfg, system, cudas)
+        rules = Rules(kb, cfg, system, cudas)
         for package in sorted(kb.packages):
             for info in kb.capabilities:
                 for cuda in cudas:

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capplan.core.schedule import list_schedule
+from capplan.core.planning.schedule import list_schedule
 
 
 @st.composite

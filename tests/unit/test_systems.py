@@ -8,19 +8,19 @@ from typing import Any
 import pytest
 
 from capplan.adapters.kb import load_kb
-from capplan.core.capability import Capability
-from capplan.core.config import Config, config_from_mapping
-from capplan.core.cuda import CudaVersion
-from capplan.core.matrix import build_matrix, github_matrices, plan_json
-from capplan.core.plan import Plan
-from capplan.core.planner import make_plan
-from capplan.core.systems import (
+from capplan.core.model.capability import Capability
+from capplan.core.model.cuda import CudaVersion
+from capplan.core.model.systems import (
     is_pre_sbsa_jetson,
     system_suffix,
     uses_jetson_redist,
     variant_of_attr,
 )
-from capplan.core.workflow import runner_labels
+from capplan.core.planning.config import Config, config_from_mapping
+from capplan.core.planning.matrix import build_matrix, github_matrices, plan_json
+from capplan.core.planning.plan import Plan
+from capplan.core.planning.planner import make_plan
+from capplan.core.planning.workflow import runner_labels
 from capplan.errors import ConfigError, InvalidInputError
 
 KB = load_kb()
@@ -106,7 +106,9 @@ def test_github_matrix_puts_aarch64_jobs_on_arm_runners() -> None:
     rows = github_matrices(build_matrix(plan, 2))[0]["include"]
     by_name = {r["name"]: r for r in rows}
     assert by_name["torch-sm87-aarch64"]["os"] == ["ubuntu-24.04-arm"]
-    assert by_name["torch-sm87-aarch64"]["attr"] == "legacyPackages.aarch64-linux.torch-sm87-aarch64"
+    assert (
+        by_name["torch-sm87-aarch64"]["attr"] == "legacyPackages.aarch64-linux.torch-sm87-aarch64"
+    )
     assert by_name["torch-sm80"]["os"] == ["ubuntu-latest"]
     assert {r["os"][0] for r in rows if r["system"] == "aarch64-linux"} == {"ubuntu-24.04-arm"}
     custom = github_matrices(build_matrix(plan, 2), runners_os={"aarch64-linux": ["self", "arm"]})

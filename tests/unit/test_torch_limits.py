@@ -9,17 +9,15 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from capplan.core.capability import Capability
-from capplan.core.torch_limits import TorchLimits, parse_torch_limits
+from capplan.core.binaries.torch_limits import TorchLimits, parse_torch_limits
+from capplan.core.model.capability import Capability
 from capplan.errors import DataError, ExitCode
 
 SOURCES = Path(__file__).resolve().parents[1] / "data" / "torch_sources"
 
 
 def _read(name: str, version: str | None = "2.99.0") -> TorchLimits:
-    return parse_torch_limits(
-        (SOURCES / name).read_text(encoding="utf-8"), version=version
-    )
+    return parse_torch_limits((SOURCES / name).read_text(encoding="utf-8"), version=version)
 
 
 def _strings(limits: TorchLimits) -> list[str]:
@@ -137,9 +135,7 @@ def test_to_json_has_the_documented_keys() -> None:
         ("bad_syntax.py", "not valid Python"),
     ],
 )
-def test_bad_sources_raise_one_line_data_errors_naming_the_release(
-    name: str, needle: str
-) -> None:
+def test_bad_sources_raise_one_line_data_errors_naming_the_release(name: str, needle: str) -> None:
     with pytest.raises(DataError) as caught:
         _read(name, version="2.7.1")
     line = caught.value.one_line()
@@ -170,9 +166,7 @@ def _cli() -> click.Group:
 
 
 def _run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(
-        _cli(), list(args), env={"NO_COLOR": "1", "COLUMNS": "100"}
-    )
+    result = CliRunner().invoke(_cli(), list(args), env={"NO_COLOR": "1", "COLUMNS": "100"})
     return result.exit_code, result.output
 
 
@@ -195,18 +189,14 @@ def test_cli_json_from_a_file_with_release_given() -> None:
 
 
 def test_cli_table_lists_each_capability_with_its_sm_name() -> None:
-    code, out = _run(
-        "limits", "read", "torch", "--file", str(SOURCES / "shape_1_13.py")
-    )
+    code, out = _run("limits", "read", "torch", "--file", str(SOURCES / "shape_1_13.py"))
     assert code == 0, out
     assert "sm_86" in out and "Kepler+Tesla" in out
     assert "+PTX suffix accepted: yes" in out
 
 
 def test_cli_bad_source_exits_with_data_code_and_one_line() -> None:
-    code, out = _run(
-        "limits", "read", "torch", "--file", str(SOURCES / "bad_no_list.py")
-    )
+    code, out = _run("limits", "read", "torch", "--file", str(SOURCES / "bad_no_list.py"))
     assert code == ExitCode.DATA
     assert "no recognisable supported_arches list" in out
     assert "Traceback" not in out
@@ -227,9 +217,7 @@ def test_cli_usage_errors(args: tuple[str, ...]) -> None:
 
 
 def test_cli_unknown_package_is_invalid_input() -> None:
-    code, out = _run(
-        "limits", "read", "jaxlib", "--file", str(SOURCES / "shape_2_0.py")
-    )
+    code, out = _run("limits", "read", "jaxlib", "--file", str(SOURCES / "shape_2_0.py"))
     assert code == ExitCode.INVALID_INPUT
     assert "jaxlib" in out
 

@@ -1,4 +1,4 @@
-"""core/workflow.py: matrix rows, the stage-and-shard layout, validation, the YAML renderer."""
+"""core/planning/workflow.py: matrix rows, the stage-and-shard layout, validation, the YAML renderer."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capplan.core.workflow import (
+from capplan.core.planning.workflow import (
     GITHUB_HOSTED_LIMIT_MINUTES,
     WorkflowSettings,
     build_workflow,

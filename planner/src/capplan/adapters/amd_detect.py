@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from capplan.adapters.gpu_detect import SYSFS_ENV, find_tool, run_tool
-from capplan.core.amd import AmdTarget
+from capplan.core.model.amd import AmdTarget
 from capplan.errors import CapplanError
 
 __all__ = [

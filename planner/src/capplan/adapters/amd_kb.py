@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from capplan.adapters.kb import load_kb_file
-from capplan.core.amd_kb import AmdGpusFile, AmdKnowledgeBase, AmdPackagesFile, AmdTargetsFile
+from capplan.core.model.amd_kb import AmdGpusFile, AmdKnowledgeBase, AmdPackagesFile, AmdTargetsFile
 
 __all__ = ["AMD_KB_FILES", "load_amd_kb"]
 

@@ -36,7 +36,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import requests
 from requests.adapters import HTTPAdapter
 
-from capplan.core.narinfo import NarInfo, parse_public_key, split_store_path
+from capplan.core.caches.narinfo import NarInfo, parse_public_key, split_store_path
 from capplan.errors import CapplanError, ConfigError, DataError, InvalidInputError
 
 __all__ = [

@@ -13,8 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from capplan.core.config import Config, config_from_mapping
-from capplan.core.suggest import closest
+from capplan.core.model.suggest import closest
+from capplan.core.planning.config import Config, config_from_mapping
 from capplan.errors import ConfigError, shorten
 
 __all__ = [

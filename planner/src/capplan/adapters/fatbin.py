@@ -2,9 +2,11 @@
 
 AMD device code is reported beside it, in separate ``amd*`` fields (issue 16 groundwork): clang
 offload bundles (plain, or compressed ``CCOB``) anywhere in a file, bare offload-bundle files,
-and bare AMDGPU ELF code objects (:mod:`capplan.core.amdgpu`). The CUDA fields never change.
+and bare AMDGPU ELF code objects (:mod:`capplan.core.binaries.amdgpu`). The CUDA fields never
+change.
 
-Files are mapped with mmap and scanned in place by :mod:`capplan.core.fatbin`; each container is
+Files are mapped with mmap and scanned in place by :mod:`capplan.core.binaries.fatbin`; each
+container is
 attributed to the ELF section holding it (pyelftools reads the section table). Static archive
 members are scanned in place inside the archive's mapping; wheel members are read into memory
 from the zip (never extracted to disk). Nothing is decompressed beyond the zip layer: fatbin
@@ -24,10 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, cast
 
-from capplan.core import amdgpu, fatbin
-from capplan.core.amd import AmdTarget
-from capplan.core.capability import Capability
-from capplan.core.compat import RunLevel, Verdict, how_runs
+from capplan.core.binaries import amdgpu, fatbin
+from capplan.core.model.amd import AmdTarget
+from capplan.core.model.capability import Capability
+from capplan.core.model.compat import RunLevel, Verdict, how_runs
 from capplan.errors import BinaryFormatError, InvalidInputError
 
 __all__ = [

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from capplan.core.capability import Capability
-from capplan.core.gpus import REPORT_HINT, lookup_pci
-from capplan.core.kb import KnowledgeBase
+from capplan.core.model.capability import Capability
+from capplan.core.model.gpus import REPORT_HINT, lookup_pci
+from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import CapplanError, ConfigError, InvalidInputError, NoGpuError
 
 __all__ = [

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from capplan.core.kb import (
+from capplan.core.model.kb import (
     CapabilitiesFile,
     ChipsFile,
     CudaFile,

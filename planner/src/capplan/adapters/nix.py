@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from capplan.core.narinfo import split_store_path
+from capplan.core.caches.narinfo import split_store_path
 from capplan.errors import CapplanError, NixError
 
 __all__ = [

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from capplan.adapters.gpu_detect import DetectedGpu
-from capplan.core.capability import Capability
-from capplan.core.config import SYSTEMS
+from capplan.core.model.capability import Capability
+from capplan.core.planning.config import SYSTEMS
 from capplan.errors import ConfigError
 
 __all__ = ["ROOT_ENV", "SYSTEM_ENV", "host_system", "jetson_from_device_tree"]

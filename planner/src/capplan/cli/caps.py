@@ -8,8 +8,8 @@ import click
 
 from capplan.cli.output import emit_json, make_table, out_console
 from capplan.cli.planning import current_kb
-from capplan.core.cuda import CudaVersion
-from capplan.core.kb import CapabilityInfo
+from capplan.core.model.cuda import CudaVersion
+from capplan.core.model.kb import CapabilityInfo
 
 __all__ = ["caps"]
 

@@ -17,9 +17,9 @@ from capplan.adapters.config import CONFIG_ENV
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import check_committed, emit_json, err_console
 from capplan.cli.planning import config_option, plan_with_settings
-from capplan.core.config import Config
-from capplan.core.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
-from capplan.core.workflow import (
+from capplan.core.planning.config import Config
+from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
+from capplan.core.planning.workflow import (
     GITHUB_HOSTED_LIMIT_MINUTES,
     WorkflowSettings,
     build_workflow,

@@ -12,10 +12,10 @@ from rich.markup import escape
 
 from capplan.cli.output import emit_json, make_table, out_console, print_table
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
-from capplan.core.gpus import find_gpus
-from capplan.core.plan import Plan
-from capplan.core.select import driver_support, pick_variant
-from capplan.core.systems import uses_jetson_redist
+from capplan.core.model.gpus import find_gpus
+from capplan.core.model.systems import uses_jetson_redist
+from capplan.core.planning.plan import Plan
+from capplan.core.planning.select import driver_support, pick_variant
 from capplan.errors import DataError
 
 __all__ = ["detect"]

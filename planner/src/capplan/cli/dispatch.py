@@ -15,13 +15,13 @@ from rich.markup import escape
 
 from capplan.cli.output import emit_json, make_table, out_console
 from capplan.cli.planning import config_option, current_kb, plan_with_settings, resolve_device
-from capplan.core.dispatch import (
+from capplan.core.model.suggest import closest
+from capplan.core.planning.dispatch import (
     dispatch_packages,
     dispatch_table,
     jetson_capabilities,
     pci_capabilities,
 )
-from capplan.core.suggest import closest
 from capplan.errors import InvalidInputError
 from capplan.runtime import selector
 

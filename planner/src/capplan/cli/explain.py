@@ -6,9 +6,9 @@ import click
 
 from capplan.cli.output import emit_json, out_console
 from capplan.cli.planning import current_kb
-from capplan.core.capability import parse_targets
-from capplan.core.compat import device_verdict
-from capplan.core.gpus import resolve_known_device
+from capplan.core.model.capability import parse_targets
+from capplan.core.model.compat import device_verdict
+from capplan.core.model.gpus import resolve_known_device
 
 __all__ = ["explain"]
 

@@ -9,8 +9,8 @@ import click
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import check_committed, err_console, to_json_text
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
-from capplan.core.dispatch import dispatch_section
-from capplan.core.matrix import plan_json
+from capplan.core.planning.dispatch import dispatch_section
+from capplan.core.planning.matrix import plan_json
 
 __all__ = ["generate"]
 

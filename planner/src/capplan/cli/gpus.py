@@ -12,8 +12,8 @@ import click
 
 from capplan.cli.output import emit_json, make_table, out_console
 from capplan.cli.planning import current_kb
-from capplan.core.gpus import find_gpus, lookup_pci, suggestions
-from capplan.core.kb import GpuModel, KnowledgeBase
+from capplan.core.model.gpus import find_gpus, lookup_pci, suggestions
+from capplan.core.model.kb import GpuModel, KnowledgeBase
 from capplan.errors import InvalidInputError
 
 __all__ = ["gpus"]

@@ -28,8 +28,8 @@ from capplan.adapters.torch_source import (
 )
 from capplan.cli.kb_update import apply_update, validate_kb
 from capplan.cli.output import emit_json, make_table, out_console
-from capplan.core.compat import device_verdict, is_jetson
-from capplan.core.torch_limits import TorchLimits, parse_torch_limits
+from capplan.core.binaries.torch_limits import TorchLimits, parse_torch_limits
+from capplan.core.model.compat import device_verdict, is_jetson
 from capplan.errors import DataError, InvalidInputError
 
 __all__ = ["limits", "read", "updated_kb_text"]
@@ -286,7 +286,7 @@ def updated_kb_text(old_text: str, result: TorchLimits, source: TorchSource) -> 
 
 def _validate(doc: dict[str, Any]) -> None:
     """The KB's model must accept what we are about to write."""
-    from capplan.core.kb import TorchFile
+    from capplan.core.model.kb import TorchFile
 
     validate_kb(TorchFile, doc, "torch.json")
 

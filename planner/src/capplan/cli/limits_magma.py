@@ -14,7 +14,7 @@ from typing import Any
 from capplan.adapters.files import read_input_bytes
 from capplan.cli.kb_update import apply_update, validate_kb
 from capplan.cli.output import emit_json, make_table, out_console
-from capplan.core.magma_limits import MagmaLimits, parse_magma_limits
+from capplan.core.binaries.magma_limits import MagmaLimits, parse_magma_limits
 from capplan.errors import DataError, InvalidInputError
 
 __all__ = ["read_magma", "updated_amd_packages_text"]
@@ -111,7 +111,7 @@ def updated_amd_packages_text(
 
 
 def _validate(doc: dict[str, Any]) -> None:
-    from capplan.core.amd_kb import AmdPackagesFile
+    from capplan.core.model.amd_kb import AmdPackagesFile
 
     validate_kb(AmdPackagesFile, doc, _KB_NAME)
 

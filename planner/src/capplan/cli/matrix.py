@@ -19,8 +19,8 @@ from capplan.cli.output import (
     progress,
 )
 from capplan.cli.planning import config_option, flag_layer, plan_with_settings, policy_options
-from capplan.core.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
-from capplan.core.plan import Plan
+from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
+from capplan.core.planning.plan import Plan
 from capplan.errors import InvalidInputError
 
 __all__ = ["matrix"]
@@ -196,7 +196,7 @@ def _cached_jobs(
 ) -> dict[str, str]:
     from capplan.adapters.binary_cache import output_paths_from_jobs, query_caches
     from capplan.adapters.nix import flake_output_paths
-    from capplan.core.systems import variant_of_attr
+    from capplan.core.model.systems import variant_of_attr
 
     names = list(plan.identifiers())
     outputs: dict[str, list[str]] = {}

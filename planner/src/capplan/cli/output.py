@@ -18,7 +18,7 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from capplan.core.gcpause import gc_paused
+from capplan.core.planning.gcpause import gc_paused
 
 __all__ = [
     "AsciiIntRange",

@@ -14,9 +14,9 @@ from capplan.cli.planning import (
     load_plan,
     policy_options,
 )
-from capplan.core.dispatch import DispatchCost, dispatch_cost, dispatch_packages
-from capplan.core.matrix import plan_dict
-from capplan.core.plan import Plan
+from capplan.core.planning.dispatch import DispatchCost, dispatch_cost, dispatch_packages
+from capplan.core.planning.matrix import plan_dict
+from capplan.core.planning.plan import Plan
 
 __all__ = ["plan"]
 

@@ -12,12 +12,12 @@ import click
 
 from capplan.adapters.config import load_config
 from capplan.adapters.kb import load_kb
-from capplan.core.capability import Capability, Target
-from capplan.core.config import Config
-from capplan.core.gpus import resolve_device as _resolve_device
-from capplan.core.kb import KnowledgeBase
-from capplan.core.plan import Plan
-from capplan.core.planner import make_plan
+from capplan.core.model.capability import Capability, Target
+from capplan.core.model.gpus import resolve_device as _resolve_device
+from capplan.core.model.kb import KnowledgeBase
+from capplan.core.planning.config import Config
+from capplan.core.planning.plan import Plan
+from capplan.core.planning.planner import make_plan
 from capplan.errors import InvalidInputError
 
 __all__ = [
@@ -143,7 +143,7 @@ def variant_targets(name: str, config: Path | None) -> tuple[Target, ...]:
     plan = load_plan(config)
     variant = plan.variant(name)
     if variant is None:
-        from capplan.core.suggest import closest
+        from capplan.core.model.suggest import closest
 
         raise InvalidInputError(
             f"no variant '{name}' in the plan",

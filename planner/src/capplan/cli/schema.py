@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from capplan.cli.output import emit_json
-from capplan.core.config import Config
+from capplan.core.planning.config import Config
 
 __all__ = ["schema"]
 

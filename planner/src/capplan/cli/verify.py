@@ -2,7 +2,7 @@
 
 ``--expect gfx942,gfx90a`` checks AMD code objects instead (clang offload bundles and bare
 AMDGPU ELF objects, as ``capplan inspect`` reads them); ``--device mi300x`` then answers with
-:func:`capplan.core.amd.amd_how_runs`.
+:func:`capplan.core.model.amd.amd_how_runs`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import click
 
 from capplan.cli.output import emit_json, out_console
-from capplan.core.amd import AmdTarget, parse_amd_targets
-from capplan.core.capability import Capability, Target, parse_targets
+from capplan.core.model.amd import AmdTarget, parse_amd_targets
+from capplan.core.model.capability import Capability, Target, parse_targets
 from capplan.errors import CapplanError, InvalidInputError, VerifyError, shorten
 
 __all__ = ["verify"]
@@ -90,8 +90,8 @@ def _amd_device(text: str) -> AmdTarget:
 def _device(text: str) -> tuple[Capability, bool]:
     """The device's capability (known to the knowledge base) and whether it is a Jetson."""
     from capplan.cli.planning import current_kb
-    from capplan.core.compat import is_jetson
-    from capplan.core.gpus import resolve_known_device
+    from capplan.core.model.compat import is_jetson
+    from capplan.core.model.gpus import resolve_known_device
 
     kb = current_kb()
     cap, _ = resolve_known_device(text, kb)
@@ -134,7 +134,7 @@ def verify(
     nothing in RESULT runs.
     """
     from capplan.adapters.fatbin import inspect_paths
-    from capplan.core.verify import verify as compare
+    from capplan.core.binaries.verify import verify as compare
 
     if variant is None or expect is None:
         amd = _amd_expect(expect)
@@ -217,7 +217,7 @@ def _verify_amd(
 ) -> None:
     """``verify --expect gfx...``: the AMD code objects in RESULT against ``expected``."""
     from capplan.adapters.fatbin import inspect_paths
-    from capplan.core.amd_verify import verify_amd
+    from capplan.core.binaries.amd_verify import verify_amd
 
     reports = inspect_paths([result])
     found = {t for r in reports for t in r.amd}

@@ -4,7 +4,7 @@ This file is copied as it is into every ``<package>-dispatch`` output (pkgs/disp
 by the wrappers there, so it is standalone: Python's standard library only, never capplan or its
 dependencies (``capplan dispatch explain`` imports this same module, so the two cannot disagree).
 
-The table it reads is JSON written by capplan (``capplan.core.dispatch.dispatch_table``):
+The table it reads is JSON written by capplan (``capplan.core.planning.dispatch.dispatch_table``):
 
     {"version": 1, "package": "torch", "fallback": "error" | "<variant name>",
      "variants": [{"name": "torch-sm86", "sass": ["8.6"], "ptx": [], "path": "/nix/store/..."}],
@@ -104,7 +104,7 @@ def _caps(texts: object) -> list[Cap]:
     return [c for c in found if c is not None]
 
 
-# -- serving rules (core/compat.py states the same rules for capplan) -----------------------------
+# -- serving rules (core/model/compat.py states the same rules for capplan) -----------------------
 def _sass_runs(sass: Cap, dev: Cap, jetson: bool) -> int | None:
     if sass[:2] == dev[:2]:
         return 0

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from capplan.core.capability import Capability, Suffix
+from capplan.core.model.capability import Capability, Suffix
 
 __all__ = [
     "CONTAINER_HEADER_SIZE",

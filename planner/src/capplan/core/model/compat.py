@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from capplan.core.capability import Capability
+from capplan.core.model.capability import Capability
 
 if TYPE_CHECKING:
-    from capplan.core.kb import KnowledgeBase
+    from capplan.core.model.kb import KnowledgeBase
 
 __all__ = ["RunLevel", "Verdict", "device_verdict", "how_runs", "is_jetson", "sass_runs_on"]
 

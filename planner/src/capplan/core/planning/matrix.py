@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.gcpause import gc_paused
-from capplan.core.graph import JobGraph, build_job_graph
-from capplan.core.plan import Plan, Variant
-from capplan.core.schedule import Schedule, schedule_jobs
-from capplan.core.workflow import github_rows
+from capplan.core.planning.gcpause import gc_paused
+from capplan.core.planning.graph import JobGraph, build_job_graph
+from capplan.core.planning.plan import Plan, Variant
+from capplan.core.planning.schedule import Schedule, schedule_jobs
+from capplan.core.planning.workflow import github_rows
 
 __all__ = ["GITHUB_MAX_JOBS", "Matrix", "build_matrix", "github_matrices", "plan_dict", "plan_json"]
 
@@ -182,7 +182,7 @@ def github_matrices(
 
     Chunks follow the topological order, so a job never sits in an earlier chunk than a job it
     needs: running the matrices one after another respects every dependency. Rows are
-    :func:`capplan.core.workflow.github_rows`.
+    :func:`capplan.core.planning.workflow.github_rows`.
     """
     rows = github_rows(matrix.jobs(), runners_os)
     return [{"include": rows[i : i + max_jobs]} for i in range(0, len(rows), max_jobs)] or [
@@ -193,7 +193,8 @@ def github_matrices(
 @gc_paused
 def plan_json(plan: Plan, dispatch: dict[str, Any] | None = None) -> dict[str, Any]:
     """overlays/plan.json: the data overlays/default.nix reads with builtins.fromJSON;
-    ``dispatch`` is :func:`capplan.core.dispatch.dispatch_section` (the dispatch outputs)."""
+    ``dispatch`` is :func:`capplan.core.planning.dispatch.dispatch_section` (the dispatch
+    outputs)."""
     extra = {} if dispatch is None else {"dispatch": dispatch}
     return {
         **extra,

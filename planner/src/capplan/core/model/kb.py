@@ -20,8 +20,8 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from capplan.core.capability import ACCEPTED_SPELLINGS, Capability, Target
-from capplan.core.cuda import CudaVersion
+from capplan.core.model.capability import ACCEPTED_SPELLINGS, Capability, Target
+from capplan.core.model.cuda import CudaVersion
 from capplan.errors import CapplanError, DataError, InvalidInputError, shorten
 
 __all__ = [
@@ -383,7 +383,7 @@ class KnowledgeBase:
     def package(self, name: str) -> PackageInfo:
         info = self.packages.get(name)
         if info is None:
-            from capplan.core.suggest import closest
+            from capplan.core.model.suggest import closest
 
             raise InvalidInputError(
                 f"unknown package '{shorten(name)}'",

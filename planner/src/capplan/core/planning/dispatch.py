@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.capability import Capability
-from capplan.core.kb import KnowledgeBase
-from capplan.core.plan import Plan, Variant
-from capplan.core.suggest import closest
+from capplan.core.model.capability import Capability
+from capplan.core.model.kb import KnowledgeBase
+from capplan.core.model.suggest import closest
+from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import ConfigError
 
 __all__ = [

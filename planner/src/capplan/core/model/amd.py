@@ -2,7 +2,8 @@
 
 Groundwork for a second vendor beside CUDA capabilities (issue 16): parsing, one canonical
 spelling, a documented order, the KFD ``gfx_target_version`` and ELF ``e_flags`` encodings, and
-a ranked compatibility answer. Nothing here touches :mod:`capplan.core.capability` or the planner.
+a ranked compatibility answer. Nothing here touches :mod:`capplan.core.model.capability` or
+the planner.
 
 Facts, with their sources:
 

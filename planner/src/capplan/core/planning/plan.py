@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from capplan.core.capability import Capability, Target
-from capplan.core.compat import RunLevel
-from capplan.core.cuda import CudaVersion
+from capplan.core.model.capability import Capability, Target
+from capplan.core.model.compat import RunLevel
+from capplan.core.model.cuda import CudaVersion
 
 __all__ = [
     "Baselines",

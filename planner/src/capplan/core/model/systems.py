@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from capplan.core.capability import Capability
-from capplan.core.cuda import CudaVersion
+from capplan.core.model.capability import Capability
+from capplan.core.model.cuda import CudaVersion
 
 __all__ = [
     "AARCH64",
@@ -32,7 +32,8 @@ X86_64 = "x86_64-linux"
 AARCH64 = "aarch64-linux"
 
 # GitHub-hosted runners per system (nix-github-actions' mapping; the arm64 Ubuntu image runs
-# aarch64-linux natively). `[policy.runners_os]` overrides them (core/workflow.runner_labels).
+# aarch64-linux natively). `[policy.runners_os]` overrides them
+# (core/planning/workflow.runner_labels).
 DEFAULT_RUNNERS_OS: Mapping[str, tuple[str, ...]] = {
     X86_64: ("ubuntu-latest",),
     AARCH64: ("ubuntu-24.04-arm",),

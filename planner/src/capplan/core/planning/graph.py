@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from capplan.core.kb import KnowledgeBase
-from capplan.core.plan import Variant
+from capplan.core.model.kb import KnowledgeBase
+from capplan.core.planning.plan import Variant
 from capplan.errors import GraphError
 
 __all__ = ["JobGraph", "build_job_graph", "dependency_closure"]

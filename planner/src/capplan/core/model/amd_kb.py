@@ -1,6 +1,7 @@
 """The AMD knowledge base: validated, frozen models of ``kb/amd_*.json`` and questions on them.
 
-Groundwork for issue 16, kept apart from the CUDA :mod:`capplan.core.kb`: gfx targets with their
+Groundwork for issue 16, kept apart from the CUDA :mod:`capplan.core.model.kb`: gfx targets
+with their
 family, generic target, ROCm range, KFD number and nixpkgs default/scopes; AMD GPU models by
 loose name; and the per-package target lists nixpkgs hard-codes (torch, magma-hip, hipblaslt,
 hipsparselt, aotriton, miopen, composable_kernel, onnxruntime). Every entry carries a ``source``.
@@ -24,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from capplan.core.amd import AmdTarget
+from capplan.core.model.amd import AmdTarget
 from capplan.errors import CapplanError, DataError, InvalidInputError, shorten
 
 __all__ = [

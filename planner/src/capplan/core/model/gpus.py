@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from capplan.core.capability import Capability
-from capplan.core.kb import ChipInfo, GpuModel, KnowledgeBase, PciDevice
+from capplan.core.model.capability import Capability
+from capplan.core.model.kb import ChipInfo, GpuModel, KnowledgeBase, PciDevice
 from capplan.errors import InvalidInputError, shorten
 
 __all__ = [

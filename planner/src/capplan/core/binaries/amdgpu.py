@@ -1,6 +1,7 @@
 """AMD device code in binaries: clang offload bundles, compressed ``CCOB`` bundles, AMDGPU ELF.
 
-Pure functions over a buffer (bytes, bytearray or mmap), like :mod:`capplan.core.fatbin`; the
+Pure functions over a buffer (bytes, bytearray or mmap), like
+:mod:`capplan.core.binaries.fatbin`; the
 adapter maps files and attributes finds to ELF sections.
 
 Formats, with their sources:
@@ -27,8 +28,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from capplan.core.amd import AmdTarget
-from capplan.core.fatbin import Buffer
+from capplan.core.binaries.fatbin import Buffer
+from capplan.core.model.amd import AmdTarget
 from capplan.errors import CapplanError
 
 __all__ = [

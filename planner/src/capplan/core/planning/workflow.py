@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.systems import DEFAULT_RUNNERS_OS
+from capplan.core.model.systems import DEFAULT_RUNNERS_OS
 from capplan.errors import InvalidInputError
 
 __all__ = [

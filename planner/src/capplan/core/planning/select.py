@@ -2,7 +2,7 @@
 
 Three facts decide, each from the knowledge base, never from another GPU's answer:
 
-- the device code: how the variant's SASS/PTX runs on the device (:mod:`capplan.core.compat`,
+- the device code: how the variant's SASS/PTX runs on the device (:mod:`capplan.core.model.compat`,
   the Jetson rule included); a capability-independent build runs on every GPU its CUDA version
   supports, on the plan's platform;
 - the platform: a Jetson runs aarch64-linux builds only;
@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from capplan.core.capability import Capability
-from capplan.core.compat import RunLevel, Verdict, how_runs, is_jetson
-from capplan.core.cuda import CudaVersion
-from capplan.core.drivers import version_key
-from capplan.core.kb import KnowledgeBase
-from capplan.core.plan import Plan, Variant
+from capplan.core.model.capability import Capability
+from capplan.core.model.compat import RunLevel, Verdict, how_runs, is_jetson
+from capplan.core.model.cuda import CudaVersion
+from capplan.core.model.drivers import version_key
+from capplan.core.model.kb import KnowledgeBase
+from capplan.core.planning.plan import Plan, Variant
 
 __all__ = ["DriverSupport", "Pick", "driver_support", "pick_variant"]
 

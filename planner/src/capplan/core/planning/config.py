@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from capplan.core.suggest import closest
+from capplan.core.model.suggest import closest
 from capplan.errors import ConfigError, shorten
 
 __all__ = [
@@ -40,7 +40,8 @@ __all__ = [
     "config_from_mapping",
 ]
 
-# GitHub Actions runner labels ([policy.runners_os]); capplan.core.workflow checks the same.
+# GitHub Actions runner labels ([policy.runners_os]); capplan.core.planning.workflow checks
+# the same.
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.amd import PROCESSORS, AmdTarget
+from capplan.core.model.amd import PROCESSORS, AmdTarget
 from capplan.errors import DataError, shorten
 
 __all__ = ["MagmaLimits", "parse_magma_limits"]

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.capability import Capability, Target
-from capplan.core.compat import RunLevel, Verdict, how_runs
+from capplan.core.model.capability import Capability, Target
+from capplan.core.model.compat import RunLevel, Verdict, how_runs
 
 __all__ = ["VerifyResult", "expected_code", "verify"]
 

@@ -1,0 +1,121 @@
+"""What the planner starts from: the allowed CUDA versions (rule 3's order: nixpkgs' default first)
+and the fleet, each GPU resolved to a capability and the system it lives on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from capplan.core.model.cuda import CudaVersion
+from capplan.core.model.gpus import resolve_device
+from capplan.core.model.kb import KnowledgeBase
+from capplan.core.model.systems import AARCH64, X86_64
+from capplan.core.planning.config import Config
+from capplan.core.planning.plan import FleetGpu
+from capplan.errors import InvalidInputError, shorten
+
+__all__ = [
+    "NIXPKGS_DEFAULT_CUDA",
+    "gpu_system",
+    "nixpkgs_cuda_version",
+    "resolve_cuda_policy",
+    "resolve_fleet",
+]
+
+# NIXPKGS.md §3: `cudaPackages = cudaPackages_12_9` in nixos-unstable (mid-2026).
+NIXPKGS_DEFAULT_CUDA = CudaVersion(12, 9)
+
+
+def resolve_cuda_policy(kb: KnowledgeBase, wanted: Sequence[str] | None) -> tuple[CudaVersion, ...]:
+    """Allowed CUDA versions, preferred first; default: nixpkgs' default, then newest first."""
+    available = kb.nixpkgs_cuda()
+    if wanted is None:
+        rest = sorted((v for v in available if v != NIXPKGS_DEFAULT_CUDA), reverse=True)
+        return (NIXPKGS_DEFAULT_CUDA, *rest)
+    result: list[CudaVersion] = []
+    for text in wanted:
+        version = nixpkgs_cuda_version(kb, text, "policy.cuda")
+        if version not in result:
+            result.append(version)
+    if not result:
+        raise InvalidInputError("policy.cuda is empty", hint="list at least one CUDA version")
+    return tuple(result)
+
+
+def nixpkgs_cuda_version(kb: KnowledgeBase, text: str, where: str) -> CudaVersion:
+    """``text`` as a CUDA version nixpkgs has a package set for (``where`` names the setting);
+    exit 4 with the versions that exist otherwise."""
+    version = CudaVersion.parse(text)
+    found = next((r for r in kb.cuda_releases if r.version == version), None)
+    if found is None or found.nixpkgs_set is None:
+        known = ", ".join(str(v) for v in kb.nixpkgs_cuda())
+        what = "is not a CUDA release" if found is None else "has no package set in nixpkgs"
+        raise InvalidInputError(
+            f"{where} = '{text.strip()[:40]}': CUDA {version} {what}",
+            hint=f"{where} may be one of: {known}",
+        )
+    return version
+
+
+def resolve_fleet(kb: KnowledgeBase, config: Config) -> tuple[FleetGpu, ...]:
+    fleet: list[FleetGpu] = []
+    for label in config.fleet.gpus:
+        capability, model = resolve_device(label, kb.gpus)
+        info = kb.capability(capability)
+        if capability.suffix:
+            raise InvalidInputError(
+                f"fleet entry '{shorten(label)}' is a build target ({capability}), not a GPU",
+                hint=f"list the device capability {capability.base} instead",
+            )
+        fleet.append(
+            FleetGpu(
+                label=label,
+                capability=capability,
+                model=model.name if model else None,
+                jetson=info.jetson,
+                count=config.fleet.count.get(label, 1),
+                system=gpu_system(label, info.jetson, model.systems if model else None, config),
+            )
+        )
+    unknown = sorted(set(config.fleet.count) - set(config.fleet.gpus))
+    if unknown:
+        raise InvalidInputError(
+            f"fleet.count names '{shorten(unknown[0])}', which is not in fleet.gpus",
+            hint="add it to fleet.gpus or remove the count",
+        )
+    unknown = sorted(set(config.fleet.systems) - set(config.fleet.gpus))
+    if unknown:
+        raise InvalidInputError(
+            f"fleet.systems names '{unknown[0]}', which is not in fleet.gpus",
+            hint="add it to fleet.gpus or remove it from fleet.systems",
+        )
+    return tuple(fleet)
+
+
+def gpu_system(
+    label: str, jetson: bool, model_systems: Sequence[str] | None, config: Config
+) -> str:
+    """Where a fleet GPU lives: ``fleet.systems`` when set, else the KB model's default (a bare
+    capability: aarch64-linux for a Jetson capability, x86_64-linux otherwise)."""
+    bare = (AARCH64,) if jetson else (X86_64,)
+    possible = tuple(model_systems) if model_systems else bare
+    wanted = config.fleet.systems.get(label)
+    if wanted is None:
+        return possible[0]
+    planned = config.policy.planned_systems
+    if wanted not in planned:
+        raise InvalidInputError(
+            f"fleet.systems puts '{label}' on {wanted}, which is not in policy.systems "
+            f"({', '.join(planned)})",
+            hint=f"add {wanted} to policy.systems or drop the fleet.systems entry",
+        )
+    # A discrete card can sit in a server of either system; a Jetson module or a Grace
+    # superchip brings its own Arm CPU.
+    if (jetson or possible == (AARCH64,)) and wanted not in possible:
+        kind = "a Jetson module" if jetson else "an Arm (Grace) superchip"
+        raise InvalidInputError(
+            f"fleet.systems puts '{label}' on {wanted}, but it is {kind} that runs "
+            f"{' or '.join(possible)} only",
+            hint=f"remove '{label}' from fleet.systems or set it to {possible[0]}",
+        )
+    return wanted
