@@ -34,4 +34,6 @@ def load_amd_kb(directory: Path | None = None) -> AmdKnowledgeBase:
         nixpkgs_family_scopes=dict(sorted(targets.nixpkgs_family_scopes.items())),
         gpus=gpus.gpus,
         packages=dict(sorted(packages.packages.items())),
+        builds=dict(sorted(packages.builds.items())),
+        stack_libraries=dict(sorted(packages.stack_libraries.items())),
     )

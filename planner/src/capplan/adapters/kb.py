@@ -115,6 +115,8 @@ def load_kb(directory: Path | None = None) -> KnowledgeBase:
     torch = load_kb_file("torch.json", TorchFile, directory)
     chips = load_kb_file("chips.json", ChipsFile, directory)
     pci = load_kb_file("pci.json", PciFile, directory)
+    from capplan.adapters.amd_kb import load_amd_kb  # it reads files through this module
+
     return KnowledgeBase(
         capabilities=caps.capabilities,
         cuda_releases=tuple(sorted(cuda.releases, key=lambda r: r.version)),
@@ -124,4 +126,5 @@ def load_kb(directory: Path | None = None) -> KnowledgeBase:
         torch_releases=torch.releases,
         chips=chips.chips,
         pci_devices=pci.devices,
+        amd=load_amd_kb(directory),
     )

@@ -16,7 +16,7 @@ from capplan.cli.planning import (
 )
 from capplan.core.planning.dispatch import DispatchCost, dispatch_cost, dispatch_packages
 from capplan.core.planning.matrix import plan_dict
-from capplan.core.planning.plan import Plan
+from capplan.core.planning.plan import Plan, Variant
 
 __all__ = ["plan"]
 
@@ -53,6 +53,15 @@ def plan(
     _print(result, costs)
 
 
+def _toolkit(v: Variant) -> str:
+    """The CUDA column: the CUDA version, or ROCm and its scope for an AMD variant."""
+    if v.rocm is None:
+        return str(v.cuda)
+    if v.rocm.scope_attr is not None:
+        return f"ROCm (rocmPackages.{v.rocm.scope_attr})"
+    return "ROCm" if v.rocm.targets else "ROCm (default targets)"
+
+
 def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
     console = out_console()
     for package in sorted({v.package for v in result.variants if not v.independent}):
@@ -61,8 +70,8 @@ def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
         )
         for v in result.variants_of(package):
             serves = ", ".join(f"{s.gpu} ({s.level.value})" for s in v.serves) or "(dependency)"
-            caps = ", ".join(map(str, v.capabilities))
-            table.add_row(v.name, caps, str(v.cuda), ", ".join(map(str, v.ptx)) or "-", serves)
+            caps = ", ".join(map(str, v.capabilities or (v.rocm.targets if v.rocm else ())))
+            table.add_row(v.name, caps, _toolkit(v), ", ".join(map(str, v.ptx)) or "-", serves)
         print_table(console, table)
     shared = [v for v in result.variants if v.independent]
     if shared:
@@ -70,7 +79,7 @@ def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
             "job", "CUDA", "serves", title="capability-independent (one build each)", whole=("job",)
         )
         for v in shared:
-            table.add_row(v.name, str(v.cuda), ", ".join(s.gpu for s in v.serves) or "(dependency)")
+            table.add_row(v.name, _toolkit(v), ", ".join(s.gpu for s in v.serves) or "(dependency)")
         print_table(console, table)
     if result.decisions:
         console.print("[bold]Decisions[/bold]")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -38,6 +38,9 @@ __all__ = [
     "AmdTargetField",
     "AmdTargetInfo",
     "AmdTargetsFile",
+    "RocmBuild",
+    "RocmCost",
+    "StackLibrary",
     "normalise_amd_name",
 ]
 
@@ -213,9 +216,78 @@ def _names(targets: Sequence[AmdTarget]) -> str:
     return ", ".join(str(t) for t in sorted(set(targets))) or "none"
 
 
+class RocmCost(_Frozen):
+    """Build minutes and output size of one ROCm build: base plus per target."""
+
+    base_minutes: float
+    per_target_minutes: float
+    base_size_mb: float
+    per_target_size_mb: float
+    source: str
+
+
+RocmHow = Literal["gpu-targets", "inherited", "default-targets"]
+
+
+class RocmBuild(_Frozen):
+    """How a capplan package builds for ROCm in nixpkgs (``builds`` in kb/amd_packages.json).
+
+    ``how``: ``gpu-targets`` takes a ``gpuTargets`` list (``override`` names the plan.json
+    override key: ``torch`` is the Python torch, any other name a top-level attribute);
+    ``inherited`` builds against a planned package of its own set (torchvision's torch);
+    ``default-targets`` reads ``clr.gpuTargets`` only, so one build in nixpkgs' default ROCm
+    set serves every default target (a shared job).
+    """
+
+    attr: str
+    how: RocmHow
+    override: str | None
+    targets: str | None  # the ``packages`` entry holding its own target list
+    depends: tuple[str, ...]
+    links: tuple[str, ...]  # target-dependent ROCm libraries in its closure
+    big_parallel: bool
+    cost: RocmCost
+    source: str
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RocmBuild:
+        if (self.how == "gpu-targets") != (self.override is not None):
+            raise ValueError("override is set exactly when how is gpu-targets")
+        if self.how == "inherited" and not self.depends:
+            raise ValueError("an inherited build names the package it inherits from in depends")
+        return self
+
+
+class StackLibrary(_Frozen):
+    """A target-dependent ROCm library a per-target scope rebuilds (``rocm_scope = "stack"``)."""
+
+    attr: str
+    targets: str | None
+    cost: RocmCost
+    source: str
+
+
 class AmdPackagesFile(_Frozen):
     source: str
     packages: dict[str, AmdPackageTargets]
+    builds: dict[str, RocmBuild] = {}
+    stack_libraries: dict[str, StackLibrary] = {}
+
+    @model_validator(mode="after")
+    def _references(self) -> AmdPackagesFile:
+        for name, build in self.builds.items():
+            if build.targets is not None and build.targets not in self.packages:
+                raise ValueError(f"builds.{name}.targets names unknown list {build.targets!r}")
+            for dep in build.depends:
+                if dep not in self.builds:
+                    raise ValueError(f"builds.{name} depends on {dep!r}, which has no build")
+            for linked in build.links:
+                if linked not in self.stack_libraries:
+                    raise ValueError(f"builds.{name} links {linked!r}, not a stack library")
+        for name, library in self.stack_libraries.items():
+            if library.targets is not None and library.targets not in self.packages:
+                raise ValueError(f"stack_libraries.{name}.targets names unknown list")
+        return self
 
 
 def normalise_amd_name(text: str) -> str:
@@ -233,6 +305,8 @@ class AmdKnowledgeBase:
     nixpkgs_family_scopes: dict[str, tuple[AmdTarget, ...]]
     gpus: tuple[AmdGpuModel, ...]
     packages: dict[str, AmdPackageTargets]
+    builds: dict[str, RocmBuild] = field(default_factory=dict)
+    stack_libraries: dict[str, StackLibrary] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         known = {t.target for t in self.targets}

@@ -20,6 +20,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from capplan.core.model.amd_kb import AmdKnowledgeBase
 from capplan.core.model.capability import ACCEPTED_SPELLINGS, Capability, Target
 from capplan.core.model.cuda import CudaVersion
 from capplan.errors import CapplanError, DataError, InvalidInputError, shorten
@@ -279,6 +280,8 @@ class KnowledgeBase:
     torch_releases: tuple[TorchRelease, ...]
     chips: tuple[ChipInfo, ...] = ()
     pci_devices: tuple[PciDevice, ...] = ()
+    # The AMD side (kb/amd_*.json); None only for hand-built CUDA-only knowledge bases.
+    amd: AmdKnowledgeBase | None = None
     _by_cap: dict[Capability, CapabilityInfo] = field(init=False, repr=False, compare=False)
     _by_cuda: dict[CudaVersion, CudaRelease] = field(init=False, repr=False, compare=False)
     _by_chip: dict[str, ChipInfo] = field(init=False, repr=False, compare=False)

@@ -121,11 +121,18 @@ class PackageConfig(_Strict):
     attr: StrictStr | None = Field(
         default=None, description="nixpkgs attribute path, e.g. python3Packages.torch"
     )
-    exclude: tuple[StrictStr, ...] = Field(default=(), description="capabilities never to build")
+    exclude: tuple[StrictStr, ...] = Field(
+        default=(), description="capabilities or gfx targets never to build"
+    )
     extra: tuple[StrictStr, ...] = Field(
-        default=(), description="capabilities to build beyond the fleet"
+        default=(), description="capabilities or gfx targets to build beyond the fleet"
     )
     cuda: StrictStr | None = Field(default=None, description="pin this package to one CUDA version")
+    vendors: tuple[Literal["nvidia", "amd"], ...] | None = Field(
+        default=None,
+        description='the GPU vendors to build this package for: ["nvidia"], ["amd"] or both '
+        "(default: every vendor nixpkgs builds it for; AMD: ROCm gfx targets)",
+    )
 
     @field_validator("attr")
     @classmethod
@@ -160,6 +167,12 @@ class PolicyConfig(_Strict):
         default="exact",
         description='"exact": one variant per fleet capability; "compatible": fewest variants '
         "giving every GPU native or same-major SASS",
+    )
+    rocm_scope: Literal["package", "stack"] = Field(
+        default="package",
+        description='AMD variants: "package" (only the package rebuilds, with gpuTargets; the '
+        'ROCm libraries come from the cache) or "stack" (the package in rocmPackages.<target>: '
+        "every target-dependent ROCm library rebuilds for that target)",
     )
     runners_os: dict[str, tuple[StrictStr, ...]] = Field(
         default_factory=dict,

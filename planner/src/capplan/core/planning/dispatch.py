@@ -42,12 +42,13 @@ def dispatch_packages(plan: Plan, system: str | None = None) -> tuple[str, ...]:
 
 
 def _variants(plan: Plan, package: str | None, system: str | None = None) -> tuple[Variant, ...]:
-    """Capability-dependent variants of ``package`` (every package: None) on ``system`` (every
-    system: None). A dispatch output starts only variants of its own package set's system."""
+    """Capability-dependent CUDA variants of ``package`` (every package: None) on ``system``
+    (every system: None). A dispatch output starts only variants of its own package set's
+    system; dispatch is NVIDIA-only (AMD variants are chosen with ``capplan detect``)."""
     return tuple(
         v
         for v in (plan.variants if package is None else plan.variants_of(package))
-        if not v.independent and (system is None or v.system == system)
+        if not v.independent and v.rocm is None and (system is None or v.system == system)
     )
 
 

@@ -49,7 +49,9 @@ class Matrix:
                     "nixpkgs_attr": v.attr,
                     "system": system,
                     "capabilities": [c.text for c in v.capabilities],
-                    "cuda": v.cuda.text,
+                    "cuda": v.cuda.text if v.cuda is not None else None,
+                    "vendor": v.vendor,
+                    "gfx_targets": [str(t) for t in v.rocm.targets] if v.rocm else [],
                     "ptx": [c.text for c in v.ptx],
                     "needs": list(needs),
                     "stage": stage,
@@ -209,13 +211,30 @@ def plan_json(plan: Plan, dispatch: dict[str, Any] | None = None) -> dict[str, A
                 "package": v.package,
                 "attr": list(v.attr_path),
                 "capabilities": [str(c) for c in v.capabilities],
-                "cuda": str(v.cuda),
+                "cuda": None if v.cuda is None else str(v.cuda),
                 "cuda_set": v.cuda_set,
                 "forward_compat": v.forward_compat,
                 "gpu_targets": list(v.gpu_targets),
                 "independent": v.independent,
+                **_rocm_json(v),
             }
             for v in plan.variants
+        },
+    }
+
+
+def _rocm_json(v: Variant) -> dict[str, Any]:
+    """plan.json's AMD keys (only on AMD variants): the ROCm package set pkgs/variant.nix
+    imports (``rocm.scope``, ``rocm.scope_attr``, ``rocm.overrides``) and the targets."""
+    if v.rocm is None:
+        return {}
+    return {
+        "vendor": v.vendor,
+        "rocm": {
+            "scope": v.rocm.scope,
+            "scope_attr": v.rocm.scope_attr,
+            "targets": [str(t) for t in v.rocm.targets],
+            "overrides": {key: list(values) for key, values in v.rocm.overrides},
         },
     }
 
@@ -240,6 +259,17 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             }
             for g in plan.fleet
         ],
+        "amd_fleet": [
+            {
+                "gpu": g.label,
+                "target": str(g.target),
+                "model": g.model,
+                "count": g.count,
+                "system": g.system,
+            }
+            for g in plan.amd_fleet
+        ],
+        "rocm_scope": plan.rocm_scope,
         "packages": list(plan.packages),
         "variants": [
             {
@@ -248,7 +278,10 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "system": v.system,
                 "attr": v.attr,
                 "capabilities": [str(c) for c in v.capabilities],
-                "cuda": str(v.cuda),
+                "cuda": None if v.cuda is None else str(v.cuda),
+                "vendor": v.vendor,
+                "gfx_targets": [str(t) for t in v.rocm.targets] if v.rocm else [],
+                "rocm_scope": v.rocm.scope if v.rocm else None,
                 "ptx": [str(c) for c in v.ptx],
                 "gpu_targets": list(v.gpu_targets),
                 "forward_compat": v.forward_compat,

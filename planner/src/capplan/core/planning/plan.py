@@ -10,15 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from capplan.core.model.amd import AmdTarget
 from capplan.core.model.capability import Capability, Target
 from capplan.core.model.compat import RunLevel
 from capplan.core.model.cuda import CudaVersion
 
 __all__ = [
+    "AmdFleetGpu",
     "Baselines",
     "Decision",
     "FleetGpu",
     "Plan",
+    "RocmSpec",
     "Serve",
     "Variant",
 ]
@@ -34,6 +37,29 @@ class FleetGpu:
     jetson: bool
     count: int = 1
     system: str = "x86_64-linux"  # where it lives: the KB default or fleet.systems
+
+
+@dataclass(frozen=True, slots=True)
+class AmdFleetGpu:
+    """One AMD fleet entry as the user wrote it, resolved to a gfx processor."""
+
+    label: str
+    target: AmdTarget  # the processor, features dropped (nixpkgs never sets them)
+    model: str | None  # the KB model name when the label named a GPU
+    count: int = 1
+    system: str = "x86_64-linux"  # ROCm jobs are x86_64-linux unless fleet.systems says
+
+
+@dataclass(frozen=True, slots=True)
+class RocmSpec:
+    """The ROCm package set of an AMD variant (plan.json ``rocm``): every variant with equal
+    values shares one nixpkgs instance (``cudaSupport = false; rocmSupport = true;``)."""
+
+    scope: str  # "package" or "stack"
+    scope_attr: str | None  # stack: rocmPackages = rocmPackages.<scope_attr>
+    targets: tuple[AmdTarget, ...]  # what the variant's device code is for; () = the default list
+    # gpuTargets overrides in the instance: "torch" (the Python torch) or a top-level attribute.
+    overrides: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 class Serve(NamedTuple):
@@ -60,7 +86,7 @@ class Variant(NamedTuple):
     package: str
     attr: str
     capabilities: tuple[Capability, ...]  # sorted; () for capability-independent jobs
-    cuda: CudaVersion
+    cuda: CudaVersion | None  # None: an AMD (ROCm) variant
     cuda_set: str | None  # None: nixpkgs' default CUDA package set
     ptx: tuple[Capability, ...]  # capabilities that also get PTX
     # The settings of the variant's nixpkgs instance, shared by every variant built for the same
@@ -78,6 +104,8 @@ class Variant(NamedTuple):
     # Built with a pre-SBSA Jetson capability set: nixpkgs then takes the Jetson
     # (linux-aarch64) redistributables, so such jobs never share them with SBSA jobs.
     jetson: bool = False
+    vendor: str = "nvidia"  # "nvidia" or "amd"
+    rocm: RocmSpec | None = None  # set exactly for AMD variants
 
     @property
     def targets(self) -> tuple[Target, ...]:
@@ -117,6 +145,10 @@ class Plan:
     baselines: Baselines
     share: str
     systems: tuple[str, ...] = ()  # every planned system, the default first
+    amd_fleet: tuple[AmdFleetGpu, ...] = ()
+    rocm_scope: str = "package"
+    # nixpkgs' default ROCm targets (clr.gpuTargets): what a shared ROCm build holds.
+    amd_default_targets: tuple[AmdTarget, ...] = ()
     _index: dict[str, Variant] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

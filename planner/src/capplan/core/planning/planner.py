@@ -19,6 +19,7 @@ fleet), :mod:`~capplan.core.planning.rules` (buildability), :mod:`~capplan.core.
 
 from __future__ import annotations
 
+from capplan.core.model.amd import AmdTarget
 from capplan.core.model.capability import Capability
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import AARCH64, X86_64, system_suffix
@@ -28,13 +29,15 @@ from capplan.core.planning.graph import dependency_closure
 from capplan.core.planning.inputs import (
     NIXPKGS_DEFAULT_CUDA,
     nixpkgs_cuda_version,
+    resolve_amd_fleet,
     resolve_cuda_policy,
     resolve_fleet,
 )
 from capplan.core.planning.jobs import Builder, plan_package
-from capplan.core.planning.plan import Baselines, Decision, FleetGpu, Plan, Variant
+from capplan.core.planning.plan import AmdFleetGpu, Baselines, Decision, FleetGpu, Plan, Variant
+from capplan.core.planning.rocm import RocmPlan, looks_like_gfx, plan_rocm, rocm_baselines
 from capplan.core.planning.rules import Rules
-from capplan.errors import CapplanError, InfeasibleError, NothingToDo, shorten
+from capplan.errors import CapplanError, InfeasibleError, InvalidInputError, NothingToDo, shorten
 
 __all__ = [
     "NIXPKGS_DEFAULT_CUDA",
@@ -51,20 +54,21 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
     """Plan every requested package for the fleet. Raises CapplanError subclasses on bad input."""
     policy_cuda = resolve_cuda_policy(kb, config.policy.cuda)
     fleet = resolve_fleet(kb, config)
+    amd_fleet = resolve_amd_fleet(kb, config)
     if not config.packages:
         raise NothingToDo(
             "capplan.toml lists no packages: nothing to build",
             hint="add a [packages.<name>] table, e.g. [packages.torch]",
         )
+    all_requested = tuple(sorted(config.packages))
+    for name in all_requested:
+        _check_package(kb, config, name)
+    # The CUDA rules see only what is theirs: packages built for NVIDIA, capabilities in
+    # extra/exclude (gfx targets go to the AMD rules, core/planning/rocm.py).
+    amd_config = config
+    config = _cuda_view(config)
     requested = tuple(sorted(config.packages))
-    for name in requested:
-        kb.package(name)
-        user = config.packages[name]
-        for cap in (*user.exclude, *user.extra):
-            kb.capability(Capability.parse(cap))
-        if user.cuda is not None:
-            nixpkgs_cuda_version(kb, user.cuda, f"packages.{name}.cuda")
-    if not fleet and not any(config.packages[p].extra for p in requested):
+    if not fleet and not amd_fleet and not any(p.extra for p in amd_config.packages.values()):
         raise NothingToDo(
             "the fleet is empty: nothing to build", hint="list GPUs in [fleet] gpus = [...]"
         )
@@ -78,7 +82,9 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
                 f"{info.max_cuda or 'the newest'}",
                 hint="add a CUDA version that supports it to policy.cuda, or drop the GPU",
             )
-    closure = dependency_closure(kb, requested)  # unknown dependencies and cycles fail here
+    closure = (
+        dependency_closure(kb, requested) if requested else ()
+    )  # unknown dependencies and cycles fail here
     systems = config.policy.planned_systems
     unserved: list[Decision] = []
     for gpu in fleet:
@@ -116,14 +122,21 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
                 f"({reasons})",
                 hint=f"widen packages.{package} (exclude/cuda) or policy.cuda, or drop {package}",
             )
+    rocm = RocmPlan()
+    if kb.amd is not None:
+        rocm = plan_rocm(kb.amd, amd_config, amd_fleet, all_requested, systems)
+        unserved.extend(rocm.unserved)
     variants = tuple(
-        sorted((v for builder in builders for v in builder.finished()), key=_variant_order)
+        sorted(
+            (*(v for builder in builders for v in builder.finished()), *rocm.variants),
+            key=_variant_order,
+        )
     )
     active = tuple(b.rules.system for b in builders)
-    baselines = _baselines(kb, closure, fleet, variants, config, active)
+    baselines = _baselines(kb, closure, fleet, variants, amd_config, active, amd_fleet)
     decisions = tuple(
         sorted(
-            (d for builder in builders for d in builder.decisions),
+            (*(d for builder in builders for d in builder.decisions), *rocm.decisions),
             key=lambda d: (d.package, d.subject, d.action),
         )
     )
@@ -132,13 +145,77 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
         systems=systems,
         cuda_policy=policy_cuda,
         fleet=fleet,
-        packages=requested,
+        packages=all_requested,
         variants=variants,
         decisions=decisions,
         unserved=tuple(sorted(unserved, key=lambda d: (d.package, d.subject))),
         baselines=baselines,
         share=config.policy.share,
+        amd_fleet=amd_fleet,
+        rocm_scope=config.policy.rocm_scope,
+        amd_default_targets=kb.amd.nixpkgs_default_targets if kb.amd is not None else (),
     )
+
+
+def _check_package(kb: KnowledgeBase, config: Config, name: str) -> None:
+    """One requested package's settings, each bad value exit 4 with how to fix it."""
+    kb.package(name)
+    user = config.packages[name]
+    rocm = kb.amd.builds.get(name) if kb.amd is not None else None
+    if user.vendors is not None and not user.vendors:
+        raise InvalidInputError(
+            f"packages.{name}.vendors is empty", hint='list "nvidia", "amd" or both, or drop it'
+        )
+    if user.vendors is not None and "amd" in user.vendors and rocm is None:
+        raise InvalidInputError(
+            f"packages.{name}.vendors = {list(user.vendors)}: {name} is CUDA-only (nixpkgs has no "
+            "ROCm build of it)",
+            hint=f'set packages.{name}.vendors = ["nvidia"] or drop it',
+        )
+    amd_ok = rocm is not None and (user.vendors is None or "amd" in user.vendors)
+    nvidia_ok = user.vendors is None or "nvidia" in user.vendors
+    for key, values in (("exclude", user.exclude), ("extra", user.extra)):
+        for text in values:
+            if looks_like_gfx(text):
+                AmdTarget.parse(text)  # a bad target is exit 4 of its own
+                if not amd_ok:
+                    why = (
+                        f"{name} is CUDA-only (nixpkgs has no ROCm build of it)"
+                        if rocm is None
+                        else f"packages.{name}.vendors leaves out amd"
+                    )
+                    raise InvalidInputError(
+                        f"packages.{name}.{key} = '{shorten(text.strip())}': a ROCm gfx target, "
+                        f"but {why}",
+                        hint="gfx targets go to packages with a ROCm build ("
+                        + ", ".join(sorted(kb.amd.builds if kb.amd else ()))
+                        + f"); remove it from packages.{name}.{key}",
+                    )
+            else:
+                kb.capability(Capability.parse(text))
+                if not nvidia_ok:
+                    raise InvalidInputError(
+                        f"packages.{name}.{key} = '{shorten(text.strip())}': a CUDA capability, "
+                        f"but packages.{name}.vendors leaves out nvidia",
+                        hint=f"remove it from packages.{name}.{key} or add nvidia to vendors",
+                    )
+    if user.cuda is not None:
+        nixpkgs_cuda_version(kb, user.cuda, f"packages.{name}.cuda")
+
+
+def _cuda_view(config: Config) -> Config:
+    """``config`` as the CUDA rules see it: packages built for NVIDIA, without gfx targets."""
+    packages = {
+        name: user.model_copy(
+            update={
+                "extra": tuple(t for t in user.extra if not looks_like_gfx(t)),
+                "exclude": tuple(t for t in user.exclude if not looks_like_gfx(t)),
+            }
+        )
+        for name, user in config.packages.items()
+        if user.vendors is None or "nvidia" in user.vendors
+    }
+    return config.model_copy(update={"packages": packages})
 
 
 def _extra_systems(kb: KnowledgeBase, config: Config) -> set[str]:
@@ -155,7 +232,17 @@ def _extra_systems(kb: KnowledgeBase, config: Config) -> set[str]:
 def _variant_order(v: Variant) -> tuple[object, ...]:
     """Package, then single variants by capability, then fat builds; CUDA, then name last
     (so a capability's x86_64 and aarch64 variants sit together)."""
-    return (v.package, v.fat, tuple(c.sort_key for c in v.capabilities), v.cuda, v.name)
+    amd = v.rocm.targets if v.rocm is not None else ()
+    return (
+        v.package,
+        v.fat,
+        v.vendor,
+        tuple(c.sort_key for c in v.capabilities),
+        amd,
+        v.cuda is None,
+        v.cuda or NIXPKGS_DEFAULT_CUDA,
+        v.name,
+    )
 
 
 def _baselines(
@@ -165,6 +252,7 @@ def _baselines(
     variants: tuple[Variant, ...],
     config: Config,
     active: tuple[str, ...] = (X86_64,),
+    amd_fleet: tuple[AmdFleetGpu, ...] = (),
 ) -> Baselines:
     """Both references are per planned system with GPUs (each system builds its own copies):
     nixpkgs' default is one fat build of every package there; naive one variant per fleet
@@ -194,6 +282,17 @@ def _baselines(
             naive_size += copies * (
                 pkg.cost.base_size_mb + (pkg.cost.per_target_size_mb if dependent else 0)
             )
+    if kb.amd is not None and amd_fleet:
+        d_min, d_size, d_jobs, n_min, n_size, n_jobs = rocm_baselines(
+            kb.amd, config, amd_fleet, tuple(config.packages)
+        )
+        default_minutes += d_min
+        default_size += d_size
+        naive_minutes += n_min
+        naive_size += n_size
+        naive_jobs += n_jobs
+    else:
+        d_jobs = 0
     if config.policy.share == "compatible":
         exact_config = config.model_copy(
             update={"policy": config.policy.model_copy(update={"share": "exact", "fat": "none"})}
@@ -210,7 +309,7 @@ def _baselines(
         plan_jobs=len(variants),
         nixpkgs_default_minutes=round(default_minutes, 2),
         nixpkgs_default_size_mb=round(default_size, 2),
-        nixpkgs_default_jobs=len(closure) * len(active),
+        nixpkgs_default_jobs=len(closure) * len(active) + d_jobs,
         naive_minutes=round(naive_minutes, 2),
         naive_size_mb=round(naive_size, 2),
         naive_jobs=naive_jobs,

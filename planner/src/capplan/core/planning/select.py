@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from capplan.core.model.amd import AmdRunLevel, AmdTarget, AmdVerdict, amd_how_runs
 from capplan.core.model.capability import Capability
 from capplan.core.model.compat import RunLevel, Verdict, how_runs, is_jetson
 from capplan.core.model.cuda import CudaVersion
@@ -24,7 +25,7 @@ from capplan.core.model.drivers import version_key
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.planning.plan import Plan, Variant
 
-__all__ = ["DriverSupport", "Pick", "driver_support", "pick_variant"]
+__all__ = ["AmdPick", "DriverSupport", "Pick", "driver_support", "pick_amd_variant", "pick_variant"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,8 @@ def _device_verdict(
 ) -> Verdict:
     """How ``variant``'s code runs on ``device``, ignoring the driver."""
     info = kb.capability(device.base) if kb.knows(device.base) else None
-    if info is not None and info.max_cuda is not None and variant.cuda > info.max_cuda:
+    cuda = _cuda(variant)
+    if info is not None and info.max_cuda is not None and cuda > info.max_cuda:
         return Verdict(
             RunLevel.CANNOT_RUN,
             None,
@@ -136,6 +138,8 @@ def pick_variant(
     best: tuple[tuple[object, ...], Variant, Verdict] | None = None
     whys: list[str] = []
     for variant in plan.variants_of(package):
+        if variant.cuda is None:
+            continue  # an AMD variant: pick_amd_variant
         if jetson and variant.system != "aarch64-linux":
             continue  # a Jetson runs aarch64-linux builds only
         verdict = _device_verdict(plan, kb, variant, device, jetson)
@@ -156,9 +160,10 @@ def pick_variant(
     _, variant, verdict = best
     if not runs.known:
         return Pick(package, variant, verdict, None)
-    if runs.runs(variant.cuda):
+    cuda = _cuda(variant)
+    if runs.runs(cuda):
         return Pick(package, variant, verdict, True)
-    need = runs.needs[variant.cuda]
+    need = runs.needs[cuda]
     top = runs.max_cuda()
     reason = (
         f"{variant.name} is built with CUDA {variant.cuda}, which needs driver >= {need}; "
@@ -172,6 +177,60 @@ def pick_variant(
         False,
         needs_driver=need,
         blocked=variant,
+    )
+
+
+def _cuda(variant: Variant) -> CudaVersion:
+    """The CUDA version of an NVIDIA variant (AMD variants never reach the CUDA rules)."""
+    if variant.cuda is None:
+        raise AssertionError(f"{variant.name} is an AMD variant, not a CUDA one")
+    return variant.cuda
+
+
+@dataclass(frozen=True, slots=True)
+class AmdPick:
+    package: str
+    variant: Variant | None  # None when no AMD variant of the package runs on the device
+    level: RunLevel
+    reason: str
+
+
+def pick_amd_variant(plan: Plan, package: str, device: AmdTarget) -> AmdPick:
+    """The best AMD variant of ``package`` for ``device``: exact processor before compatible
+    code (ISA-compatibility patches, generic targets), a single-target build before a shared
+    one, then by name. A shared build of nixpkgs' default list holds ``default_targets``."""
+    best: tuple[tuple[object, ...], Variant, AmdVerdict] | None = None
+    whys: list[str] = []
+    for variant in plan.variants_of(package):
+        if variant.rocm is None:
+            continue
+        targets = variant.rocm.targets or plan.amd_default_targets
+        verdict = amd_how_runs(device, targets)
+        if verdict.level is AmdRunLevel.CANNOT_RUN:
+            whys.append(f"{variant.name}: {verdict.reason}")
+            continue
+        key = (verdict.level.rank, len(targets), variant.name)
+        if best is None or key < best[0]:
+            best = (key, variant, verdict)
+    if best is not None:
+        _, variant, verdict = best
+        level = RunLevel.NATIVE if verdict.level is AmdRunLevel.EXACT else RunLevel.COMPATIBLE
+        return AmdPick(package, variant, level, verdict.reason)
+    labels = {g.label for g in plan.amd_fleet if g.target.processor == device.processor}
+    for decision in plan.unserved:
+        if decision.package == package and decision.subject in labels:
+            return AmdPick(package, None, RunLevel.CANNOT_RUN, decision.reason)
+    detail = f" ({'; '.join(whys[:2])})" if whys else ""
+    hint = (
+        f"add [packages.{package}] to the config"
+        if package not in plan.packages
+        else f"add \"{device.processor}\" to fleet.gpus and run 'capplan generate'"
+    )
+    return AmdPick(
+        package,
+        None,
+        RunLevel.CANNOT_RUN,
+        f"no {package} variant in this plan runs on {device.processor}{detail}; {hint}",
     )
 
 

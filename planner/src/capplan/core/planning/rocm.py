@@ -1,0 +1,503 @@
+"""AMD planning: each AMD fleet GPU served by a ROCm variant (``torch-gfx942``), beside CUDA.
+
+Rules (issue 16, restated from ../shared/ROCM.md):
+
+1. A package builds for AMD when the knowledge base has a ROCm build for it
+   (``builds`` in kb/amd_packages.json) and ``packages.<name>.vendors`` does not leave AMD out.
+   A CUDA-only package leaves each AMD GPU unserved, with that reason.
+2. Each AMD GPU is served by a variant for its own processor (features dropped: nixpkgs never
+   sets them). A package whose own target list excludes the processor (magma-hip on gfx942)
+   uses a listed processor whose code loads on it through nixpkgs' ISA-compatibility patches
+   (gfx1030 code on gfx1031), else leaves the GPU unserved with the package's reason.
+   ``share = "compatible"`` builds one generic target (``gfx11-generic``) for two or more
+   processors of its family when the package takes any target.
+3. ``rocm_scope = "package"``: the variant is the package with ``gpuTargets = [ target ]`` in a
+   ROCm package set; the ROCm libraries come from nixpkgs' default scope (the cache).
+   ``"stack"``: the package in ``rocmPackages.<target>`` (a per-target scope nixpkgs has for
+   each default target), so every target-dependent library it links rebuilds for that target:
+   each is a job of its own, and composable_kernel without a gfx9 target is refused as nixpkgs
+   does (``meta.broken``). A target without such a scope falls back to "package", with the
+   reason.
+4. A package that reads only ``clr.gpuTargets`` (onnxruntime) cannot narrow its targets: one
+   shared build in nixpkgs' default ROCm set serves every GPU whose code it holds.
+5. ROCm jobs run on x86_64-linux (where Hydra builds ROCm) unless ``fleet.systems`` puts the
+   GPU elsewhere; names of the plan's first system carry no suffix, as for CUDA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from capplan.core.model.amd import AmdRunLevel, AmdTarget, amd_how_runs
+from capplan.core.model.amd_kb import AmdKnowledgeBase, RocmBuild, RocmCost
+from capplan.core.model.compat import RunLevel
+from capplan.core.model.systems import X86_64, system_suffix
+from capplan.core.planning.config import Config
+from capplan.core.planning.plan import AmdFleetGpu, Decision, RocmSpec, Serve, Variant
+
+__all__ = ["RocmPlan", "looks_like_gfx", "plan_rocm", "rocm_baselines"]
+
+_LEVEL = {AmdRunLevel.EXACT: RunLevel.NATIVE, AmdRunLevel.COMPATIBLE: RunLevel.COMPATIBLE}
+
+
+def looks_like_gfx(text: str) -> bool:
+    """Whether a fleet entry or a package's ``extra``/``exclude`` value is meant as a gfx
+    target (it is then parsed as one, and a bad one is an error of its own)."""
+    return text.strip().lower().startswith("gfx")
+
+
+@dataclass
+class RocmPlan:
+    variants: list[Variant] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    unserved: list[Decision] = field(default_factory=list)
+
+
+@dataclass
+class _Job:
+    name: str
+    package: str
+    attr: str
+    target: AmdTarget | None  # None: a shared build of the default list
+    cost: RocmCost
+    cost_targets: int
+    big_parallel: bool
+    system: str
+    independent: bool = False
+    needs: list[str] = field(default_factory=list)
+    serves: list[Serve] = field(default_factory=list)
+    # (package, override key) pairs that narrow this instance: "torch", "magma-hip".
+    scope: str = "package"
+    scope_attr: str | None = None
+
+
+@dataclass
+class _Planner:
+    amd: AmdKnowledgeBase
+    config: Config
+    system: str
+    suffix: str
+    out: RocmPlan
+    jobs: dict[str, _Job] = field(default_factory=dict)
+    # Per build target: the override keys of the packages planned for it.
+    overrides: dict[AmdTarget, set[str]] = field(default_factory=dict)
+    scope_of: dict[AmdTarget, tuple[str, str | None]] = field(default_factory=dict)
+
+    def decide(self, package: str, subject: str, action: str, reason: str) -> None:
+        self.out.decisions.append(Decision(package, subject, action, reason))
+
+    def name(self, package: str, label: str) -> str:
+        return f"{package}-{label}{self.suffix}"
+
+    def scope(self, target: AmdTarget, package: str) -> tuple[str, str | None]:
+        """The (scope, scope_attr) of a build target's instance, decided once per target."""
+        found = self.scope_of.get(target)
+        if found is not None:
+            return found
+        wanted = self.config.policy.rocm_scope
+        found = ("package", None)
+        if wanted == "stack":
+            if target in self.amd.nixpkgs_default_targets:
+                found = ("stack", target.processor)
+            else:
+                self.decide(
+                    package,
+                    str(target),
+                    "scope",
+                    f"rocm_scope = stack needs rocmPackages.{target.processor}, which nixpkgs "
+                    "has only for its default targets: built with rocm_scope = package "
+                    "(gpuTargets; the ROCm libraries come from the default scope)",
+                )
+        self.scope_of[target] = found
+        return found
+
+
+def _cost(cost: RocmCost, targets: int) -> tuple[float, float]:
+    return (
+        round(cost.base_minutes + targets * cost.per_target_minutes, 2),
+        round(cost.base_size_mb + targets * cost.per_target_size_mb, 2),
+    )
+
+
+def _build_target(
+    amd: AmdKnowledgeBase, package: str, build: RocmBuild, device: AmdTarget
+) -> tuple[AmdTarget | None, AmdRunLevel, str]:
+    """Rule 2 for one device: the processor to build, how the device runs it, and why."""
+    own = amd.packages.get(build.targets) if build.targets else None
+    if own is None or own.accepts is None:
+        return device, AmdRunLevel.EXACT, f"{device} is built exactly"
+    check = own.check(build.targets or package, [device])
+    if check.outcome == "ok":
+        return device, AmdRunLevel.EXACT, f"{device} is built exactly"
+    for candidate in sorted(own.accepts):
+        verdict = amd_how_runs(device, [candidate])
+        if verdict.level is AmdRunLevel.COMPATIBLE:
+            return (
+                candidate.base,
+                AmdRunLevel.COMPATIBLE,
+                f"{check.reason}; {verdict.reason}",
+            )
+    return None, AmdRunLevel.CANNOT_RUN, check.reason
+
+
+def plan_rocm(
+    amd: AmdKnowledgeBase,
+    config: Config,
+    fleet: Sequence[AmdFleetGpu],
+    requested: Sequence[str],
+    systems: Sequence[str],
+) -> RocmPlan:
+    """Every AMD variant of the plan (rules 1-5), with decisions and unserved GPUs."""
+    out = RocmPlan()
+    extras = _extras(config, requested)
+    for system in systems:
+        here = [g for g in fleet if g.system == system]
+        extra_here = extras if system == _extra_system(systems) else {}
+        if not here and not any(extra_here.values()):
+            continue
+        planner = _Planner(amd, config, system, system_suffix(system, systems[0]), out)
+        for package in requested:
+            _plan_package(planner, package, here, extra_here.get(package, ()))
+        _finish(planner)
+    return out
+
+
+def _extra_system(systems: Sequence[str]) -> str:
+    return X86_64 if X86_64 in systems else systems[0]
+
+
+def _extras(config: Config, requested: Sequence[str]) -> dict[str, tuple[AmdTarget, ...]]:
+    return {
+        p: tuple(
+            sorted({AmdTarget.parse(t).base for t in config.packages[p].extra if looks_like_gfx(t)})
+        )
+        for p in requested
+    }
+
+
+def _vendors_allow_amd(config: Config, package: str) -> bool:
+    vendors = config.packages[package].vendors
+    return vendors is None or "amd" in vendors
+
+
+def _plan_package(
+    planner: _Planner, package: str, gpus: list[AmdFleetGpu], extra: tuple[AmdTarget, ...]
+) -> None:
+    amd = planner.amd
+    if not _vendors_allow_amd(planner.config, package):
+        if gpus:
+            planner.decide(package, "amd", "skipped", f"packages.{package}.vendors leaves out amd")
+        return
+    build = amd.builds.get(package)
+    if build is None:
+        for gpu in gpus:
+            planner.out.unserved.append(
+                Decision(
+                    package,
+                    gpu.label,
+                    "unserved",
+                    f"{package} is CUDA-only: nixpkgs has no ROCm build of it",
+                )
+            )
+        return
+    excluded = {
+        AmdTarget.parse(t).base
+        for t in planner.config.packages[package].exclude
+        if looks_like_gfx(t)
+    }
+    if build.how == "default-targets":
+        _plan_default_targets(planner, package, build, gpus)
+        return
+    # Rule 2: a build target per device, then share=compatible's generic targets.
+    served: dict[AmdTarget, list[tuple[AmdFleetGpu, AmdRunLevel, str]]] = {}
+    for gpu in gpus:
+        if gpu.target in excluded:
+            planner.out.unserved.append(
+                Decision(
+                    package,
+                    gpu.label,
+                    "unserved",
+                    f"capplan.toml excludes {gpu.target} for {package}",
+                )
+            )
+            continue
+        target, level, reason = _build_target(amd, package, _own_list(amd, build), gpu.target)
+        if target is None:
+            planner.out.unserved.append(Decision(package, gpu.label, "unserved", reason))
+            planner.decide(package, f"{package}:{gpu.target}", "excluded", reason)
+            continue
+        served.setdefault(target, []).append((gpu, level, reason))
+    for target in extra:
+        if target not in excluded:
+            served.setdefault(target, [])
+    if planner.config.policy.share == "compatible":
+        served = _share_generic(planner, package, build, served)
+    for target in sorted(served):
+        devices = tuple(sorted({gpu.target for gpu, _, _ in served[target]})) or (target,)
+        job = _job(planner, package, build, target, devices)
+        for gpu, level, reason in served[target]:
+            if level is not AmdRunLevel.EXACT:
+                planner.decide(package, gpu.label, "substituted", reason)
+            job.serves.append(Serve(gpu.label, _LEVEL[level], reason))
+        if not served[target]:
+            planner.decide(package, job.name, "extra", f"{job.name}: asked for in extra")
+
+
+def _own_list(amd: AmdKnowledgeBase, build: RocmBuild) -> RocmBuild:
+    """An inherited build (torchvision) follows the target list of the package it inherits."""
+    if build.how == "inherited":
+        return amd.builds[build.depends[0]]
+    return build
+
+
+def _share_generic(
+    planner: _Planner,
+    package: str,
+    build: RocmBuild,
+    served: dict[AmdTarget, list[tuple[AmdFleetGpu, AmdRunLevel, str]]],
+) -> dict[AmdTarget, list[tuple[AmdFleetGpu, AmdRunLevel, str]]]:
+    own = planner.amd.packages.get(_own_list(planner.amd, build).targets or "")
+    if own is not None and own.accepts is not None:
+        return served  # a fixed list takes no generic target
+    families: dict[AmdTarget, list[AmdTarget]] = {}
+    for target in served:
+        generic = target.generic
+        if generic is not None:
+            families.setdefault(generic, []).append(target)
+    result = dict(served)
+    for generic, members in sorted(families.items()):
+        if len(members) < 2:
+            continue
+        merged: list[tuple[AmdFleetGpu, AmdRunLevel, str]] = []
+        for member in members:
+            for gpu, _, _ in result.pop(member):
+                verdict = amd_how_runs(gpu.target, [generic])
+                merged.append((gpu, verdict.level, f"share=compatible: {verdict.reason}"))
+        result[generic] = merged
+        planner.decide(
+            package,
+            str(generic),
+            "shared",
+            f"share=compatible: one {generic} build serves {', '.join(map(str, sorted(members)))}",
+        )
+    return result
+
+
+def _job(
+    planner: _Planner,
+    package: str,
+    build: RocmBuild,
+    target: AmdTarget,
+    devices: tuple[AmdTarget, ...] = (),
+) -> _Job:
+    """The variant of ``package`` for ``target`` (with its dependency jobs), made once;
+    ``devices``: the processors it serves (a generic target's members)."""
+    name = planner.name(package, target.processor)
+    job = planner.jobs.get(name)
+    if job is not None:
+        return job
+    scope, scope_attr = planner.scope(target, package)
+    job = planner.jobs[name] = _Job(
+        name=name,
+        package=package,
+        attr=build.attr,
+        target=target,
+        cost=build.cost,
+        cost_targets=1,
+        big_parallel=build.big_parallel,
+        system=planner.system,
+        scope=scope,
+        scope_attr=scope_attr,
+    )
+    if build.override is not None:
+        planner.overrides.setdefault(target, set()).add(build.override)
+    for dep in build.depends:
+        dep_job = _job(planner, dep, planner.amd.builds[dep], target, devices)
+        job.needs.append(dep_job.name)
+        if dep not in planner.config.packages:
+            planner.decide(
+                dep, dep_job.name, "dependency", f"{name} builds against it in its package set"
+            )
+    _links(planner, package, build, target, devices or (target,), job)
+    return job
+
+
+def _links(
+    planner: _Planner,
+    package: str,
+    build: RocmBuild,
+    target: AmdTarget,
+    devices: tuple[AmdTarget, ...],
+    job: _Job,
+) -> None:
+    """The target-dependent ROCm libraries ``package`` links: from the cache ("package"), or
+    rebuilt in the target's scope ("stack"); what each library's own list does with it."""
+    amd = planner.amd
+    for lib_name in build.links:
+        library = amd.stack_libraries[lib_name]
+        own = amd.packages.get(library.targets) if library.targets else None
+        check = own.check(lib_name, [target]) if own is not None else None
+        planned_magma = lib_name == "magma-hip" and planner.name("magma", target.processor)
+        if planned_magma and planned_magma in planner.jobs:
+            job.needs.append(planned_magma)
+            continue
+        if job.scope == "package":
+            # The default scope's build holds the default list as the library's own list
+            # leaves it (magma-hip: clr.gpuTargets ∩ VALID_GFXS).
+            if own is not None:
+                cached = own.check(lib_name, amd.nixpkgs_default_targets).kept
+                for device in devices:
+                    if amd_how_runs(device, cached).level is not AmdRunLevel.CANNOT_RUN:
+                        continue
+                    planner.decide(
+                        package,
+                        f"{lib_name}:{device}",
+                        "excluded",
+                        f"{lib_name}'s own target list lacks {device}: {job.name} links "
+                        f"nixpkgs' default {lib_name} (from the cache), built for "
+                        f"{', '.join(map(str, cached))}, so its GPU code does not cover {device}",
+                    )
+            continue
+        if check is not None and check.outcome == "broken":
+            planner.decide(
+                package,
+                f"{lib_name}:{target}",
+                "refused",
+                f"{check.reason}: rocmPackages.{job.scope_attr} does not build it, so no job",
+            )
+            continue
+        lib_job_name = planner.name(lib_name, target.processor)
+        lib_job = planner.jobs.get(lib_job_name)
+        if lib_job is None:
+            reads_default = lib_name == "magma-hip"
+            n_targets = len(_magma_default(amd)) if reads_default else 1
+            lib_job = planner.jobs[lib_job_name] = _Job(
+                name=lib_job_name,
+                package=lib_name,
+                attr=library.attr,
+                target=target,
+                cost=library.cost,
+                cost_targets=n_targets,
+                big_parallel=False,
+                system=planner.system,
+                scope=job.scope,
+                scope_attr=job.scope_attr,
+            )
+            why = f"rocm_scope = stack: rebuilt in rocmPackages.{job.scope_attr}"
+            if reads_default:
+                why += (
+                    "; magma-hip reads clr.gpuTargets, not the scope's list, so it keeps "
+                    f"{', '.join(map(str, _magma_default(amd)))}"
+                )
+            if check is not None and check.outcome != "ok":
+                why += f"; {check.reason}"
+                planner.decide(package, f"{lib_name}:{target}", "excluded", check.reason)
+            planner.decide(lib_name, lib_job_name, "stack", why)
+        job.needs.append(lib_job.name)
+
+
+def _magma_default(amd: AmdKnowledgeBase) -> tuple[AmdTarget, ...]:
+    """What magma-hip builds without a gpuTargets argument: clr.gpuTargets ∩ its VALID_GFXS."""
+    return amd.packages["magma-hip"].check("magma-hip", amd.nixpkgs_default_targets).kept
+
+
+def _plan_default_targets(
+    planner: _Planner, package: str, build: RocmBuild, gpus: list[AmdFleetGpu]
+) -> None:
+    """Rule 4: one build in nixpkgs' default ROCm set, shared by every GPU it can serve."""
+    defaults = planner.amd.nixpkgs_default_targets
+    serves: list[Serve] = []
+    for gpu in gpus:
+        verdict = amd_how_runs(gpu.target, defaults)
+        if verdict.level is AmdRunLevel.CANNOT_RUN:
+            reason = f"{package} reads clr.gpuTargets only; {verdict.reason}"
+            planner.out.unserved.append(Decision(package, gpu.label, "unserved", reason))
+            continue
+        serves.append(Serve(gpu.label, _LEVEL[verdict.level], verdict.reason))
+    if not serves:
+        return
+    name = planner.name(package, "rocm")
+    planner.jobs[name] = _Job(
+        name=name,
+        package=package,
+        attr=build.attr,
+        target=None,
+        cost=build.cost,
+        cost_targets=len(defaults),
+        big_parallel=build.big_parallel,
+        system=planner.system,
+        independent=True,
+        serves=serves,
+    )
+    planner.decide(
+        package,
+        name,
+        "shared",
+        f"{package} reads clr.gpuTargets (no per-build target list): one build in nixpkgs' "
+        f"default ROCm set serves {', '.join(s.gpu for s in serves)}",
+    )
+
+
+def _finish(planner: _Planner) -> None:
+    """Freeze the jobs: every job of one build target shares one RocmSpec (one instance)."""
+    for job in planner.jobs.values():
+        if job.target is None:
+            spec = RocmSpec("package", None, (), ())
+        else:
+            keys = sorted(planner.overrides.get(job.target, ()))
+            overrides = tuple((key, (job.target.processor,)) for key in keys)
+            spec = RocmSpec(job.scope, job.scope_attr, (job.target,), overrides)
+        minutes, size = _cost(job.cost, job.cost_targets)
+        planner.out.variants.append(
+            Variant(
+                name=job.name,
+                package=job.package,
+                attr=job.attr,
+                capabilities=(),
+                cuda=None,
+                cuda_set=None,
+                ptx=(),
+                forward_compat=False,
+                gpu_targets=(),
+                independent=job.independent,
+                fat=False,
+                needs=tuple(sorted(set(job.needs))),
+                minutes=minutes,
+                size_mb=size,
+                big_parallel=job.big_parallel,
+                serves=tuple(job.serves),
+                system=job.system,
+                vendor="amd",
+                rocm=spec,
+            )
+        )
+
+
+def rocm_baselines(
+    amd: AmdKnowledgeBase, config: Config, fleet: Sequence[AmdFleetGpu], requested: Sequence[str]
+) -> tuple[float, float, int, float, float, int]:
+    """The AMD part of the reference strategies: nixpkgs' default (each ROCm package once,
+    for the whole default list) and naive (one build per fleet processor), per system with AMD
+    GPUs. Returns (default minutes, size, jobs, naive minutes, size, jobs)."""
+    d_min = d_size = n_min = n_size = 0.0
+    d_jobs = n_jobs = 0
+    systems = sorted({g.system for g in fleet})
+    for system in systems:
+        targets = {g.target for g in fleet if g.system == system}
+        for package in requested:
+            build = amd.builds.get(package)
+            if build is None or not _vendors_allow_amd(config, package):
+                continue
+            n_default = len(amd.nixpkgs_default_targets)
+            minutes, size = _cost(build.cost, n_default)
+            d_min += minutes
+            d_size += size
+            d_jobs += 1
+            copies = 1 if build.how == "default-targets" else len(targets)
+            per = n_default if build.how == "default-targets" else 1
+            minutes, size = _cost(build.cost, per)
+            n_min += copies * minutes
+            n_size += copies * size
+            n_jobs += copies
+    return d_min, d_size, d_jobs, n_min, n_size, n_jobs
