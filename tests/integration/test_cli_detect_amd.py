@@ -56,11 +56,12 @@ def test_detect_mixed_nvidia_and_amd(capplan_cli: object, tmp_path: Path) -> Non
         assert gpu["pci_id"] == pci
         assert gpu["overlay"] == f'gpuTargets = [ "{target}" ];'
         assert set(gpu["variants"]) == set(nvidia["variants"])
+        # The embedded plan has no AMD GPU: no variant runs, and the answer says what to add.
         assert all(v is None for v in gpu["variants"].values())
         how = gpu["how"]["torch"]
-        assert how["level"] == "not-planned" and how["command"] is None
-        assert "no AMD variants are planned yet (ROCm planning is not implemented)" in how["reason"]
-        assert target in how["reason"]
+        assert (how["level"], how["command"], how["variant"]) == ("cannot-run", None, None)
+        assert f'add "{target}" to fleet.gpus' in how["reason"]
+        assert "magma is CUDA-only" not in how["reason"]
     assert data["notes"] == []
 
 
@@ -72,7 +73,8 @@ def test_detect_amd_only_does_not_exit_no_gpu(capplan_cli: object, tmp_path: Pat
     out = " ".join(result.stdout.split())
     assert "AMD target gfx942, from kfd, PCI id 1002:74a1" in out
     assert "AMD target gfx1100" in out
-    assert "no AMD variants are planned yet (ROCm planning is not implemented)" in out
+    assert "no torch variant in this plan runs on gfx1100" in out
+    assert 'add "gfx1100" to fleet.gpus' in out
     assert 'gpuTargets = [ "gfx1100" ];' in out
     assert "note: KFD node 3: gfx_target_version 999999 is not" in out and "skipped" in out
     assert "Traceback" not in result.stderr
@@ -104,3 +106,140 @@ def test_detect_garbage_kfd_and_no_gpu_is_one_line(capplan_cli: object, tmp_path
     err = result.stderr.strip()
     assert err.startswith("capplan: error: no NVIDIA GPU found") and "\n" not in err
     assert "no AMD GPU found either (KFD node 1: properties not text; skipped)" in err
+
+
+MIXED = """
+[fleet]
+gpus = ["A100", "MI300X", "Radeon RX 7900 XTX", "Strix Halo"]
+[packages.torch]
+[packages.magma]
+[packages.nccl]
+[packages.onnxruntime]
+vendors = ["nvidia"]
+[policy]
+cuda = ["12.9"]
+"""
+
+
+def _config(tmp_path: Path, text: str = MIXED) -> str:
+    path = tmp_path / "capplan.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_detect_recommends_planned_amd_variants(capplan_cli: object, tmp_path: Path) -> None:
+    root = _amd_fleet(tmp_path / "sys")
+    _nvidia(root, "20b0")  # A100
+    args = ("detect", "--json", "--config", _config(tmp_path))
+    result = capplan_cli(*args, env=_env(tmp_path, root))  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    nvidia, mi300x, xtx = json.loads(result.stdout)["gpus"]
+    assert nvidia["variants"]["torch"] == "torch-sm80"
+    for gpu, variant in ((mi300x, "torch-gfx942"), (xtx, "torch-gfx1100")):
+        assert set(gpu) == set(nvidia) and set(gpu["how"]) == set(nvidia["how"])
+        assert gpu["variants"]["torch"] == variant
+        assert gpu["how"]["torch"] == {
+            "level": "native",
+            "reason": f"code object for {gpu['target']}",
+            "command": f"nix build .#{variant}",
+            "driver_ok": None,
+            "needs_driver": None,
+            "variant": variant,
+        }
+        # magma-hip's own list (VALID_GFXS) lacks both: this GPU's own reason, no command.
+        magma = gpu["how"]["magma"]
+        assert (gpu["variants"]["magma"], magma["level"], magma["command"]) == (
+            None,
+            "cannot-run",
+            None,
+        )
+        assert f"magma-hip's own target list excludes {gpu['target']}" in magma["reason"]
+        nccl = gpu["how"]["nccl"]
+        assert (nccl["level"], nccl["reason"]) == (
+            "cannot-run",
+            "nccl is CUDA-only: nixpkgs has no ROCm build of it",
+        )
+        assert gpu["how"]["onnxruntime"]["reason"].startswith(
+            "packages.onnxruntime.vendors = ['nvidia'] leaves out amd"
+        )
+
+
+def test_detect_amd_text_table(capplan_cli: object, tmp_path: Path) -> None:
+    root = tmp_path / "sys"
+    _kfd(root, "1", "gfx_target_version 110000\nvendor_id 4098\n")
+    _kfd(root, "2", "gfx_target_version 120001\nvendor_id 4098\n")  # RX 9070: not in the fleet
+    args = ("detect", "--config", _config(tmp_path))
+    result = capplan_cli(*args, env=_env(tmp_path, root))  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "AMD target gfx1100, from kfd" in out
+    assert "torch-gfx1100" in out and "nix build .#torch-gfx1100" in out
+    assert "native: code object for gfx1100" in out
+    assert 'add "gfx1201" to fleet.gpus' in out.replace("│ ", "").replace(" │", "")
+    assert 'torchWithRocm.override { gpuTargets = [ "gfx1100" ]; }' in out
+
+
+def test_detect_gfx1031_runs_gfx1030_code(capplan_cli: object, tmp_path: Path) -> None:
+    """An RX 6700 XT (gfx1031) where the plan builds only gfx1030 (an RX 6800): compatible,
+    through nixpkgs' ISA-compatibility patches; never HSA_OVERRIDE_GFX_VERSION."""
+    root = tmp_path / "sys"
+    _kfd(root, "1", "gfx_target_version 100301\nvendor_id 4098\n")
+    config = _config(tmp_path, '[fleet]\ngpus = ["RX 6800"]\n[packages.torch]\n')
+    result = capplan_cli("detect", "--json", "--config", config, env=_env(tmp_path, root))  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    (gpu,) = json.loads(result.stdout)["gpus"]
+    assert (gpu["target"], gpu["variants"]["torch"]) == ("gfx1031", "torch-gfx1030")
+    how = gpu["how"]["torch"]
+    assert (how["level"], how["command"]) == ("compatible", "nix build .#torch-gfx1030")
+    assert "gfx1030 code loads on gfx1031" in how["reason"]
+    assert "ISA compatibility" in how["reason"] and "HSA_OVERRIDE" not in result.stdout
+
+
+def test_detect_amd_features_from_rocminfo(capplan_cli: object, tmp_path: Path) -> None:
+    """rocminfo names the target with its features; the planned build has none ("any")."""
+    fake = tmp_path / "rocminfo"
+    fake.write_text(
+        "#!/bin/sh\necho 'Agent 2'\necho '  Name:   gfx90a:sramecc+:xnack-'\n"
+        "echo '  Marketing Name:   AMD Instinct MI250X'\n"
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    env = _env(tmp_path, tmp_path / "sys") | {"CAPPLAN_ROCMINFO": str(fake)}
+    config = _config(tmp_path, '[fleet]\ngpus = ["MI250X"]\n[packages.torch]\n')
+    result = capplan_cli("detect", "--json", "--config", config, env=env)  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    (gpu,) = json.loads(result.stdout)["gpus"]
+    assert gpu["target"] == "gfx90a:sramecc+:xnack-"
+    assert (gpu["variants"]["torch"], gpu["how"]["torch"]["level"]) == ("torch-gfx90a", "native")
+
+
+def test_detect_amd_variant_for_another_system(capplan_cli: object, tmp_path: Path) -> None:
+    """The plan builds ROCm on x86_64-linux; on an aarch64 machine nothing runs, and the
+    answer says why instead of asking to add a GPU the fleet already has."""
+    root = tmp_path / "sys"
+    _kfd(root, "1", "gfx_target_version 90402\nvendor_id 4098\n")
+    env = _env(tmp_path, root) | {"CAPPLAN_SYSTEM": "aarch64-linux"}
+    result = capplan_cli("detect", "--json", "--config", _config(tmp_path), env=env)  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    (gpu,) = json.loads(result.stdout)["gpus"]
+    how = gpu["how"]["torch"]
+    assert (gpu["system"], gpu["variants"]["torch"], how["level"]) == (
+        "aarch64-linux",
+        None,
+        "cannot-run",
+    )
+    assert how["reason"].startswith(
+        "torch-gfx942 is built for x86_64-linux and this machine is aarch64-linux"
+    )
+
+
+def test_detect_amd_garbage_beside_a_gpu_is_a_note(capplan_cli: object, tmp_path: Path) -> None:
+    root = tmp_path / "sys"
+    _kfd(root, "1", "gfx_target_version ninety\nvendor_id 4098\n")
+    _kfd(root, "2", "gfx_target_version 90402\nvendor_id 4098\n")
+    args = ("detect", "--json", "--config", _config(tmp_path))
+    result = capplan_cli(*args, env=_env(tmp_path, root))  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert [g["variants"]["torch"] for g in data["gpus"]] == ["torch-gfx942"]
+    assert data["notes"] == ["KFD node 1: properties gfx_target_version is not a number "
+                             "('ninety'); skipped"]  # fmt: skip

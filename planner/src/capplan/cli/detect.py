@@ -11,11 +11,13 @@ import click
 from rich.markup import escape
 
 from capplan.cli.output import emit_json, make_table, out_console, print_table
-from capplan.cli.planning import config_option, current_kb, plan_with_settings
+from capplan.cli.planning import Planned, config_option, current_kb, plan_with_settings
+from capplan.core.model.compat import RunLevel
 from capplan.core.model.gpus import find_gpus
+from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import uses_jetson_redist
-from capplan.core.planning.plan import Plan
-from capplan.core.planning.select import driver_support, pick_variant
+from capplan.core.planning.plan import Plan, Variant
+from capplan.core.planning.select import driver_support, pick_amd_variant, pick_variant
 from capplan.errors import DataError
 
 __all__ = ["detect"]
@@ -60,7 +62,8 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         ) from None
     # Here CAPPLAN_SYSTEM says which machine this is, not which systems to plan.
     environ = {k: v for k, v in os.environ.items() if k != SYSTEM_ENV}
-    plan = plan_with_settings(config_path, environ=environ).plan
+    planned = plan_with_settings(config_path, environ=environ)
+    plan = planned.plan
     report: list[dict[str, Any]] = []
     for gpu in found:
         cap = gpu.capability
@@ -72,40 +75,33 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         driver = driver_support(kb, gpu.driver)
         runs = driver.max_cuda()
         full = driver.max_cuda(full=True)
-        entry: dict[str, Any] = {
-            "name": gpu.name,
-            "vendor": "nvidia",
-            "system": system,
-            "capability": str(cap) if cap else None,
-            "target": None,
-            "driver": gpu.driver,
-            "source": gpu.source,
-            "pci_id": gpu.pci_id,
-            "note": gpu.note,
-            "max_cuda": str(full) if full else None,
-            "max_cuda_minor_compat": str(runs) if runs else None,
-            "variants": {},
-            "how": {},
-        }
+        entry = _entry(gpu.name, "nvidia", system, gpu.source, gpu.pci_id)
+        entry.update(
+            capability=str(cap) if cap else None,
+            driver=gpu.driver,
+            note=gpu.note,
+            max_cuda=str(full) if full else None,
+            max_cuda_minor_compat=str(runs) if runs else None,
+        )
         if cap is not None:
             entry["overlay"] = f'cudaCapabilities = [ "{cap}" ];'
             jetson = kb.capability(cap.base).jetson
             mine = _variants_for(plan, system, cap, jetson)
             for package in plan.packages:
                 pick = pick_variant(mine, package, cap, kb, driver=driver)
-                name = pick.variant.name if pick.runnable and pick.variant else None
                 named = pick.variant or pick.blocked
-                entry["variants"][package] = name
-                entry["how"][package] = {
-                    "level": pick.verdict.level.value,
-                    "reason": pick.verdict.reason,
-                    "command": f"nix build .#{name}" if name else None,
-                    "driver_ok": pick.driver_ok,
-                    "needs_driver": pick.needs_driver,
-                    "variant": named.name if named else None,
-                }
+                _answer(
+                    entry,
+                    package,
+                    pick.variant if pick.runnable else None,
+                    pick.verdict.level,
+                    pick.verdict.reason,
+                    named=named,
+                    driver_ok=pick.driver_ok,
+                    needs_driver=pick.needs_driver,
+                )
         report.append(entry)
-    report.extend(_amd_entries(amd_found, system, plan))
+    report.extend(_amd_entries(amd_found, system, planned, kb))
     if as_json:
         emit_json({"gpus": report, "notes": amd_notes})
         return
@@ -114,45 +110,94 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         out_console().print(f"note: {note}", markup=False)
 
 
-AMD_NOT_PLANNED = "no AMD variants are planned yet (ROCm planning is not implemented)"
+def _entry(
+    name: str, vendor: str, system: str, source: str | None, pci_id: str | None
+) -> dict[str, Any]:
+    """One GPU's detect entry, before its answers: the same fields for both vendors."""
+    return {
+        "name": name,
+        "vendor": vendor,
+        "system": system,
+        "capability": None,
+        "target": None,
+        "driver": None,
+        "source": source,
+        "pci_id": pci_id,
+        "note": "",
+        "max_cuda": None,
+        "max_cuda_minor_compat": None,
+        "variants": {},
+        "how": {},
+    }
 
 
-def _amd_entries(found: list[Any], system: str, plan: Plan) -> list[dict[str, Any]]:
-    """detect's entries for AMD GPUs: same shape as NVIDIA's, the gfx target in ``target``.
+def _answer(
+    entry: dict[str, Any],
+    package: str,
+    variant: Variant | None,
+    level: RunLevel,
+    reason: str,
+    *,
+    named: Variant | None = None,
+    driver_ok: bool | None = None,
+    needs_driver: str | None = None,
+) -> None:
+    """Record one package's answer: ``variant`` to use (None when none runs here) with the
+    verdict; ``named``: the variant the answer is about (one a newer driver would run)."""
+    name = variant.name if variant else None
+    named = named or variant
+    entry["variants"][package] = name
+    entry["how"][package] = {
+        "level": level.value,
+        "reason": reason,
+        "command": f"nix build .#{name}" if name else None,
+        "driver_ok": driver_ok,
+        "needs_driver": needs_driver,
+        "variant": named.name if named else None,
+    }
 
-    The plan holds no AMD variants yet, so every package's answer says so and names the target
-    to build for. Notes about skipped KFD nodes go in the report's top-level ``notes``.
-    """
+
+def _amd_entries(
+    found: list[Any], system: str, planned: Planned, kb: KnowledgeBase
+) -> list[dict[str, Any]]:
+    """detect's entries for AMD GPUs: same shape as NVIDIA's, the gfx target in ``target``,
+    each package answered with the plan's AMD variant for the GPU's processor (exact before
+    ISA-compatible or generic code), or this GPU's own reason why none runs (a CUDA-only
+    package, a build for another system, the plan's reason, or what to add to the fleet).
+    Notes about skipped KFD nodes go in the report's top-level ``notes``."""
+    plan = planned.plan
+    builds = kb.amd.builds if kb.amd is not None else {}
+    cuda_only: dict[str, str] = {}
+    for package in plan.packages:
+        vendors = planned.config.packages[package].vendors
+        if package not in builds:
+            cuda_only[package] = f"{package} is CUDA-only: nixpkgs has no ROCm build of it"
+        elif vendors is not None and "amd" not in vendors:
+            cuda_only[package] = (
+                f"packages.{package}.vendors = {list(vendors)} leaves out amd "
+                f'(add "amd" to build it for this GPU)'
+            )
+    amd = tuple(v for v in plan.variants if v.rocm is not None)
+    mine = replace(plan, variants=tuple(v for v in amd if v.system == system))
+    elsewhere = replace(plan, variants=tuple(v for v in amd if v.system != system))
     entries: list[dict[str, Any]] = []
     for gpu in found:
-        target = str(gpu.target)
-        reason = f"{AMD_NOT_PLANNED}; this GPU needs code for {target}"
-        entry: dict[str, Any] = {
-            "name": gpu.name,
-            "vendor": "amd",
-            "system": system,
-            "capability": None,
-            "target": target,
-            "driver": None,
-            "source": gpu.source,
-            "pci_id": gpu.pci_id,
-            "note": "",
-            "max_cuda": None,
-            "max_cuda_minor_compat": None,
-            "variants": {package: None for package in plan.packages},
-            "how": {
-                package: {
-                    "level": "not-planned",
-                    "reason": reason,
-                    "command": None,
-                    "driver_ok": None,
-                    "needs_driver": None,
-                    "variant": None,
-                }
-                for package in plan.packages
-            },
-            "overlay": f'gpuTargets = [ "{target}" ];',
-        }
+        entry = _entry(gpu.name, "amd", system, gpu.source, gpu.pci_id)
+        entry["target"] = str(gpu.target)
+        entry["overlay"] = f'gpuTargets = [ "{gpu.target}" ];'
+        for package in plan.packages:
+            pick = pick_amd_variant(mine, package, gpu.target)
+            reason = pick.reason
+            other = None if pick.variant else pick_amd_variant(elsewhere, package, gpu.target)
+            if pick.variant is None and package in cuda_only:
+                reason = cuda_only[package]
+            elif other is not None and other.variant is not None:
+                reason = (
+                    f"{other.variant.name} is built for {other.variant.system} and this machine "
+                    f'is {system} (give this GPU "{system}" in [fleet.systems] and run '
+                    "'capplan generate')"
+                )
+            _answer(entry, package, pick.variant, pick.level, reason)
         entries.append(entry)
     return entries
 
@@ -204,18 +249,23 @@ def _print(report: list[dict[str, Any]]) -> None:
             console.print(entry["note"], markup=False)
         if entry["capability"] is None:
             continue
-        table = make_table(
-            "package", "variant", "how", "get it", whole=("package", "variant", "get it")
-        )
-        for package, how in entry["how"].items():
-            table.add_row(
-                package,
-                entry["variants"][package] or "-",
-                escape(f"{how['level']}: {how['reason']}"),
-                how["command"] or "-",
-            )
-        print_table(console, table)
+        _print_answers(console, entry)
         console.print(f"or, in your nixpkgs config: {entry['overlay']}", markup=False)
+
+
+def _print_answers(console: Any, entry: dict[str, Any]) -> None:
+    """The table of packages, variants, verdicts and commands (both vendors)."""
+    table = make_table(
+        "package", "variant", "how", "get it", whole=("package", "variant", "get it")
+    )
+    for package, how in entry["how"].items():
+        table.add_row(
+            package,
+            entry["variants"][package] or "-",
+            escape(f"{how['level']}: {how['reason']}"),
+            how["command"] or "-",
+        )
+    print_table(console, table)
 
 
 def _print_amd(console: Any, entry: dict[str, Any]) -> None:
@@ -227,12 +277,9 @@ def _print_amd(console: Any, entry: dict[str, Any]) -> None:
     )
     if entry.get("note"):
         console.print(entry["note"], markup=False)
+    _print_answers(console, entry)
     console.print(
-        f"{AMD_NOT_PLANNED}: no package has a variant for {entry['target']}",
-        markup=False,
-    )
-    console.print(
-        f"in a ROCm package set (rocmSupport = true), build for {entry['target']}: "
+        f"or, in a ROCm package set (rocmSupport = true), build for {entry['target']}: "
         f"{entry['overlay']} (e.g. torchWithRocm.override {{ {entry['overlay']} }})",
         markup=False,
     )
