@@ -61,7 +61,7 @@ def test_detect_mixed_nvidia_and_amd(capplan_cli: object, tmp_path: Path) -> Non
         how = gpu["how"]["torch"]
         assert (how["level"], how["command"], how["variant"]) == ("cannot-run", None, None)
         assert f'add "{target}" to fleet.gpus' in how["reason"]
-        assert "magma is CUDA-only" not in how["reason"]
+        assert gpu["how"]["nccl"]["reason"] == "nccl is CUDA-only: nixpkgs has no ROCm build of it"
     assert data["notes"] == []
 
 
