@@ -12,6 +12,7 @@ import click
 
 from capplan.adapters.config import load_config
 from capplan.adapters.kb import load_kb
+from capplan.core.model.amd import AmdTarget
 from capplan.core.model.capability import Capability, Target
 from capplan.core.model.gpus import resolve_device as _resolve_device
 from capplan.core.model.kb import KnowledgeBase
@@ -138,8 +139,10 @@ def load_plan(
     return plan_with_settings(config_path, flags).plan
 
 
-def variant_targets(name: str, config: Path | None) -> tuple[Target, ...]:
-    """The targets a planned variant must contain (for ``capplan verify --variant``)."""
+def variant_targets(name: str, config: Path | None) -> tuple[Target, ...] | tuple[AmdTarget, ...]:
+    """The targets a planned variant must contain (for ``capplan verify --variant``): an
+    NVIDIA variant's capabilities, an AMD variant's gfx targets (a shared ROCm build, such as
+    ``onnxruntime-rocm``, holds nixpkgs' default list, ``clr.gpuTargets``)."""
     plan = load_plan(config)
     variant = plan.variant(name)
     if variant is None:
@@ -149,6 +152,8 @@ def variant_targets(name: str, config: Path | None) -> tuple[Target, ...]:
             f"no variant '{name}' in the plan",
             hint=closest(name, list(plan.identifiers()), what="variant"),
         )
+    if variant.rocm is not None:
+        return variant.rocm.targets or plan.amd_default_targets
     if variant.independent:
         raise InvalidInputError(
             f"variant '{name}' is capability-independent: it has no planned device code",

@@ -1,8 +1,9 @@
 """``capplan verify``: check a built output holds SASS/PTX for exactly the planned targets.
 
-``--expect gfx942,gfx90a`` checks AMD code objects instead (clang offload bundles and bare
-AMDGPU ELF objects, as ``capplan inspect`` reads them); ``--device mi300x`` then answers with
-:func:`capplan.core.model.amd.amd_how_runs`.
+``--expect gfx942,gfx90a`` or an AMD variant (``--variant torch-gfx942``: its gfx targets; a
+shared ROCm build: nixpkgs' default list) checks AMD code objects instead (clang offload
+bundles and bare AMDGPU ELF objects, as ``capplan inspect`` reads them); ``--device mi300x``
+then answers with :func:`capplan.core.model.amd.amd_how_runs`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from capplan.errors import CapplanError, InvalidInputError, VerifyError, shorten
 __all__ = ["verify"]
 
 
-def _targets(variant: str | None, expect: str | None, config: Path | None) -> tuple[Target, ...]:
+def _targets(
+    variant: str | None, expect: str | None, config: Path | None
+) -> tuple[Target, ...] | tuple[AmdTarget, ...]:
     if (variant is None) == (expect is None):
         raise InvalidInputError(
             "give exactly one of --variant and --expect",
@@ -42,7 +45,7 @@ def _targets(variant: str | None, expect: str | None, config: Path | None) -> tu
             f"--variant {variant} needs the planner, which this build lacks",
             hint="use --expect with the variant's targets instead",
         ) from None
-    targets: tuple[Target, ...] = variant_targets(variant, config)
+    targets: tuple[Target, ...] | tuple[AmdTarget, ...] = variant_targets(variant, config)
     return targets
 
 
@@ -64,7 +67,25 @@ def _amd_expect(expect: str | None) -> tuple[AmdTarget, ...] | None:
 
 
 def _amd_device(text: str) -> AmdTarget:
-    """The processor of an AMD GPU named by target (``gfx942``) or model (``mi300x``)."""
+    """The processor of an AMD GPU named by target (``gfx942``) or model (``mi300x``); an
+    NVIDIA GPU or a CUDA capability is exit 4 saying so."""
+    try:
+        Capability.parse(text)  # "8.6" would loosely match "Radeon 860M"
+    except InvalidInputError:
+        pass
+    else:
+        raise _wrong_vendor(text, "a CUDA capability", "AMD")
+    try:
+        return _amd_lookup(text)
+    except InvalidInputError as error:
+        try:
+            cap, _ = _nvidia_lookup(text)
+        except CapplanError:
+            raise error from None  # the AMD lookup's own error, with its suggestions
+        raise _wrong_vendor(text, f"an NVIDIA GPU ({cap})", "AMD") from None
+
+
+def _amd_lookup(text: str) -> AmdTarget:
     if text.strip().lower().startswith("gfx"):
         target = AmdTarget.parse(text)
         if target.is_generic:
@@ -88,7 +109,20 @@ def _amd_device(text: str) -> AmdTarget:
 
 
 def _device(text: str) -> tuple[Capability, bool]:
-    """The device's capability (known to the knowledge base) and whether it is a Jetson."""
+    """The device's capability (known to the knowledge base) and whether it is a Jetson; an
+    AMD GPU is exit 4 saying so."""
+    try:
+        return _nvidia_lookup(text)
+    except InvalidInputError as error:
+        try:
+            target = _amd_lookup(text)
+        except CapplanError as amd_error:
+            # The lookup's own error, with its suggestions: AMD's for a gfx target.
+            raise (amd_error if text.strip().lower().startswith("gfx") else error) from None
+        raise _wrong_vendor(text, f"an AMD GPU ({target})", "CUDA") from None
+
+
+def _nvidia_lookup(text: str) -> tuple[Capability, bool]:
     from capplan.cli.planning import current_kb
     from capplan.core.model.compat import is_jetson
     from capplan.core.model.gpus import resolve_known_device
@@ -98,9 +132,21 @@ def _device(text: str) -> tuple[Capability, bool]:
     return cap, is_jetson(cap, kb)
 
 
+def _wrong_vendor(text: str, found: str, expected: str) -> InvalidInputError:
+    """``--device`` names the other vendor's GPU than the code being verified."""
+    return InvalidInputError(
+        f"--device {shorten(text.strip())!r} is {found}, but the expected code is {expected} code",
+        hint="give a device of the variant's vendor (an AMD GPU for gfx targets, an NVIDIA "
+        "GPU or capability for CUDA ones)",
+    )
+
+
 @click.command("verify")
 @click.argument("result", type=click.Path(path_type=Path))
-@click.option("--variant", help="A planned variant, e.g. torch-sm86: expect its targets.")
+@click.option(
+    "--variant",
+    help="A planned variant, e.g. torch-sm86 or torch-gfx942: expect its targets.",
+)
 @click.option(
     "--expect",
     help="Expected targets, e.g. 8.6,9.0+PTX (PTX only where +PTX), or AMD gfx942,gfx90a.",
@@ -136,17 +182,20 @@ def verify(
     from capplan.adapters.fatbin import inspect_paths
     from capplan.core.binaries.verify import verify as compare
 
-    if variant is None or expect is None:
-        amd = _amd_expect(expect)
-        if amd is not None:
-            if jetson:
-                raise InvalidInputError(
-                    "--jetson applies to NVIDIA devices only",
-                    hint="drop --jetson when verifying AMD targets",
-                )
-            _verify_amd(result, amd, _amd_device(device) if device else None, as_json)
-            return
-    targets = _targets(variant, expect, config)
+    amd = _amd_expect(expect) if variant is None else None
+    targets: tuple[Target, ...] = ()
+    if amd is None:  # --variant (either vendor's) or CUDA targets
+        wanted = _targets(variant, expect, config)
+        amd = tuple(t for t in wanted if isinstance(t, AmdTarget)) or None
+        targets = tuple(t for t in wanted if isinstance(t, Target))
+    if amd is not None:
+        if jetson:
+            raise InvalidInputError(
+                "--jetson applies to NVIDIA devices only",
+                hint="drop --jetson when verifying AMD targets or an AMD variant",
+            )
+        _verify_amd(result, amd, _amd_device(device) if device else None, as_json)
+        return
     dev: Capability | None = None
     if device is not None:
         dev, known_jetson = _device(device)
