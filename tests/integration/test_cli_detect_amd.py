@@ -36,6 +36,17 @@ def _env(tmp_path: Path, root: Path) -> dict[str, str]:
             "CAPPLAN_NVML": "0"}  # fmt: skip
 
 
+def _rocminfo_env(tmp_path: Path, name: str, marketing: str) -> dict[str, str]:
+    """The environment of a machine without KFD whose rocminfo lists one GPU agent."""
+    fake = tmp_path / "rocminfo"
+    fake.write_text(
+        f"#!/bin/sh\necho '*******'\necho 'Agent 1'\necho '  Name:   {name}'\n"
+        f"echo '  Marketing Name:   {marketing}'\n"
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    return _env(tmp_path, tmp_path / "sys") | {"CAPPLAN_ROCMINFO": str(fake)}
+
+
 def test_detect_mixed_nvidia_and_amd(capplan_cli: object, tmp_path: Path) -> None:
     root = _amd_fleet(tmp_path / "sys")
     _nvidia(root)  # RTX 3090
@@ -81,13 +92,7 @@ def test_detect_amd_only_does_not_exit_no_gpu(capplan_cli: object, tmp_path: Pat
 
 
 def test_detect_amd_from_rocminfo(capplan_cli: object, tmp_path: Path) -> None:
-    fake = tmp_path / "rocminfo"
-    fake.write_text(
-        "#!/bin/sh\necho '*******'\necho 'Agent 1'\necho '  Name:   gfx1151'\n"
-        "echo '  Marketing Name:   AMD Radeon 8060S'\n"
-    )
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    env = _env(tmp_path, tmp_path / "sys") | {"CAPPLAN_ROCMINFO": str(fake)}
+    env = _rocminfo_env(tmp_path, "gfx1151", "AMD Radeon 8060S")
     result = capplan_cli("detect", "--json", env=env)  # type: ignore[operator]
     assert result.exit_code == 0, result.stderr
     (gpu,) = json.loads(result.stdout)["gpus"]
@@ -197,13 +202,7 @@ def test_detect_gfx1031_runs_gfx1030_code(capplan_cli: object, tmp_path: Path) -
 
 def test_detect_amd_features_from_rocminfo(capplan_cli: object, tmp_path: Path) -> None:
     """rocminfo names the target with its features; the planned build has none ("any")."""
-    fake = tmp_path / "rocminfo"
-    fake.write_text(
-        "#!/bin/sh\necho 'Agent 2'\necho '  Name:   gfx90a:sramecc+:xnack-'\n"
-        "echo '  Marketing Name:   AMD Instinct MI250X'\n"
-    )
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    env = _env(tmp_path, tmp_path / "sys") | {"CAPPLAN_ROCMINFO": str(fake)}
+    env = _rocminfo_env(tmp_path, "gfx90a:sramecc+:xnack-", "AMD Instinct MI250X")
     config = _config(tmp_path, '[fleet]\ngpus = ["MI250X"]\n[packages.torch]\n')
     result = capplan_cli("detect", "--json", "--config", config, env=env)  # type: ignore[operator]
     assert result.exit_code == 0, result.stderr
