@@ -425,13 +425,24 @@ let
       # Dispatch outputs (pkgs/dispatch.nix) of this system's variants: each Python variant's
       # environment is built with `python3.withPackages` in the variant's own package set; the
       # builder's interpreter is any instance's python3 (it does not depend on CUDA settings).
+      # Dispatch is CUDA-only: a plan that lists an AMD variant there is refused by name.
       dispatchNames =
         if checked ? dispatch then
-          builtins.filter (name: selected ? ${name}) (
-            builtins.concatMap (p: map (v: v.name) checked.dispatch.packages.${p}.variants) (
-              attrNames checked.dispatch.packages
+          map
+            (
+              name:
+              if isAmd selected.${name} then
+                throw "capplan: plan.json dispatch lists the AMD variant ${name}; dispatch wrappers are CUDA-only (regenerate overlays/plan.json with `capplan generate`)"
+              else
+                name
             )
-          )
+            (
+              builtins.filter (name: selected ? ${name}) (
+                builtins.concatMap (p: map (v: v.name) checked.dispatch.packages.${p}.variants) (
+                  attrNames checked.dispatch.packages
+                )
+              )
+            )
         else
           [ ];
       envs = listToAttrs (

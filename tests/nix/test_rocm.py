@@ -29,7 +29,9 @@ ROCM_PLAN: dict[str, Any] = json.loads((PLANS / "rocm.json").read_text())
 
 
 def rocm(extra: str = "") -> str:
-    return f'(import standin {{ system = "{SYSTEM}"; config = {{ rocmSupport = true; {extra} }}; }})'
+    return (
+        f'(import standin {{ system = "{SYSTEM}"; config = {{ rocmSupport = true; {extra} }}; }})'
+    )
 
 
 def failure(runner: NixRunner, expression: str) -> str:
@@ -92,7 +94,7 @@ def test_per_target_and_family_scopes(nix_repo: NixRunner) -> None:
     got = nix_repo.expr_json(
         f"let p = {rocm()}; r = p.rocmPackages;"
         " arch = s: (p.python3Packages.torch.override { rocmPackages = s; }).gpuTargetString;"
-        " scopes = builtins.filter (n: builtins.match \"gfx.*\" n != null) (builtins.attrNames r);"
+        ' scopes = builtins.filter (n: builtins.match "gfx.*" n != null) (builtins.attrNames r);'
         " in {"
         " inherit scopes;"
         " gfx942 = arch r.gfx942; gfx11 = arch r.gfx11; gfx10 = arch r.gfx10;"
@@ -398,4 +400,56 @@ def test_bad_vendor_fails_clearly(nix_rocm: NixRunner) -> None:
     assert (
         'capplan: plan.json variant torch-sm86: vendor is "intel", this overlay reads'
         ' "nvidia" or "amd"' in proc.stderr
+    )
+
+
+def test_nvidia_variant_with_rocm_data_fails_clearly(nix_rocm: NixRunner) -> None:
+    variant = {**ROCM_PLAN["variants"]["torch-sm86"], "rocm": {"scope": "package"}}
+    proc = _eval_variant(nix_rocm, {"torch-sm86": variant}, "torch-sm86")
+    assert proc.returncode != 0
+    assert "capplan: plan.json variant torch-sm86: an NVIDIA variant has rocm" in proc.stderr
+
+
+def test_overlay_builds_amd_variants_in_a_rocm_set(nix_rocm: NixRunner) -> None:
+    # Through lib.mkOverlay in a user's CUDA set: the AMD variant's instance is that set's config
+    # with CUDA off and ROCm on (real pkgsRocm), so torch is not CUDA+ROCm broken; the CUDA
+    # variant beside it keeps rocmSupport off.
+    got = nix_rocm.eval_json(
+        "lib",
+        "--impure",
+        "--apply",
+        f"""lib: let pkgs = import {nix_rocm.standin} {{
+                  system = "{SYSTEM}";
+                  config = {{ cudaSupport = true; allowUnfree = true; }};
+                  overlays = [ (lib.mkOverlay lib.plan) ];
+                }};
+                r = n: pkgs.capplan.packages.${{n}}.drvAttrs.record;
+            in {{ amd = r "torch-gfx942"; cuda = r "torch-sm86"; }}""",
+    )
+    rec = got["amd"]
+    assert rec["PYTORCH_ROCM_ARCH"] == "gfx942"
+    assert (rec["cudaSupport"], rec["rocmSupport"]) == (False, True)
+    assert got["cuda"]["TORCH_CUDA_ARCH_LIST"] == "8.6"
+
+
+def test_dispatch_refuses_amd_variants(nix_rocm: NixRunner) -> None:
+    plan = {
+        **ROCM_PLAN,
+        "dispatch": {"packages": {"torch": {"variants": [{"name": "torch-gfx942"}]}}},
+    }
+    proc = nix_rocm.flake(
+        ["eval"],
+        ".#lib",
+        "--impure",
+        "--json",
+        "--apply",
+        f"""lib: let plan = builtins.fromJSON {json.dumps(json.dumps(plan))};
+                     v = lib.mkVariants {{ nixpkgs = {nix_rocm.standin}; inherit plan; system = "{SYSTEM}"; }};
+                 in builtins.attrNames v.dispatch""",
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert (
+        "capplan: plan.json dispatch lists the AMD variant torch-gfx942; dispatch wrappers are"
+        " CUDA-only" in proc.stderr
     )
