@@ -453,3 +453,34 @@ def test_dispatch_refuses_amd_variants(nix_rocm: NixRunner) -> None:
         "capplan: plan.json dispatch lists the AMD variant torch-gfx942; dispatch wrappers are"
         " CUDA-only" in proc.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"rocm": None}, 'vendor "amd" needs a "rocm" object, got null'),
+        ({"gpu_targets": ["gfx942"]}, "an AMD variant takes its targets from rocm.overrides"),
+        (
+            {"rocm": {"scope": "package", "scope_attr": "gfx942", "targets": [], "overrides": {}}},
+            'rocm.scope "package" takes no rocm.scope_attr, got "gfx942"',
+        ),
+        (
+            {
+                "rocm": {
+                    "scope": "package",
+                    "scope_attr": None,
+                    "targets": "gfx942",
+                    "overrides": {},
+                }
+            },
+            'rocm.targets must be a list of strings, got "gfx942"',
+        ),
+    ],
+)
+def test_bad_amd_variant_fails_clearly(
+    nix_rocm: NixRunner, change: dict[str, Any], message: str
+) -> None:
+    variant = {**ROCM_PLAN["variants"]["torch-gfx942"], **change}
+    proc = _eval_variant(nix_rocm, {"torch-gfx942": variant}, "torch-gfx942")
+    assert proc.returncode != 0
+    assert f"capplan: plan.json variant torch-gfx942: {message}" in proc.stderr, proc.stderr
