@@ -8,7 +8,10 @@ into a scheduled matrix on 64 runners and rendered as the JSON text `capplan mat
 json` prints. The two-system row (``2000:2``) plans the same universe for x86_64-linux and
 aarch64-linux: 9.0, 10.0 and 12.1 move to aarch64 (Grace, GB10) beside a Jetson Orin (8.7), so
 rules run per system, aarch64 gets Jetson and SBSA redistributable jobs, and the schedule keeps
-one runner pool per system. Each size runs in a fresh process so peak RSS is honest; the
+one runner pool per system. The mixed-vendor row (``2000:1:amd``) adds three AMD GPUs (MI300X,
+RX 7900 XTX, Strix Halo: gfx942, gfx1100, gfx1151) and a ROCm build (gpuTargets, linking
+rocBLAS and hipBLASLt) for every capability-dependent package, so the AMD rules run beside the
+CUDA ones for the same universe. Each size runs in a fresh process so peak RSS is honest; the
 pipeline runs several times there and the table shows the best and the median run (this
 machine's CPU time varies by tens of percent from run to run; the best run is the least
 disturbed one). Prints a table; asserts nothing.
@@ -16,6 +19,7 @@ disturbed one). Prints a table; asserts nothing.
     python3 bench/bench_plan.py            # 200, 2,000 and 20,000 packages, and 2,000 on 2 systems
     python3 bench/bench_plan.py 2000       # one size
     python3 bench/bench_plan.py 2000:2     # 2,000 packages on two systems
+    python3 bench/bench_plan.py 2000:1:amd # 2,000 packages, NVIDIA and AMD GPUs
 """
 
 from __future__ import annotations
@@ -36,10 +40,12 @@ RUNNERS = 64
 
 
 ARM = ["9.0", "10.0", "12.1"]  # the two-system row puts these on aarch64-linux, plus Jetson 8.7
+AMD_FLEET = ["MI300X", "RX 7900 XTX", "Strix Halo"]  # the issue's mixed fleet, beside 14 NVIDIA
 
 
-def synthetic(n: int, systems: int = 1) -> tuple[object, object]:
+def synthetic(n: int, systems: int = 1, amd: bool = False) -> tuple[object, object]:
     from capplan.adapters.kb import load_kb
+    from capplan.core.model.amd_kb import RocmBuild, RocmCost
     from capplan.core.model.kb import Cost, Limits, PackageInfo
     from capplan.core.planning.config import config_from_mapping
 
@@ -74,7 +80,30 @@ def synthetic(n: int, systems: int = 1) -> tuple[object, object]:
             source="synthetic",
         )
     kb = dataclasses.replace(kb, packages=packages)
-    fleet: dict[str, object] = {"gpus": FLEET}
+    if amd and kb.amd is not None:
+        builds = {
+            name: RocmBuild(
+                attr=info.attr,
+                how="gpu-targets",
+                override=name,
+                targets=None,
+                depends=(),
+                links=("rocblas", "hipblaslt"),
+                big_parallel=False,
+                cost=RocmCost(
+                    base_minutes=info.cost.base_minutes,
+                    per_target_minutes=info.cost.per_target_minutes,
+                    base_size_mb=info.cost.base_size_mb,
+                    per_target_size_mb=info.cost.per_target_size_mb,
+                    source="synthetic",
+                ),
+                source="synthetic",
+            )
+            for name, info in packages.items()
+            if info.kind == "capability-dependent"
+        }
+        kb = dataclasses.replace(kb, amd=dataclasses.replace(kb.amd, builds=builds))
+    fleet: dict[str, object] = {"gpus": FLEET + (AMD_FLEET if amd else [])}
     policy: dict[str, object] = {"cuda": ["12.9", "12.8"], "runners": RUNNERS}
     if systems == 2:
         fleet = {"gpus": [*FLEET, "8.7"], "systems": {c: "aarch64-linux" for c in ARM}}
@@ -94,12 +123,12 @@ def synthetic(n: int, systems: int = 1) -> tuple[object, object]:
     return kb, config
 
 
-def run_one(n: int, repeats: int, systems: int = 1) -> dict[str, float]:
+def run_one(n: int, repeats: int, systems: int = 1, amd: bool = False) -> dict[str, object]:
     from capplan.cli.output import to_json_text
     from capplan.core.planning.matrix import build_matrix
     from capplan.core.planning.planner import make_plan
 
-    kb, config = synthetic(n, systems)
+    kb, config = synthetic(n, systems, amd)
     runs: list[dict[str, float]] = []
     for _ in range(repeats):
         gc.collect()
@@ -113,13 +142,16 @@ def run_one(n: int, repeats: int, systems: int = 1) -> dict[str, float]:
             {"plan_s": planned - start, "matrix_s": done - planned, "total_s": done - start}
         )
         jobs, ratio = len(plan.variants), max(p.ratio for p in matrix.pools.values())
-        cudas = {str(v.cuda) for v in plan.variants}
+        cudas = {str(v.cuda) for v in plan.variants if v.cuda is not None}
+        amd_jobs = sum(1 for v in plan.variants if v.rocm is not None)
         del plan, matrix, text  # one run's objects at a time: peak RSS is one run's
     best = min(runs, key=lambda r: r["total_s"])
     return {
         "packages": n,
         "systems": systems,
+        "vendors": "nvidia+amd" if amd else "nvidia",
         "jobs": jobs,
+        "amd_jobs": amd_jobs,
         "cuda_versions": len(cudas),
         **best,
         "median_total_s": statistics.median(r["total_s"] for r in runs),
@@ -130,27 +162,32 @@ def run_one(n: int, repeats: int, systems: int = 1) -> dict[str, float]:
 
 
 def main() -> None:
-    if len(sys.argv) > 4 and sys.argv[1] == "--one":
-        print(json.dumps(run_one(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))))
+    if len(sys.argv) > 5 and sys.argv[1] == "--one":
+        args = sys.argv[2:]
+        print(json.dumps(run_one(int(args[0]), int(args[1]), int(args[2]), args[3] == "amd")))
         return
-    sizes = sys.argv[1:] or ["200", "2000", "20000", "2000:2"]
+    sizes = sys.argv[1:] or ["200", "2000", "20000", "2000:2", "2000:1:amd"]
     print(
-        f"{'packages':>9} {'sys':>3} {'jobs':>7} {'CUDA':>4} {'plan s':>7} {'matrix s':>8} "
+        f"{'packages':>9} {'sys':>3} {'vendors':>10} {'jobs':>7} {'AMD':>5} {'CUDA':>4} "
+        f"{'plan s':>7} {'matrix s':>8} "
         f"{'total s':>7} "
         f"{'median s':>8} {'runs':>4} {'peak RSS MB':>11} {'makespan/LB':>11}"
     )
     for size in sizes:
-        n_text, _, systems = size.partition(":")
+        n_text, _, rest = size.partition(":")
+        systems, _, vendors = rest.partition(":")
         n = int(n_text)
+        repeats = str(5 if n <= 2000 else 1)
         out = subprocess.run(
-            [sys.executable, __file__, "--one", str(n), str(5 if n <= 2000 else 1), systems or "1"],
+            [sys.executable, __file__, "--one", str(n), repeats, systems or "1", vendors or "-"],
             capture_output=True,
             text=True,
             check=True,
         )
         r = json.loads(out.stdout)
         print(
-            f"{r['packages']:>9} {r['systems']:>3} {r['jobs']:>7} {r['cuda_versions']:>4} "
+            f"{r['packages']:>9} {r['systems']:>3} {r['vendors']:>10} {r['jobs']:>7} "
+            f"{r['amd_jobs']:>5} {r['cuda_versions']:>4} "
             f"{r['plan_s']:>7.2f} "
             f"{r['matrix_s']:>8.2f} {r['total_s']:>7.2f} {r['median_total_s']:>8.2f} "
             f"{r['runs']:>4} {r['peak_rss_mb']:>11.0f} "
@@ -158,8 +195,8 @@ def main() -> None:
         )
     print("plan: make_plan; matrix: build_matrix + the JSON text of `capplan matrix --format json`")
     print(
-        "targets (2,000 packages, one or two systems): total < 2 s, peak RSS < 500 MB, "
-        "makespan within 5% of LB (two systems: the worse pool's)"
+        "targets (2,000 packages, one or two systems, NVIDIA or both vendors): total < 2 s, "
+        "peak RSS < 500 MB, makespan within 5% of LB (two systems: the worse pool's)"
     )
 
 

@@ -2,8 +2,10 @@
 # sets and derivations.  builtins only, and from nixpkgs only what NIXPKGS.md lists (`import
 # <nixpkgs> { localSystem; crossSystem; config; overlays; }`, `pkgs.path`, `pkgs.config`,
 # `pkgs.overlays`, `stdenv.hostPlatform`/`buildPlatform`, `cudaPackages_X_Y.pkgs`, the package
-# attributes, `pythonPackagesExtensions` and torch's `.override { gpuTargets; }`), so the same
-# code evaluates against real nixpkgs and the stand-in in tests/nixpkgs.  Nix >= 2.8.
+# attributes, `pythonPackagesExtensions` and torch's `.override { gpuTargets; }`; for AMD
+# variants the config key `rocmSupport`, the per-target scopes `rocmPackages.<scope>` and a
+# package's `.override { gpuTargets; }`), so the same code evaluates against real nixpkgs and the
+# stand-in in tests/nixpkgs.  Nix >= 2.8.
 let
   dispatchLib = import ./dispatch.nix;
   inherit (builtins)
@@ -33,6 +35,57 @@ let
       plan;
 
   /**
+    The vendor of a variant: plans written before AMD variants have no `vendor` key (NVIDIA).
+  */
+  vendorOf = variant: variant.vendor or "nvidia";
+  isAmd = variant: vendorOf variant == "amd";
+
+  /**
+    A plan.json variant, checked for the keys this file reads about its vendor: one clear
+    `capplan:` line for data it does not understand (the planner writes valid data; a
+    hand-edited or newer plan.json may not).  AMD variants carry
+    `rocm = { scope = "package" | "stack"; scope_attr; targets; overrides; }`; NVIDIA ones
+    `rocm = null` or no `rocm` key.
+  */
+  checkVariant =
+    name: variant:
+    let
+      vendor = vendorOf variant;
+      rocm = variant.rocm or null;
+      fail = msg: throw "capplan: plan.json variant ${name}: ${msg} (regenerate overlays/plan.json with `capplan generate`)";
+      isStringList = v: builtins.isList v && builtins.all builtins.isString v;
+      checkRocm =
+        if !(builtins.isAttrs rocm) then
+          fail "vendor \"amd\" needs a \"rocm\" object, got ${toJSON rocm}"
+        else if !(builtins.elem (rocm.scope or null) [
+          "package"
+          "stack"
+        ]) then
+          fail "rocm.scope is ${toJSON (rocm.scope or null)}, this overlay reads \"package\" or \"stack\""
+        else if rocm.scope == "stack" && !(builtins.isString (rocm.scope_attr or null)) then
+          fail "rocm.scope \"stack\" needs rocm.scope_attr naming a per-target scope such as \"gfx942\", got ${toJSON (rocm.scope_attr or null)}"
+        else if rocm.scope == "package" && (rocm.scope_attr or null) != null then
+          fail "rocm.scope \"package\" takes no rocm.scope_attr, got ${toJSON rocm.scope_attr}"
+        else if !(isStringList (rocm.targets or null)) then
+          fail "rocm.targets must be a list of strings, got ${toJSON (rocm.targets or null)}"
+        else if
+          !(builtins.isAttrs (rocm.overrides or null))
+          || !(builtins.all isStringList (builtins.attrValues rocm.overrides))
+        then
+          fail "rocm.overrides must map package names to lists of strings, got ${toJSON (rocm.overrides or null)}"
+        else if (variant.gpu_targets or [ ]) != [ ] then
+          fail "an AMD variant takes its targets from rocm.overrides, not gpu_targets ${toJSON variant.gpu_targets}"
+        else
+          variant;
+    in
+    if vendor == "nvidia" then
+      (if rocm == null then variant else fail "an NVIDIA variant has rocm ${toJSON rocm}, expected null")
+    else if vendor == "amd" then
+      checkRocm
+    else
+      fail "vendor is ${toJSON vendor}, this overlay reads \"nvidia\" or \"amd\"";
+
+  /**
     The nixpkgs `config` of one variant: the base config with CUDA on and ROCm off (as real
     `pkgsCuda`/`pkgsForCudaArch` do, pkgs/top-level/variants.nix: torch is `meta.broken` with
     both), unfree allowed (CUDA is unfree, NIXPKGS.md section 2), the plan's sorted capability
@@ -54,28 +107,49 @@ let
   */
   variantConfig =
     baseConfig: variant:
-    baseConfig
-    // {
-      allowUnfree = true;
-      cudaSupport = true;
-      rocmSupport = false;
-      cudaCapabilities = variant.capabilities;
-      cudaForwardCompat = variant.forward_compat;
-    };
+    if isAmd variant then
+      # An AMD variant: real `pkgsRocm` (variants.nix: `config = super.config // { cudaSupport =
+      # false; rocmSupport = true; }`); ROCm is free software, so allowUnfree is left alone.
+      # nixpkgs has no config key for GPU targets: they come from the overlays (rocmOverlays).
+      baseConfig
+      // {
+        cudaSupport = false;
+        rocmSupport = true;
+      }
+    else
+      baseConfig
+      // {
+        allowUnfree = true;
+        cudaSupport = true;
+        rocmSupport = false;
+        cudaCapabilities = variant.capabilities;
+        cudaForwardCompat = variant.forward_compat;
+      };
 
   /**
     What `pkgs.capplan.configs` shows of a variant: only the keys capplan sets, plus the CUDA
     version, as plain data (real `pkgs.config` is an evaluated module with functions, so it
     cannot go through `builtins.toJSON`).
   */
-  plainConfig = variant: {
-    allowUnfree = true;
-    cudaSupport = true;
-    rocmSupport = false;
-    cudaCapabilities = variant.capabilities;
-    cudaForwardCompat = variant.forward_compat;
-    cudaMajorMinorVersion = variant.cuda;
-  };
+  plainConfig =
+    variant:
+    if isAmd variant then
+      {
+        cudaSupport = false;
+        rocmSupport = true;
+        rocmScope = variant.rocm.scope;
+        rocmScopeAttr = variant.rocm.scope_attr;
+        gpuTargets = variant.rocm.targets;
+      }
+    else
+      {
+        allowUnfree = true;
+        cudaSupport = true;
+        rocmSupport = false;
+        cudaCapabilities = variant.capabilities;
+        cudaForwardCompat = variant.forward_compat;
+        cudaMajorMinorVersion = variant.cuda;
+      };
 
   /**
     The overlay that puts the plan's PTX torch into every Python package set of an instance,
@@ -94,17 +168,104 @@ let
   };
 
   /**
+    The overlays of an AMD variant's package set, from plan data only (names and lists, never
+    Nix text):
+    - `rocm.scope = "stack"`: `rocmPackages = rocmPackages.<scope_attr>` (a per-target scope of
+      pkgs/development/rocm-modules/default.nix), so every target-dependent library, torch
+      (whose PYTORCH_ROCM_ARCH is then the scope's list) and magma-hip are built against that one
+      ROCm stack (what nixpkgs' own rocm-tests does with `rocmPackages = self`);
+    - `rocm.overrides`: `torch` -> gpuTargetsOverlay (inside the Python set, so torchvision gets
+      that torch); any other NAME -> `NAME = prev.NAME.override { gpuTargets = <list>; }` (the
+      list as given: magma-hip takes magma's own spelling, "1030", pkgs/by-name/ma/magma).
+  */
+  rocmOverlays =
+    name: variant:
+    let
+      inherit (variant) rocm;
+      fail = msg: throw "capplan: plan.json variant ${name}: ${msg} (regenerate overlays/plan.json with `capplan generate` against this nixpkgs)";
+      # A per-target scope is a ROCm package set whose clr has localGpuTargets (default.nix
+      # scopeForArches); anything else under rocmPackages (a package, the default scope's own
+      # attributes) is refused by name.
+      isScope = s: builtins.isAttrs s && s ? clr && s.clr ? localGpuTargets;
+      # Only gfx* names are looked at: other attributes of real rocmPackages include aliases
+      # that throw when evaluated.
+      scopeNames =
+        rocmPackages:
+        builtins.filter (n: builtins.match "gfx[0-9a-z]+" n != null && isScope rocmPackages.${n}) (
+          attrNames rocmPackages
+        );
+      stack = final: prev: {
+        rocmPackages =
+          if prev.rocmPackages ? ${rocm.scope_attr} && isScope prev.rocmPackages.${rocm.scope_attr} then
+            prev.rocmPackages.${rocm.scope_attr}
+          else
+            fail "rocm.scope_attr ${toJSON rocm.scope_attr} is not a per-target scope of this nixpkgs' rocmPackages (it has ${toJSON (scopeNames prev.rocmPackages)})";
+      };
+      override =
+        package: gpuTargets:
+        if package == "torch" then
+          gpuTargetsOverlay gpuTargets
+        else
+          # Only where nixpkgs has the package (checkInstance names a missing one).
+          final: prev:
+          if prev ? ${package} then { ${package} = prev.${package}.override { inherit gpuTargets; }; } else { };
+    in
+    (if rocm.scope == "stack" then [ stack ] else [ ])
+    ++ map (package: override package rocm.overrides.${package}) (attrNames rocm.overrides);
+
+  /**
+    An AMD variant's instance has every package its rocm.overrides name (the overlay only
+    overrides what exists, so a name nixpkgs lacks would otherwise be ignored in silence).
+  */
+  checkInstance =
+    name: variant: pkgs:
+    if !(isAmd variant) then
+      true
+    else
+      foldl' (
+        ok: package:
+        if package == "torch" || pkgs ? ${package} then
+          ok
+        else
+          throw "capplan: plan.json variant ${name}: rocm.overrides names ${toJSON package}, which this nixpkgs does not have (regenerate overlays/plan.json with `capplan generate` against this nixpkgs)"
+      ) true (attrNames variant.rocm.overrides);
+
+  /**
+    The overlays a variant's instance is imported with, besides the base set's own.
+  */
+  variantOverlays =
+    name: variant:
+    if isAmd variant then
+      rocmOverlays name variant
+    else if variant.gpu_targets == [ ] then
+      [ ]
+    else
+      [ (gpuTargetsOverlay variant.gpu_targets) ];
+
+  /**
     Variants with the same key share one nixpkgs instance: the key is everything that goes
     into that instance (config and extra overlay). The planner gives every variant of one
     capability list the same key, so a dependency job is the derivation its dependents link.
+    AMD variants: one instance per (system, scope_attr, overrides): the ROCm config is the same
+    for all of them.
   */
-  instanceKey = variant: toJSON [
-    # The system the instance is imported for (set on every variant by mkVariants).
-    variant.system
-    variant.capabilities
-    variant.forward_compat
-    variant.gpu_targets
-  ];
+  instanceKey =
+    variant:
+    if isAmd variant then
+      toJSON [
+        variant.system
+        "amd"
+        (variant.rocm.scope_attr or null)
+        (variant.rocm.overrides or null)
+      ]
+    else
+      toJSON [
+        # The system the instance is imported for (set on every variant by mkVariants).
+        variant.system
+        (variant.capabilities or null)
+        (variant.forward_compat or null)
+        (variant.gpu_targets or null)
+      ];
   /**
     The package set a variant is built in: `<cuda_set>.pkgs` when the plan pins a non-default CUDA
     (NIXPKGS.md section 3), else the instance itself, after checking that nixpkgs' default CUDA
@@ -115,7 +276,10 @@ let
     let
       default = pkgs.cudaPackages.cudaMajorMinorVersion;
     in
-    if variant.cuda_set != null then
+    # An AMD variant (cuda null) is built in its ROCm instance itself: no CUDA to check.
+    if isAmd variant then
+      pkgs
+    else if variant.cuda_set != null then
       pkgs.${variant.cuda_set}.pkgs
     else if default == variant.cuda then
       pkgs
@@ -223,6 +387,8 @@ let
             builtins.filter (name: withSystems.${name}.system != system) (attrNames withSystems)
           );
       names = attrNames selected;
+      # Each variant checked when it is used (a bad one fails alone, with its name).
+      valid = mapAttrs checkVariant selected;
       # The overlay passes its set's own platforms; the flake lets each variant name its system.
       platformsOf =
         variant:
@@ -234,32 +400,49 @@ let
         map (
           name:
           let
-            variant = selected.${name};
+            variant = valid.${name};
           in
           {
-            name = instanceKey variant;
+            # The key reads the unchecked data, so listing the instances checks no variant.
+            name = instanceKey selected.${name};
             value = import nixpkgs (
               platformsOf variant
               // {
                 config = variantConfig config variant;
-                overlays =
-                  overlays ++ (if variant.gpu_targets == [ ] then [ ] else [ (gpuTargetsOverlay variant.gpu_targets) ]);
+                overlays = overlays ++ variantOverlays name variant;
               }
             );
           }
         ) names
       );
-      packages = mapAttrs (_: variant: selectPackage instances.${instanceKey variant} variant) selected;
+      packages = mapAttrs (
+        name: variant:
+        let
+          pkgs = instances.${instanceKey selected.${name}};
+        in
+        builtins.seq (checkInstance name variant pkgs) (selectPackage pkgs variant)
+      ) valid;
       # Dispatch outputs (pkgs/dispatch.nix) of this system's variants: each Python variant's
       # environment is built with `python3.withPackages` in the variant's own package set; the
       # builder's interpreter is any instance's python3 (it does not depend on CUDA settings).
+      # Dispatch is CUDA-only: a plan that lists an AMD variant there is refused by name.
       dispatchNames =
         if checked ? dispatch then
-          builtins.filter (name: selected ? ${name}) (
-            builtins.concatMap (p: map (v: v.name) checked.dispatch.packages.${p}.variants) (
-              attrNames checked.dispatch.packages
+          map
+            (
+              name:
+              if isAmd selected.${name} then
+                throw "capplan: plan.json dispatch lists the AMD variant ${name}; dispatch wrappers are CUDA-only (regenerate overlays/plan.json with `capplan generate`)"
+              else
+                name
             )
-          )
+            (
+              builtins.filter (name: selected ? ${name}) (
+                builtins.concatMap (p: map (v: v.name) checked.dispatch.packages.${p}.variants) (
+                  attrNames checked.dispatch.packages
+                )
+              )
+            )
         else
           [ ];
       envs = listToAttrs (
@@ -267,7 +450,7 @@ let
           inherit name;
           value =
             let
-              variant = selected.${name};
+              variant = valid.${name};
             in
             if dispatchLib.isPython variant then
               (setOf instances.${instanceKey variant} variant).python3.withPackages (_: [ packages.${name} ])
@@ -298,7 +481,7 @@ let
     in
     {
       inherit packages variants dispatch;
-      configs = mapAttrs (_: plainConfig) selected;
+      configs = mapAttrs (_: plainConfig) valid;
       plan = checked;
     };
 
@@ -345,6 +528,7 @@ in
 {
   inherit
     checkPlan
+    checkVariant
     variantConfig
     plainConfig
     gpuTargetsOverlay

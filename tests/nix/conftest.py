@@ -44,3 +44,10 @@ def nix_more(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NixRunner]:
     """A copy whose plan covers magma, nccl, onnxruntime and other CUDA versions."""
     _require_nix()
     yield _runner_with_plan(tmp_path_factory.mktemp("repo-more"), PLANS / "more.json")
+
+
+@pytest.fixture(scope="session")
+def nix_rocm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NixRunner]:
+    """A copy whose plan holds AMD ROCm variants beside CUDA ones (tests/data/plans/rocm.json)."""
+    _require_nix()
+    yield _runner_with_plan(tmp_path_factory.mktemp("repo-rocm"), PLANS / "rocm.json")

@@ -1,10 +1,14 @@
 # Stand-in for pkgs/by-name/on/onnxruntime: CMAKE_CUDA_ARCHITECTURES from
-# cudaPackages.flags.cmakeCudaArchitecturesString.
+# cudaPackages.flags.cmakeCudaArchitecturesString; with ROCm, CMAKE_HIP_ARCHITECTURES =
+# concatStringsSep ";" (rocmPackages.clr.localGpuTargets or rocmPackages.clr.gpuTargets) and
+# onnxruntime_ROCM_HOME = clr.
 {
   config,
   stdenv,
   cudaPackages,
+  rocmPackages,
   cudaSupport ? config.cudaSupport,
+  rocmSupport ? config.rocmSupport,
   # by-name/on/onnxruntime/package.nix: `ncclSupport ? cudaSupport &&
   # cudaPackages.nccl.meta.available`, so a pre-Thor Jetson build goes on without NCCL.
   ncclSupport ? cudaSupport && cudaPackages.nccl.meta.available,
@@ -33,9 +37,21 @@ stdenv.mkDerivation {
       }
     else
       { }
+  )
+  // (
+    if rocmSupport && !cudaSupport then
+      {
+        inherit rocmSupport;
+        CMAKE_HIP_ARCHITECTURES = builtins.concatStringsSep ";" (
+          rocmPackages.clr.localGpuTargets or rocmPackages.clr.gpuTargets
+        );
+        rocmDependencies.clr = "${rocmPackages.clr}";
+      }
+    else
+      { }
   );
   passthru = {
-    inherit cudaSupport cudaPackages;
+    inherit cudaSupport cudaPackages rocmSupport;
   };
   meta.license = {
     shortName = "mit";

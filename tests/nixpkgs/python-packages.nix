@@ -104,6 +104,12 @@ let
       buildPythonApplication = args: buildPythonPackage ({ namePrefix = ""; } // args);
 
       torch = callPackage ./torch.nix { };
+      # python-packages.nix: `torchWithRocm = torch.override { cudaSupport = false; rocmSupport =
+      # true; triton = triton-no-cuda; }` (the stand-in has no triton).
+      torchWithRocm = self.torch.override {
+        cudaSupport = false;
+        rocmSupport = true;
+      };
       torchvision = callPackage ./torchvision.nix { };
       cupy = callPackage ./cupy.nix { };
 

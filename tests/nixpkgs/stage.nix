@@ -121,6 +121,14 @@ let
         };
         via = "pkgsCuda";
       };
+      # variants.nix: "Full package set with rocm on cuda off".
+      pkgsRocm = nixpkgsFun {
+        config = config // {
+          cudaSupport = false;
+          rocmSupport = true;
+        };
+        via = "pkgsRocm";
+      };
       pkgsForCudaArch = builtins.listToAttrs (
         map (cudaCapability: {
           name = "sm_" + lib.dropDots cudaCapability;
@@ -137,7 +145,19 @@ let
         }) db.allSortedCudaCapabilities
       );
 
+      # pkgs/development/rocm-modules/default.nix (all-packages.nix: `rocmPackages =
+      # recurseIntoAttrs (callPackage ../development/rocm-modules { })`): one ROCm version.
+      rocmPackages = import ./rocm-packages.nix {
+        inherit lib;
+        inherit (final) stdenv;
+      };
+
       magma = callPackage ./magma.nix { };
+      # all-packages.nix: the HIP magma whatever the set's config says.
+      magma-hip = final.magma.override {
+        cudaSupport = false;
+        rocmSupport = true;
+      };
       # nixpkgs marks the dynamic CUDA magma broken; torch uses the static one (all-packages.nix).
       magma-cuda-static = final.magma.override {
         cudaSupport = true;
@@ -178,6 +198,7 @@ let
     cudaSupport = resolvedConfig.cudaSupport;
     cudaCapabilities = resolvedConfig.cudaCapabilities;
     cudaForwardCompat = resolvedConfig.cudaForwardCompat;
+    rocmSupport = resolvedConfig.rocmSupport;
   };
   prefix =
     if via == "import" then "capplan-standin: import" else "capplan-standin: instantiate via=${via}";

@@ -7,6 +7,15 @@
 # - no PTX unless gpuTargets asks for it: cudaForwardCompat is ignored;
 # - passthru gpuTargetString, cudaCapabilities (the allowlisted ones), cudaPackages;
 # - requiredSystemFeatures = [ "big-parallel" ].
+# ROCm (the same file, torch 2.12/2.13):
+# - PYTORCH_ROCM_ARCH = gpuTargetString: a non-empty gpuTargets verbatim (no validation), else
+#   `subtractLists [ "gfx1010" "gfx1012" ] (rocmPackages.clr.localGpuTargets or
+#   rocmPackages.clr.gpuTargets)` (the scope's list: 15 targets in the default scope);
+# - effectiveMagma = magma-cuda-static with CUDA, magma-hip with ROCm, else magma;
+# - rocmtoolkit_joined links the scope's libraries; composable_kernel only when it has an MFMA
+#   target (`vendorComposableKernel = rocmSupport && !rocmPackages.composable_kernel.anyMfmaTarget`);
+# - broken with CUDA and ROCm ("CUDA and ROCm are mutually exclusive");
+# - passthru rocmSupport, rocmPackages.
 {
   config,
   stdenv,
@@ -15,15 +24,18 @@
   rocmSupport ? config.rocmSupport,
   cudaPackages,
   # The real recipe: effectiveMagma = magma-cuda-static with CUDA (the dynamic CUDA magma is
-  # meta.broken).
+  # meta.broken), magma-hip with ROCm.
   magma-cuda-static,
+  magma-hip,
+  rocmPackages,
   numpy,
   gpuTargets ? [ ],
 }:
 let
   lib = import ./lib.nix;
   inherit (cudaPackages) cudnn flags nccl;
-  magma = magma-cuda-static;
+  effectiveMagma = if cudaSupport then magma-cuda-static else magma-hip;
+  magma = effectiveMagma;
 
   # torch/source/default.nix brokenConditions (the ones the stand-in can meet).
   brokenConditions = {
@@ -86,8 +98,31 @@ let
       gpuTargets
     else if cudaSupport then
       gpuArchWarner supportedCudaCapabilities unsupportedCudaCapabilities
+    else if rocmSupport then
+      # "Remove RDNA1 gfx101x archs from default ROCm support list to avoid use of undeclared
+      # identifier 'CK_BUFFER_RESOURCE_3RD_DWORD'"
+      lib.subtractLists [
+        "gfx1010"
+        "gfx1012"
+      ] (rocmPackages.clr.localGpuTargets or rocmPackages.clr.gpuTargets)
     else
       throw "No GPU targets specified";
+
+  rocmOnly = rocmSupport && !cudaSupport;
+  vendorComposableKernel = rocmSupport && !rocmPackages.composable_kernel.anyMfmaTarget;
+  # rocmtoolkit_joined, reduced to the stand-in's libraries: every one is a store path of the
+  # scope torch is built in.
+  rocmLibraries = {
+    clr = "${rocmPackages.clr}";
+    rocminfo = "${rocmPackages.rocminfo}";
+    rocm-runtime = "${rocmPackages.rocm-runtime}";
+    rocm-comgr = "${rocmPackages.rocm-comgr}";
+    rocblas = "${rocmPackages.rocblas}";
+    hipblas = "${rocmPackages.hipblas}";
+    hipblaslt = "${rocmPackages.hipblaslt}";
+    miopen = "${rocmPackages.miopen}";
+    composable_kernel = if vendorComposableKernel then null else "${rocmPackages.composable_kernel}";
+  };
   gpuTargetString = builtins.concatStringsSep ";" targets;
 
   ptxTargets = map (t: builtins.head (builtins.match "(.*)\\+PTX" t)) (
@@ -100,7 +135,13 @@ buildPythonPackage {
   pyproject = true;
   backendStdenv = if cudaSupport then cudaPackages.backendStdenv else null;
   requiredSystemFeatures = [ "big-parallel" ];
-  env = if cudaSupport then { TORCH_CUDA_ARCH_LIST = gpuTargetString; } else { };
+  env =
+    if cudaSupport then
+      { TORCH_CUDA_ARCH_LIST = gpuTargetString; }
+    else if rocmSupport then
+      { PYTORCH_ROCM_ARCH = gpuTargetString; }
+    else
+      { };
   dependencies = [ numpy ];
   record = {
     inherit cudaSupport;
@@ -124,11 +165,28 @@ buildPythonPackage {
       }
     else
       { }
+  )
+  // (
+    if rocmOnly then
+      {
+        inherit rocmSupport gpuTargets;
+        PYTORCH_ROCM_ARCH = gpuTargetString;
+        rocm = rocmPackages.version;
+        # No CUDA in a ROCm torch: no TORCH_CUDA_ARCH_LIST, no capabilities.
+        cudaCapabilities = [ ];
+        rocmDependencies = rocmLibraries // {
+          magma = "${effectiveMagma}";
+        };
+      }
+    else
+      { }
   );
   passthru = {
     inherit
       cudaSupport
       cudaPackages
+      rocmSupport
+      rocmPackages
       gpuTargetString
       ;
     cudaCapabilities = if cudaSupport then supportedCudaCapabilities else [ ];

@@ -242,7 +242,7 @@ def _table(result: Matrix, show_needs: bool) -> None:
         table.add_row(
             str(job["stage"]),
             job["name"],
-            ", ".join(job["capabilities"] or job["gfx_targets"]) or "any",
+            ", ".join(job["capabilities"] or job.get("gfx_targets", ())) or "any",
             job["cuda"] or "ROCm",
             ", ".join(job["ptx"]) or "-",
             (", ".join(needs) or "-") if show_needs else str(len(needs)),

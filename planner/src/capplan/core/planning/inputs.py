@@ -4,9 +4,11 @@ and the fleet, each GPU resolved to a capability and the system it lives on.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 
 from capplan.core.model.amd import AmdTarget
+from capplan.core.model.amd_kb import normalise_amd_name
 from capplan.core.model.capability import Capability
 from capplan.core.model.cuda import CudaVersion
 from capplan.core.model.gpus import find_gpus, resolve_device, suggestions
@@ -84,7 +86,7 @@ def amd_entry(kb: KnowledgeBase, label: str) -> tuple[AmdTarget, str | None] | N
     try:
         models = kb.amd.lookup_gpu(label)
     except InvalidInputError:
-        close = suggestions(label, kb.gpus) + kb.amd.suggest_gpus(label)
+        close = _closest(label, [*suggestions(label, kb.gpus), *kb.amd.suggest_gpus(label)])
         raise InvalidInputError(
             f"unknown GPU or capability '{shorten(label.strip())}'",
             hint="did you mean " + " or ".join(f"'{c}'" for c in close[:4]) + "?"
@@ -100,6 +102,15 @@ def amd_entry(kb: KnowledgeBase, label: str) -> tuple[AmdTarget, str | None] | N
             hint="give the full model name or its gfx target",
         )
     return models[0].target.base, models[0].name
+
+
+def _closest(label: str, names: list[str]) -> list[str]:
+    """Both vendors' "did you mean" names, the closest to ``label`` first."""
+    key = normalise_amd_name(label)
+    return sorted(
+        dict.fromkeys(names),
+        key=lambda n: -difflib.SequenceMatcher(None, key, normalise_amd_name(n)).ratio(),
+    )
 
 
 def resolve_amd_fleet(kb: KnowledgeBase, config: Config) -> tuple[AmdFleetGpu, ...]:

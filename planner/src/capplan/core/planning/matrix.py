@@ -50,8 +50,6 @@ class Matrix:
                     "system": system,
                     "capabilities": [c.text for c in v.capabilities],
                     "cuda": v.cuda.text if v.cuda is not None else None,
-                    "vendor": v.vendor,
-                    "gfx_targets": [str(t) for t in v.rocm.targets] if v.rocm else [],
                     "ptx": [c.text for c in v.ptx],
                     "needs": list(needs),
                     "stage": stage,
@@ -62,6 +60,9 @@ class Matrix:
                     "start_minute": round(start[name], 2),
                 }
             )
+            if v.rocm is not None:  # AMD jobs only: CUDA jobs keep their shape
+                jobs[-1]["vendor"] = v.vendor
+                jobs[-1]["gfx_targets"] = [str(t) for t in v.rocm.targets]
         return jobs
 
     def summary(self) -> dict[str, Any]:

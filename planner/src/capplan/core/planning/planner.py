@@ -236,7 +236,7 @@ def _variant_order(v: Variant) -> tuple[object, ...]:
     return (
         v.package,
         v.fat,
-        v.vendor,
+        v.rocm is not None,
         tuple(c.sort_key for c in v.capabilities),
         amd,
         v.cuda is None,

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from capplan.core.model.amd import AmdRunLevel, AmdTarget, amd_how_runs
-from capplan.core.model.amd_kb import AmdKnowledgeBase, RocmBuild, RocmCost
+from capplan.core.model.amd_kb import AmdKnowledgeBase, AmdPackageCheck, RocmBuild, RocmCost
 from capplan.core.model.compat import RunLevel
 from capplan.core.model.systems import X86_64, system_suffix
 from capplan.core.planning.config import Config
@@ -83,6 +83,36 @@ class _Planner:
     # Per build target: the override keys of the packages planned for it.
     overrides: dict[AmdTarget, set[str]] = field(default_factory=dict)
     scope_of: dict[AmdTarget, tuple[str, str | None]] = field(default_factory=dict)
+    _checks: dict[tuple[str, AmdTarget], AmdPackageCheck | None] = field(default_factory=dict)
+    _cached: dict[tuple[str, AmdTarget], bool] = field(default_factory=dict)
+
+    def check(self, lib_name: str, target: AmdTarget) -> AmdPackageCheck | None:
+        """What a linked library's own list does with ``target`` (None: it takes any)."""
+        key = (lib_name, target)
+        if key not in self._checks:
+            library = self.amd.stack_libraries[lib_name]
+            own = self.amd.packages.get(library.targets) if library.targets else None
+            self._checks[key] = own.check(lib_name, [target]) if own is not None else None
+        return self._checks[key]
+
+    def cached_covers(self, lib_name: str, device: AmdTarget) -> bool:
+        """Whether the default scope's build of a library (the cache's) runs on ``device``."""
+        key = (lib_name, device)
+        found = self._cached.get(key)
+        if found is None:
+            library = self.amd.stack_libraries[lib_name]
+            own = self.amd.packages.get(library.targets) if library.targets else None
+            kept = self.cached_targets(lib_name) if own is not None else (device,)
+            found = amd_how_runs(device, kept).level is not AmdRunLevel.CANNOT_RUN
+            self._cached[key] = found
+        return found
+
+    def cached_targets(self, lib_name: str) -> tuple[AmdTarget, ...]:
+        library = self.amd.stack_libraries[lib_name]
+        own = self.amd.packages.get(library.targets) if library.targets else None
+        if own is None:
+            return self.amd.nixpkgs_default_targets
+        return own.check(lib_name, self.amd.nixpkgs_default_targets).kept
 
     def decide(self, package: str, subject: str, action: str, reason: str) -> None:
         self.out.decisions.append(Decision(package, subject, action, reason))
@@ -336,8 +366,6 @@ def _links(
     amd = planner.amd
     for lib_name in build.links:
         library = amd.stack_libraries[lib_name]
-        own = amd.packages.get(library.targets) if library.targets else None
-        check = own.check(lib_name, [target]) if own is not None else None
         planned_magma = lib_name == "magma-hip" and planner.name("magma", target.processor)
         if planned_magma and planned_magma in planner.jobs:
             job.needs.append(planned_magma)
@@ -345,20 +373,20 @@ def _links(
         if job.scope == "package":
             # The default scope's build holds the default list as the library's own list
             # leaves it (magma-hip: clr.gpuTargets ∩ VALID_GFXS).
-            if own is not None:
-                cached = own.check(lib_name, amd.nixpkgs_default_targets).kept
-                for device in devices:
-                    if amd_how_runs(device, cached).level is not AmdRunLevel.CANNOT_RUN:
-                        continue
-                    planner.decide(
-                        package,
-                        f"{lib_name}:{device}",
-                        "excluded",
-                        f"{lib_name}'s own target list lacks {device}: {job.name} links "
-                        f"nixpkgs' default {lib_name} (from the cache), built for "
-                        f"{', '.join(map(str, cached))}, so its GPU code does not cover {device}",
-                    )
+            for device in devices:
+                if planner.cached_covers(lib_name, device):
+                    continue
+                cached = planner.cached_targets(lib_name)
+                planner.decide(
+                    package,
+                    f"{lib_name}:{device}",
+                    "excluded",
+                    f"{lib_name}'s own target list lacks {device}: {job.name} links "
+                    f"nixpkgs' default {lib_name} (from the cache), built for "
+                    f"{', '.join(map(str, cached))}, so its GPU code does not cover {device}",
+                )
             continue
+        check = planner.check(lib_name, target)
         if check is not None and check.outcome == "broken":
             planner.decide(
                 package,
@@ -441,13 +469,17 @@ def _plan_default_targets(
 
 def _finish(planner: _Planner) -> None:
     """Freeze the jobs: every job of one build target shares one RocmSpec (one instance)."""
+    specs: dict[tuple[AmdTarget | None, str, str | None], RocmSpec] = {}
     for job in planner.jobs.values():
-        if job.target is None:
-            spec = RocmSpec("package", None, (), ())
-        else:
+        key = (job.target, job.scope, job.scope_attr)
+        spec = specs.get(key)
+        if spec is None and job.target is None:
+            spec = specs[key] = RocmSpec("package", None, (), ())
+        elif spec is None and job.target is not None:
             keys = sorted(planner.overrides.get(job.target, ()))
-            overrides = tuple((key, (job.target.processor,)) for key in keys)
-            spec = RocmSpec(job.scope, job.scope_attr, (job.target,), overrides)
+            overrides = tuple((k, (job.target.processor,)) for k in keys)
+            spec = specs[key] = RocmSpec(job.scope, job.scope_attr, (job.target,), overrides)
+        assert spec is not None
         minutes, size = _cost(job.cost, job.cost_targets)
         planner.out.variants.append(
             Variant(
