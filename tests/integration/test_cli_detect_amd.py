@@ -200,6 +200,22 @@ def test_detect_gfx1031_runs_gfx1030_code(capplan_cli: object, tmp_path: Path) -
     assert "ISA compatibility" in how["reason"] and "HSA_OVERRIDE" not in result.stdout
 
 
+def test_detect_generic_target_build(capplan_cli: object, tmp_path: Path) -> None:
+    """share = "compatible": one gfx11-generic build serves an RX 7800 XT (gfx1101)."""
+    root = tmp_path / "sys"
+    _kfd(root, "1", "gfx_target_version 110001\nvendor_id 4098\n")
+    config = _config(
+        tmp_path,
+        '[fleet]\ngpus = ["RX 7900 XTX", "RX 7800 XT"]\n[packages.torch]\n'
+        '[policy]\nshare = "compatible"\n',
+    )
+    result = capplan_cli("detect", "--json", "--config", config, env=_env(tmp_path, root))  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    how = json.loads(result.stdout)["gpus"][0]["how"]["torch"]
+    assert (how["variant"], how["level"]) == ("torch-gfx11-generic", "compatible")
+    assert how["reason"].startswith("generic code object gfx11-generic runs on its member gfx1101")
+
+
 def test_detect_amd_features_from_rocminfo(capplan_cli: object, tmp_path: Path) -> None:
     """rocminfo names the target with its features; the planned build has none ("any")."""
     env = _rocminfo_env(tmp_path, "gfx90a:sramecc+:xnack-", "AMD Instinct MI250X")
