@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import click
 
 from capplan.cli.output import emit_json, out_console
@@ -79,7 +81,7 @@ def explain(targets: str, device: str, as_json: bool) -> None:
     _emit(result, str(cap), as_json)
 
 
-def _emit(result: dict[str, object], what: str, as_json: bool) -> None:
+def _emit(result: Mapping[str, object], what: str, as_json: bool) -> None:
     if as_json:
         emit_json(result)
         return
