@@ -139,10 +139,15 @@ def test_matrix_json_shape_and_dependencies(capplan_cli: object) -> None:
     assert jobs["torch-sm87-aarch64"]["attr"] == "legacyPackages.aarch64-linux.torch-sm87-aarch64"
     # Jetson Orin is served on aarch64-linux now; only nccl and cupy (which links nccl) refuse
     # pre-Thor Jetson.
+    # The AMD GPUs: nccl and cupy are CUDA-only in nixpkgs, magma-hip's list lacks gfx942 and
+    # gfx1100.
     assert {(u["package"], u["gpu"]) for u in summary["unserved"]} == {
         ("nccl", "Jetson Orin"),
         ("cupy", "Jetson Orin"),
+        *((p, gpu) for p in ("nccl", "cupy", "magma") for gpu in ("MI300X", "Radeon RX 7900 XTX")),
     }
+    assert jobs["torch-gfx942"]["gfx_targets"] == ["gfx942"]
+    assert jobs["torch-gfx942"]["cuda"] is None
 
 
 def test_github_matrix_splits_in_dependency_order(capplan_cli: object) -> None:

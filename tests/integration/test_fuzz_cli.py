@@ -35,10 +35,13 @@ REPO = Path(__file__).resolve().parents[2]
 # -- strategies -----------------------------------------------------------------------------
 _CAP_WORDS = ["8.6", "sm_86", "sm86", "86", "compute_86", "9.0a", "sm_90a", "10.0f", "120",
               "8.7", "99.9", "sm_86a", "compute_999", "1.0", "0.0", "8.6+PTX", "86+ptx", "+PTX",
-              "sm_", "8.", ".6", "8..6", "sm_86f", "12.1a", "3.0", "11.0", "7.0", "6.1"]  # fmt: skip
+              "sm_", "8.", ".6", "8..6", "sm_86f", "12.1a", "3.0", "11.0", "7.0", "6.1",
+              "gfx942", "gfx1100", "gfx9999", "gfx90a:xnack-", "gfx942:xnack*", "gfx11-generic",
+              "GFX1030", "gfx"]  # fmt: skip
 _GPU_WORDS = ["A100", "RTX 3090", "NVIDIA H100 80GB HBM3", "Jetson Orin", "Jetson AGX Orin",
               "GTX 1080 Ti", "V100", "B200", "RTX 5090", "L4", "rtx", "nvidia", "Tesla", "",
-              "NVIDIA GeForce", "[bold]x[/bold]", "a" * 300]  # fmt: skip
+              "NVIDIA GeForce", "[bold]x[/bold]", "a" * 300, "MI300X", "mi300y", "RX 7",
+              "Radeon RX 7900 XTX", "Strix Halo", "gfx1151", "Radeon 680M"]  # fmt: skip
 _CUDA_WORDS = ["12.9", "13.0", "12.8", "12.6", "11.8", "11.0", "99.9", "cu129", "12", "12.x",
                "cuda12.9", "12.9.1", "", "13", "0.0"]  # fmt: skip
 _PACKAGES = ["torch", "cupy", "nccl", "magma", "onnxruntime", "cudnn", "torchvision", "trorch"]
@@ -87,6 +90,9 @@ config_doc = st.fixed_dictionaries(
                             "cuda": maybe(cuda_text),
                             "exclude": maybe(st.lists(cap_text, max_size=3)),
                             "extra": maybe(st.lists(cap_text, max_size=2)),
+                            "vendors": maybe(
+                                st.lists(st.sampled_from(["nvidia", "amd", "intel"]), max_size=2)
+                            ),
                         },
                     )
                 ),
@@ -103,6 +109,7 @@ config_doc = st.fixed_dictionaries(
                     "ptx": maybe(st.sampled_from(["none", "newest"])),
                     "share": maybe(st.sampled_from(["exact", "compatible"])),
                     "runners": maybe(st.integers(-2, 20_000)),
+                    "rocm_scope": maybe(st.sampled_from(["package", "stack", "foo"])),
                 },
             )
         ),

@@ -35,6 +35,7 @@ CONFIG_ENV: dict[str, tuple[str, str]] = {
     "CAPPLAN_PTX": ("policy", "ptx"),
     "CAPPLAN_SHARE": ("policy", "share"),
     "CAPPLAN_RUNNERS": ("policy", "runners"),
+    "CAPPLAN_ROCM_SCOPE": ("policy", "rocm_scope"),
 }
 _LISTS = {"CAPPLAN_GPUS", "CAPPLAN_CUDA"}
 _INTS = {"CAPPLAN_RUNNERS"}

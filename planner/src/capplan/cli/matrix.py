@@ -112,6 +112,7 @@ def matrix(
     fat: str | None,
     ptx: str | None,
     gpus: tuple[str, ...],
+    rocm_scope: str | None,
     fmt: str | None,
     as_json: bool,
     show_needs: bool,
@@ -139,7 +140,9 @@ def matrix(
     fmt = "json" if as_json else (fmt or "table")
     if jobs_file is not None and not skip_cached:
         raise click.UsageError("--jobs is only read with --skip-cached (add --skip-cached)")
-    planned = plan_with_settings(config_path, flag_layer(cuda, share, fat, ptx, gpus, runners))
+    planned = plan_with_settings(
+        config_path, flag_layer(cuda, share, fat, ptx, gpus, runners, rocm_scope)
+    )
     plan = planned.plan
     cached: dict[str, str] = {}
     if skip_cached and not caches:

@@ -33,11 +33,12 @@ def plan(
     fat: str | None,
     ptx: str | None,
     gpus: tuple[str, ...],
+    rocm_scope: str | None,
     as_json: bool,
     print_identifiers: bool,
 ) -> None:
     """Plan which variants to build for the fleet, and why."""
-    result = load_plan(config_path, flag_layer(cuda, share, fat, ptx, gpus))
+    result = load_plan(config_path, flag_layer(cuda, share, fat, ptx, gpus, rocm_scope=rocm_scope))
     if print_identifiers:
         click.echo("\n".join(result.identifiers()))
         return

@@ -78,6 +78,13 @@ def policy_options(func: F) -> F:
                 multiple=True,
                 help="Replace the fleet with these GPUs (repeatable).",
             ),
+            click.option(
+                "--rocm-scope",
+                "rocm_scope",
+                type=click.Choice(["package", "stack"]),
+                default=None,
+                help="AMD variants: rebuild only the package, or its whole ROCm stack.",
+            ),
         ]
     ):
         func = option(func)
@@ -91,11 +98,18 @@ def flag_layer(
     ptx: str | None = None,
     gpus: tuple[str, ...] = (),
     runners: int | None = None,
+    rocm_scope: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     policy: dict[str, Any] = {}
     if cuda:
         policy["cuda"] = [c.strip() for c in cuda.split(",") if c.strip()]
-    for key, value in (("share", share), ("fat", fat), ("ptx", ptx), ("runners", runners)):
+    for key, value in (
+        ("share", share),
+        ("fat", fat),
+        ("ptx", ptx),
+        ("runners", runners),
+        ("rocm_scope", rocm_scope),
+    ):
         if value is not None:
             policy[key] = value
     fleet: dict[str, Any] = {"gpus": list(gpus)} if gpus else {}

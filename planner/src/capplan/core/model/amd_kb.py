@@ -248,6 +248,12 @@ class RocmBuild(_Frozen):
     big_parallel: bool
     cost: RocmCost
     source: str
+    # How its gpuTargets are spelled: "gfx1030" (torch), or "1030" (magma-hip compares the
+    # argument as given with its supportedGpuTargets, which lack the prefix).
+    gfx_prefix: bool = True
+
+    def spell(self, target: AmdTarget) -> str:
+        return target.processor if self.gfx_prefix else target.processor.removeprefix("gfx")
 
     @model_validator(mode="after")
     def _consistent(self) -> RocmBuild:

@@ -4,24 +4,19 @@ and the fleet, each GPU resolved to a capability and the system it lives on.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 
-from capplan.core.model.amd import AmdTarget
-from capplan.core.model.amd_kb import normalise_amd_name
-from capplan.core.model.capability import Capability
 from capplan.core.model.cuda import CudaVersion
-from capplan.core.model.gpus import find_gpus, resolve_device, suggestions
+from capplan.core.model.gpus import resolve_device
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import AARCH64, X86_64
+from capplan.core.model.vendors import amd_entry
 from capplan.core.planning.config import Config
 from capplan.core.planning.plan import AmdFleetGpu, FleetGpu
-from capplan.core.planning.rocm import looks_like_gfx
 from capplan.errors import InvalidInputError, shorten
 
 __all__ = [
     "NIXPKGS_DEFAULT_CUDA",
-    "amd_entry",
     "gpu_system",
     "nixpkgs_cuda_version",
     "resolve_amd_fleet",
@@ -62,55 +57,6 @@ def nixpkgs_cuda_version(kb: KnowledgeBase, text: str, where: str) -> CudaVersio
             hint=f"{where} may be one of: {known}",
         )
     return version
-
-
-def amd_entry(kb: KnowledgeBase, label: str) -> tuple[AmdTarget, str | None] | None:
-    """An AMD fleet entry (``gfx942``, ``MI300X``, ``Radeon RX 7900 XTX``) as its processor and
-    model name; None when the entry is an NVIDIA GPU or capability. A bad gfx target, an
-    ambiguous AMD name, or a name neither vendor knows is exit 4 with "did you mean"."""
-    if looks_like_gfx(label):
-        target = AmdTarget.parse(label)
-        if target.is_generic:
-            raise InvalidInputError(
-                f"fleet entry '{shorten(label)}' is a generic build target ({target}), not a GPU",
-                hint="list the GPU or its processor, e.g. gfx1100",
-            )
-        return target.base, None
-    try:
-        Capability.parse(label)
-        return None
-    except InvalidInputError:
-        pass
-    if find_gpus(label, kb.gpus) or kb.amd is None:
-        return None
-    try:
-        models = kb.amd.lookup_gpu(label)
-    except InvalidInputError:
-        close = _closest(label, [*suggestions(label, kb.gpus), *kb.amd.suggest_gpus(label)])
-        raise InvalidInputError(
-            f"unknown GPU or capability '{shorten(label.strip())}'",
-            hint="did you mean " + " or ".join(f"'{c}'" for c in close[:4]) + "?"
-            if close
-            else "run 'capplan gpus' to list known GPUs, or give a capability like 8.6 or a "
-            "gfx target like gfx1100",
-        ) from None
-    targets = {m.target.base for m in models}
-    if len(targets) > 1:
-        names = ", ".join(f"{m.name} ({m.target})" for m in models[:4])
-        raise InvalidInputError(
-            f"GPU name '{shorten(label.strip())}' is ambiguous: {names}",
-            hint="give the full model name or its gfx target",
-        )
-    return models[0].target.base, models[0].name
-
-
-def _closest(label: str, names: list[str]) -> list[str]:
-    """Both vendors' "did you mean" names, the closest to ``label`` first."""
-    key = normalise_amd_name(label)
-    return sorted(
-        dict.fromkeys(names),
-        key=lambda n: -difflib.SequenceMatcher(None, key, normalise_amd_name(n)).ratio(),
-    )
 
 
 def resolve_amd_fleet(kb: KnowledgeBase, config: Config) -> tuple[AmdFleetGpu, ...]:

@@ -23,6 +23,7 @@ from capplan.core.model.amd import AmdTarget
 from capplan.core.model.capability import Capability
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import AARCH64, X86_64, system_suffix
+from capplan.core.model.vendors import looks_like_gfx
 from capplan.core.planning.config import Config
 from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.graph import dependency_closure
@@ -35,7 +36,7 @@ from capplan.core.planning.inputs import (
 )
 from capplan.core.planning.jobs import Builder, plan_package
 from capplan.core.planning.plan import AmdFleetGpu, Baselines, Decision, FleetGpu, Plan, Variant
-from capplan.core.planning.rocm import RocmPlan, looks_like_gfx, plan_rocm, rocm_baselines
+from capplan.core.planning.rocm import RocmPlan, plan_rocm, rocm_baselines
 from capplan.core.planning.rules import Rules
 from capplan.errors import CapplanError, InfeasibleError, InvalidInputError, NothingToDo, shorten
 

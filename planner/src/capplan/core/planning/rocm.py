@@ -33,18 +33,13 @@ from capplan.core.model.amd import AmdRunLevel, AmdTarget, amd_how_runs
 from capplan.core.model.amd_kb import AmdKnowledgeBase, AmdPackageCheck, RocmBuild, RocmCost
 from capplan.core.model.compat import RunLevel
 from capplan.core.model.systems import X86_64, system_suffix
+from capplan.core.model.vendors import looks_like_gfx
 from capplan.core.planning.config import Config
 from capplan.core.planning.plan import AmdFleetGpu, Decision, RocmSpec, Serve, Variant
 
-__all__ = ["RocmPlan", "looks_like_gfx", "plan_rocm", "rocm_baselines"]
+__all__ = ["RocmPlan", "plan_rocm", "rocm_baselines"]
 
 _LEVEL = {AmdRunLevel.EXACT: RunLevel.NATIVE, AmdRunLevel.COMPATIBLE: RunLevel.COMPATIBLE}
-
-
-def looks_like_gfx(text: str) -> bool:
-    """Whether a fleet entry or a package's ``extra``/``exclude`` value is meant as a gfx
-    target (it is then parsed as one, and a bad one is an error of its own)."""
-    return text.strip().lower().startswith("gfx")
 
 
 @dataclass
@@ -82,6 +77,7 @@ class _Planner:
     jobs: dict[str, _Job] = field(default_factory=dict)
     # Per build target: the override keys of the packages planned for it.
     overrides: dict[AmdTarget, set[str]] = field(default_factory=dict)
+    spellings: dict[str, RocmBuild] = field(default_factory=dict)  # override key -> its build
     scope_of: dict[AmdTarget, tuple[str, str | None]] = field(default_factory=dict)
     _checks: dict[tuple[str, AmdTarget], AmdPackageCheck | None] = field(default_factory=dict)
     _cached: dict[tuple[str, AmdTarget], bool] = field(default_factory=dict)
@@ -342,6 +338,7 @@ def _job(
     )
     if build.override is not None:
         planner.overrides.setdefault(target, set()).add(build.override)
+        planner.spellings[build.override] = build
     for dep in build.depends:
         dep_job = _job(planner, dep, planner.amd.builds[dep], target, devices)
         job.needs.append(dep_job.name)
@@ -477,7 +474,7 @@ def _finish(planner: _Planner) -> None:
             spec = specs[key] = RocmSpec("package", None, (), ())
         elif spec is None and job.target is not None:
             keys = sorted(planner.overrides.get(job.target, ()))
-            overrides = tuple((k, (job.target.processor,)) for k in keys)
+            overrides = tuple((k, (planner.spellings[k].spell(job.target),)) for k in keys)
             spec = specs[key] = RocmSpec(job.scope, job.scope_attr, (job.target,), overrides)
         assert spec is not None
         minutes, size = _cost(job.cost, job.cost_targets)

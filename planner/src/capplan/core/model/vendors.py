@@ -1,0 +1,72 @@
+"""Which vendor a GPU name or target belongs to: NVIDIA capabilities and models, or AMD gfx
+processors and models. One answer for the planner's fleet, ``explain``, ``verify`` and
+``detect``; a name neither vendor knows gets "did you mean" from both. Pure.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from capplan.core.model.amd import AmdTarget
+from capplan.core.model.amd_kb import normalise_amd_name
+from capplan.core.model.capability import Capability
+from capplan.core.model.gpus import find_gpus, suggestions
+from capplan.core.model.kb import KnowledgeBase
+from capplan.errors import InvalidInputError, shorten
+
+__all__ = ["amd_entry", "looks_like_gfx"]
+
+
+def looks_like_gfx(text: str) -> bool:
+    """Whether a fleet entry or a package's ``extra``/``exclude`` value is meant as a gfx
+    target (it is then parsed as one, and a bad one is an error of its own)."""
+    return text.strip().lower().startswith("gfx")
+
+
+def amd_entry(kb: KnowledgeBase, label: str) -> tuple[AmdTarget, str | None] | None:
+    """An AMD fleet entry (``gfx942``, ``MI300X``, ``Radeon RX 7900 XTX``) as its processor and
+    model name; None when the entry is an NVIDIA GPU or capability. A bad gfx target, an
+    ambiguous AMD name, or a name neither vendor knows is exit 4 with "did you mean"."""
+    if looks_like_gfx(label):
+        target = AmdTarget.parse(label)
+        if target.is_generic:
+            raise InvalidInputError(
+                f"fleet entry '{shorten(label)}' is a generic build target ({target}), not a GPU",
+                hint="list the GPU or its processor, e.g. gfx1100",
+            )
+        return target.base, None
+    try:
+        Capability.parse(label)
+        return None
+    except InvalidInputError:
+        pass
+    if find_gpus(label, kb.gpus) or kb.amd is None:
+        return None
+    try:
+        models = kb.amd.lookup_gpu(label)
+    except InvalidInputError:
+        close = _closest(label, [*suggestions(label, kb.gpus), *kb.amd.suggest_gpus(label)])
+        raise InvalidInputError(
+            f"unknown GPU or capability '{shorten(label.strip())}'",
+            hint="did you mean " + " or ".join(f"'{c}'" for c in close[:4]) + "?"
+            if close
+            else "run 'capplan gpus' to list known GPUs, or give a capability like 8.6 or a "
+            "gfx target like gfx1100",
+        ) from None
+    targets = {m.target.base for m in models}
+    if len(targets) > 1:
+        names = ", ".join(f"{m.name} ({m.target})" for m in models[:4])
+        raise InvalidInputError(
+            f"GPU name '{shorten(label.strip())}' is ambiguous: {names}",
+            hint="give the full model name or its gfx target",
+        )
+    return models[0].target.base, models[0].name
+
+
+def _closest(label: str, names: list[str]) -> list[str]:
+    """Both vendors' "did you mean" names, the closest to ``label`` first."""
+    key = normalise_amd_name(label)
+    return sorted(
+        dict.fromkeys(names),
+        key=lambda n: -difflib.SequenceMatcher(None, key, normalise_amd_name(n)).ratio(),
+    )
