@@ -67,11 +67,11 @@ def test_detect_mixed_nvidia_and_amd(capplan_cli: object, tmp_path: Path) -> Non
         assert gpu["pci_id"] == pci
         assert gpu["overlay"] == f'gpuTargets = [ "{target}" ];'
         assert set(gpu["variants"]) == set(nvidia["variants"])
-        # The embedded plan has no AMD GPU: no variant runs, and the answer says what to add.
-        assert all(v is None for v in gpu["variants"].values())
+        # The embedded plan's fleet has both: their own variants, as for the NVIDIA GPU.
         how = gpu["how"]["torch"]
-        assert (how["level"], how["command"], how["variant"]) == ("cannot-run", None, None)
-        assert f'add "{target}" to fleet.gpus' in how["reason"]
+        assert gpu["variants"]["torch"] == how["variant"] == f"torch-{target}"
+        assert (how["level"], how["command"]) == ("native", f"nix build .#torch-{target}")
+        assert gpu["variants"]["nccl"] is None
         assert gpu["how"]["nccl"]["reason"] == "nccl is CUDA-only: nixpkgs has no ROCm build of it"
     assert data["notes"] == []
 
@@ -84,8 +84,7 @@ def test_detect_amd_only_does_not_exit_no_gpu(capplan_cli: object, tmp_path: Pat
     out = " ".join(result.stdout.split())
     assert "AMD target gfx942, from kfd, PCI id 1002:74a1" in out
     assert "AMD target gfx1100" in out
-    assert "no torch variant in this plan runs on gfx1100" in out
-    assert 'add "gfx1100" to fleet.gpus' in out
+    assert "nix build .#torch-gfx942" in out and "nix build .#torch-gfx1100" in out
     assert 'gpuTargets = [ "gfx1100" ];' in out
     assert "note: KFD node 3: gfx_target_version 999999 is not" in out and "skipped" in out
     assert "Traceback" not in result.stderr
