@@ -23,14 +23,11 @@ from capplan.core.model.amd import AmdTarget
 from capplan.errors import ExitCode
 
 T = AmdTarget.parse
-MIXED = """
-[fleet]
-gpus = ["A100", "MI300X", "Radeon RX 7900 XTX", "Strix Halo"]
-[packages.torch]
-[packages.onnxruntime]
-[policy]
-cuda = ["12.9"]
-"""
+# The issue's mixed fleet; onnxruntime reads clr.gpuTargets only (one shared ROCm build).
+MIXED = (
+    '[fleet]\ngpus = ["A100", "MI300X", "Radeon RX 7900 XTX", "Strix Halo"]\n'
+    "[packages.torch]\n[packages.onnxruntime]\n"
+)
 HOST = "host-x86_64-unknown-linux-gnu"
 E_FLAGS = 48  # offset of e_flags in an ELF64 header
 
