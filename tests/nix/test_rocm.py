@@ -334,8 +334,9 @@ def test_nix_build_torch_gfx942(nix_rocm: NixRunner) -> None:
     assert record["cudaCapabilities"] == [] and record["cudaSupport"] is False
 
 
-def _eval_variant(runner: NixRunner, variants: dict[str, Any], name: str) -> Any:
-    plan = {**ROCM_PLAN, "variants": variants}
+def _eval_plan(runner: NixRunner, plan: dict[str, Any], tail: str) -> Any:
+    """`lib.mkVariants` on ``plan`` (passed as JSON, read with builtins.fromJSON), then ``tail``
+    on its result ``v``."""
     return runner.flake(
         ["eval"],
         ".#lib",
@@ -344,9 +345,13 @@ def _eval_variant(runner: NixRunner, variants: dict[str, Any], name: str) -> Any
         "--apply",
         f"""lib: let plan = builtins.fromJSON {json.dumps(json.dumps(plan))};
                      v = lib.mkVariants {{ nixpkgs = {runner.standin}; inherit plan; system = "{SYSTEM}"; }};
-                 in v.packages."{name}".drvPath""",
+                 in {tail}""",
         check=False,
     )
+
+
+def _eval_variant(runner: NixRunner, variants: dict[str, Any], name: str) -> Any:
+    return _eval_plan(runner, {**ROCM_PLAN, "variants": variants}, f'v.packages."{name}".drvPath')
 
 
 @pytest.mark.parametrize(
@@ -437,17 +442,7 @@ def test_dispatch_refuses_amd_variants(nix_rocm: NixRunner) -> None:
         **ROCM_PLAN,
         "dispatch": {"packages": {"torch": {"variants": [{"name": "torch-gfx942"}]}}},
     }
-    proc = nix_rocm.flake(
-        ["eval"],
-        ".#lib",
-        "--impure",
-        "--json",
-        "--apply",
-        f"""lib: let plan = builtins.fromJSON {json.dumps(json.dumps(plan))};
-                     v = lib.mkVariants {{ nixpkgs = {nix_rocm.standin}; inherit plan; system = "{SYSTEM}"; }};
-                 in builtins.attrNames v.dispatch""",
-        check=False,
-    )
+    proc = _eval_plan(nix_rocm, plan, "builtins.attrNames v.dispatch")
     assert proc.returncode != 0
     assert (
         "capplan: plan.json dispatch lists the AMD variant torch-gfx942; dispatch wrappers are"

@@ -210,6 +210,21 @@ def test_extra_and_exclude_take_gfx_targets() -> None:
     assert names(plan, "torch") == ["torch-gfx942"]
 
 
+def test_an_exclusion_of_the_parent_holds_for_an_inherited_build() -> None:
+    packages = {"torch": {"exclude": ["gfx1100"]}, "torchvision": {}}
+    plan = make_plan(KB, config(MIXED, packages))
+    assert "torchvision-gfx1100" not in names(plan, "torchvision")
+    unserved = {(d.package, d.subject): d.reason for d in plan.unserved}
+    assert "excludes gfx1100 for torch" in unserved[("torchvision", "Radeon RX 7900 XTX")]
+
+
+def test_an_amd_gpu_on_an_unplanned_system_is_unserved_with_the_reason() -> None:
+    plan = make_plan(KB, config(["GH200", "MI300X"], system="aarch64-linux"))
+    assert names(plan, "torch") == ["torch-sm90"]
+    unserved = {(d.package, d.subject): d.reason for d in plan.unserved}
+    assert "x86_64-linux" in unserved[("torch", "MI300X")]
+
+
 def test_rocm_jobs_are_x86_64_unless_a_system_is_given() -> None:
     systems = ["aarch64-linux", "x86_64-linux"]
     plan = make_plan(KB, config(["GH200", "MI300X"], systems=systems))

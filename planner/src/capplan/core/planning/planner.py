@@ -95,6 +95,14 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
                 f"({', '.join(systems)})"
             )
             unserved.extend(Decision(p, gpu.label, "unserved", reason) for p in requested)
+    for amd_gpu in amd_fleet:
+        if amd_gpu.system not in systems:
+            reason = (
+                f"{amd_gpu.label} lives on {amd_gpu.system} (ROCm jobs run on x86_64-linux unless "
+                f"fleet.systems says otherwise), which is not in policy.systems "
+                f"({', '.join(systems)})"
+            )
+            unserved.extend(Decision(p, amd_gpu.label, "unserved", reason) for p in all_requested)
     # Rules 1-7 run once per system, each with the fleet GPUs that live there; names of the
     # first system carry no suffix, the others end in "-<cpu>" (torch-sm87-aarch64).
     builders: list[Builder] = []

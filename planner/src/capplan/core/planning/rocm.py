@@ -227,9 +227,14 @@ def _plan_package(
                 )
             )
         return
+    # An inherited build (torchvision) builds its parent for the same target: the parent's
+    # exclusions hold for it too.
+    owners = (package, *(build.depends if build.how == "inherited" else ()))
     excluded = {
         AmdTarget.parse(t).base
-        for t in planner.config.packages[package].exclude
+        for owner in owners
+        if owner in planner.config.packages
+        for t in planner.config.packages[owner].exclude
         if looks_like_gfx(t)
     }
     if build.how == "default-targets":
@@ -239,12 +244,21 @@ def _plan_package(
     served: dict[AmdTarget, list[tuple[AmdFleetGpu, AmdRunLevel, str]]] = {}
     for gpu in gpus:
         if gpu.target in excluded:
+            owner = next(
+                o
+                for o in owners
+                if o in planner.config.packages
+                and any(
+                    looks_like_gfx(t) and AmdTarget.parse(t).base == gpu.target
+                    for t in planner.config.packages[o].exclude
+                )
+            )
             planner.out.unserved.append(
                 Decision(
                     package,
                     gpu.label,
                     "unserved",
-                    f"capplan.toml excludes {gpu.target} for {package}",
+                    f"capplan.toml excludes {gpu.target} for {owner}",
                 )
             )
             continue
