@@ -44,7 +44,7 @@ let
     A plan.json variant, checked for the keys this file reads about its vendor: one clear
     `capplan:` line for data it does not understand (the planner writes valid data; a
     hand-edited or newer plan.json may not).  AMD variants carry
-    `rocm = { scope = "package" | "stack"; scope_attr; targets; overrides; }`; NVIDIA ones
+    `rocm = { scope = "package" | "stack"; scope_attr; targets; overrides; arguments ? {}; }`; NVIDIA ones
     `rocm = null` or no `rocm` key.
   */
   checkVariant =
@@ -73,6 +73,12 @@ let
           || !(builtins.all isStringList (builtins.attrValues rocm.overrides))
         then
           fail "rocm.overrides must map package names to lists of strings, got ${toJSON (rocm.overrides or null)}"
+        else if
+          !(builtins.isAttrs (rocm.arguments or { }))
+          || !(builtins.all builtins.isString (builtins.attrValues (rocm.arguments or { })))
+          || !(builtins.all (n: rocm.overrides ? ${n}) (attrNames (rocm.arguments or { })))
+        then
+          fail "rocm.arguments must map names of rocm.overrides to argument names such as \"rocmGpuTargets\", got ${toJSON (rocm.arguments or null)}"
         else if (variant.gpu_targets or [ ]) != [ ] then
           fail "an AMD variant takes its targets from rocm.overrides, not gpu_targets ${toJSON variant.gpu_targets}"
         else
@@ -175,8 +181,10 @@ let
       (whose PYTORCH_ROCM_ARCH is then the scope's list) and magma-hip are built against that one
       ROCm stack (what nixpkgs' own rocm-tests does with `rocmPackages = self`);
     - `rocm.overrides`: `torch` -> gpuTargetsOverlay (inside the Python set, so torchvision gets
-      that torch); any other NAME -> `NAME = prev.NAME.override { gpuTargets = <list>; }` (the
-      list as given: magma-hip takes magma's own spelling, "1030", pkgs/by-name/ma/magma).
+      that torch); any other NAME -> `NAME = prev.NAME.override { <argument> = <list>; }` (the
+      list as given: magma-hip takes magma's own spelling, "1030", pkgs/by-name/ma/magma), where
+      <argument> is `rocm.arguments.NAME` or `gpuTargets` (llama-cpp and ollama take
+      `rocmGpuTargets`: pkgs/by-name/ll/llama-cpp/package.nix, pkgs/by-name/ol/ollama/package.nix).
   */
   rocmOverlays =
     name: variant:
@@ -201,6 +209,7 @@ let
           else
             fail "rocm.scope_attr ${toJSON rocm.scope_attr} is not a per-target scope of this nixpkgs' rocmPackages (it has ${toJSON (scopeNames prev.rocmPackages)})";
       };
+      arguments = rocm.arguments or { };
       override =
         package: gpuTargets:
         if package == "torch" then
@@ -208,7 +217,12 @@ let
         else
           # Only where nixpkgs has the package (checkInstance names a missing one).
           final: prev:
-          if prev ? ${package} then { ${package} = prev.${package}.override { inherit gpuTargets; }; } else { };
+          if prev ? ${package} then
+            {
+              ${package} = prev.${package}.override { ${arguments.${package} or "gpuTargets"} = gpuTargets; };
+            }
+          else
+            { };
     in
     (if rocm.scope == "stack" then [ stack ] else [ ])
     ++ map (package: override package rocm.overrides.${package}) (attrNames rocm.overrides);
@@ -257,6 +271,7 @@ let
         "amd"
         (variant.rocm.scope_attr or null)
         (variant.rocm.overrides or null)
+        (variant.rocm.arguments or { })
       ]
     else
       toJSON [

@@ -359,7 +359,8 @@ def test_cost_matches_kind(packages: dict[str, Any]) -> None:
         cost = pkg["cost"]
         if pkg["kind"] == "capability-dependent":
             assert cost["per_target_minutes"] > 0 and cost["per_target_size_mb"] > 0, name
-            assert pkg["ptx"] != "none", name
+            # PTX unless the package's own source says it builds SASS only (ollama's realArches).
+            assert pkg["ptx"] != "none" or "no PTX" in pkg["limits"]["source"], name
         else:
             assert cost["per_target_minutes"] == 0 and cost["per_target_size_mb"] == 0, name
             assert pkg["ptx"] == "none", name

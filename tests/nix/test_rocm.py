@@ -43,6 +43,27 @@ def failure(runner: NixRunner, expression: str) -> str:
 # --- the stand-in ---------------------------------------------------------------------------
 
 
+def test_llama_cpp_and_ollama_read_rocm_gpu_targets(nix_repo: NixRunner) -> None:
+    """pkgs/by-name/ll/llama-cpp and ol/ollama: rocmGpuTargets defaults to the scope's list
+    (clr.localGpuTargets or clr.gpuTargets); ollama falls back to CPU with CUDA and ROCm both on."""
+    both = f'(import standin {{ system = "{SYSTEM}"; config = {{ rocmSupport = true;'
+    both += " cudaSupport = true; allowUnfree = true; }; })"
+    got = nix_repo.expr_json(
+        f"let p = {rocm()}; b = {both}; in {{"
+        " llama = p.llama-cpp.drvAttrs.record.CMAKE_HIP_ARCHITECTURES;"
+        " scoped = p.rocmPackages.gfx1100.clr.localGpuTargets;"
+        " ollama = p.ollama.drvAttrs.record.AMDGPU_TARGETS;"
+        ' narrowed = (p.ollama.override { rocmGpuTargets = [ "gfx942" ]; })'
+        ".drvAttrs.record.AMDGPU_TARGETS;"
+        " fallback = { inherit (b.ollama.drvAttrs.record) enableCuda enableRocm; };"
+        " }"
+    )
+    assert got["llama"] == ";".join(DEFAULT_TARGETS) == got["ollama"]
+    assert got["scoped"] == ["gfx1100"]
+    assert got["narrowed"] == "gfx942"
+    assert got["fallback"] == {"enableCuda": False, "enableRocm": False}
+
+
 def test_default_targets_and_torch_default_arch(nix_repo: NixRunner) -> None:
     got = nix_repo.expr_json(
         f"let p = {rocm()}; t = p.python3Packages.torch; in {{"
@@ -382,6 +403,16 @@ def _eval_variant(runner: NixRunner, variants: dict[str, Any], name: str) -> Any
         (
             {"overrides": {"torch": "gfx942"}},
             "capplan: plan.json variant torch-gfx942: rocm.overrides must map package names",
+        ),
+        (
+            {"arguments": {"llama-cpp": "rocmGpuTargets"}},
+            "capplan: plan.json variant torch-gfx942: rocm.arguments must map names of"
+            " rocm.overrides",
+        ),
+        (
+            {"arguments": {"torch": 3}},
+            "capplan: plan.json variant torch-gfx942: rocm.arguments must map names of"
+            " rocm.overrides",
         ),
     ],
 )

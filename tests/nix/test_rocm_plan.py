@@ -129,3 +129,26 @@ def test_stack_scope_and_magma_for_an_accepted_target(tmp_path: Path) -> None:
     # magma-gfx1030 ("1030", as magma spells it) is the magma torch-gfx1030 links.
     assert records["torch-gfx1030"]["rocmDependencies"]["magma"] == str(out["magma-gfx1030"])
     assert records["torch-gfx1030"]["PYTORCH_ROCM_ARCH"] == "gfx1030"
+
+
+def test_llama_cpp_and_ollama_get_rocm_gpu_targets(tmp_path: Path) -> None:
+    if shutil.which("nix") is None:
+        pytest.skip("nix not found on PATH (install Debian's nix-bin to run tests/nix)")
+    copy_tree(tmp_path)
+    _generate(tmp_path, ["A100", "MI300X"], "[packages.llama-cpp]\n[packages.ollama]\n")
+    runner = NixRunner(tmp_path)
+    names = ["llama-cpp-gfx942", "ollama-gfx942", "llama-cpp-sm80", "ollama-sm80"]
+    records = {
+        a.rsplit(".", 1)[1]: json.loads(p.read_text())
+        for a, p in runner.build([f"legacyPackages.{SYSTEM}.{n}" for n in names]).items()
+    }
+    assert records["llama-cpp-gfx942"]["CMAKE_HIP_ARCHITECTURES"] == "gfx942"
+    assert records["llama-cpp-gfx942"]["cudaSupport"] is False
+    assert records["ollama-gfx942"]["AMDGPU_TARGETS"] == "gfx942"
+    assert (records["ollama-gfx942"]["enableRocm"], records["ollama-gfx942"]["enableCuda"]) == (
+        True,
+        False,
+    )
+    assert records["llama-cpp-sm80"]["CMAKE_CUDA_ARCHITECTURES"] == "80"
+    assert records["ollama-sm80"]["CMAKE_CUDA_ARCHITECTURES"] == "80"
+    assert "AMDGPU_TARGETS" not in records["ollama-sm80"]

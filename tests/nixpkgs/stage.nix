@@ -164,6 +164,8 @@ let
         static = true;
       };
       onnxruntime = callPackage ./onnxruntime.nix { };
+      llama-cpp = callPackage ./llama-cpp.nix { };
+      ollama = callPackage ./ollama.nix { };
 
       python3Packages = import ./python-packages.nix {
         inherit lib callPackageWith;

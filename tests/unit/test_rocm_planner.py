@@ -106,6 +106,20 @@ def test_magma_for_an_accepted_target_narrows_the_shared_instance() -> None:
     assert torch.needs == ("magma-gfx1030",)
 
 
+def test_llama_cpp_and_ollama_build_for_both_vendors_with_rocm_gpu_targets() -> None:
+    plan = make_plan(KB, config(["A100", "MI300X"], {"llama-cpp": {}, "ollama": {}}))
+    assert names(plan, "llama-cpp") == ["llama-cpp-sm80", "llama-cpp-gfx942"]
+    assert names(plan, "ollama") == ["ollama-sm80", "ollama-gfx942"]
+    data = plan_json(plan)["variants"]["ollama-gfx942"]["rocm"]
+    # Their package.nix files take rocmGpuTargets, not gpuTargets.
+    assert data["arguments"] == {"llama-cpp": "rocmGpuTargets", "ollama": "rocmGpuTargets"}
+    assert data["overrides"] == {"llama-cpp": ["gfx942"], "ollama": ["gfx942"]}
+    assert (
+        "arguments"
+        not in plan_json(make_plan(KB, config(["MI300X"])))["variants"]["torch-gfx942"]["rocm"]
+    )
+
+
 # -- rocm_scope --------------------------------------------------------------------------------
 def test_stack_scope_rebuilds_the_target_dependent_libraries() -> None:
     package = make_plan(KB, config(["MI300X"]))

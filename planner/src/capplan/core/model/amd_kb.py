@@ -251,6 +251,9 @@ class RocmBuild(_Frozen):
     # How its gpuTargets are spelled: "gfx1030" (torch), or "1030" (magma-hip compares the
     # argument as given with its supportedGpuTargets, which lack the prefix).
     gfx_prefix: bool = True
+    # The override's argument: torch and magma take gpuTargets, llama-cpp and ollama
+    # rocmGpuTargets (their package.nix files).
+    argument: str = "gpuTargets"
 
     def spell(self, target: AmdTarget) -> str:
         return target.processor if self.gfx_prefix else target.processor.removeprefix("gfx")

@@ -236,6 +236,7 @@ def _rocm_json(v: Variant) -> dict[str, Any]:
             "scope_attr": v.rocm.scope_attr,
             "targets": [str(t) for t in v.rocm.targets],
             "overrides": {key: list(values) for key, values in v.rocm.overrides},
+            **({"arguments": dict(v.rocm.arguments)} if v.rocm.arguments else {}),
         },
     }
 

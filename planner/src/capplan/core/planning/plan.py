@@ -60,6 +60,8 @@ class RocmSpec:
     targets: tuple[AmdTarget, ...]  # what the variant's device code is for; () = the default list
     # gpuTargets overrides in the instance: "torch" (the Python torch) or a top-level attribute.
     overrides: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The override argument where it is not gpuTargets: ("llama-cpp", "rocmGpuTargets").
+    arguments: tuple[tuple[str, str], ...] = ()
 
 
 class Serve(NamedTuple):

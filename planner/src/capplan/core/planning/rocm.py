@@ -489,7 +489,14 @@ def _finish(planner: _Planner) -> None:
         elif spec is None and job.target is not None:
             keys = sorted(planner.overrides.get(job.target, ()))
             overrides = tuple((k, (planner.spellings[k].spell(job.target),)) for k in keys)
-            spec = specs[key] = RocmSpec(job.scope, job.scope_attr, (job.target,), overrides)
+            arguments = tuple(
+                (k, planner.spellings[k].argument)
+                for k in keys
+                if planner.spellings[k].argument != "gpuTargets"
+            )
+            spec = specs[key] = RocmSpec(
+                job.scope, job.scope_attr, (job.target,), overrides, arguments
+            )
         assert spec is not None
         minutes, size = _cost(job.cost, job.cost_targets)
         planner.out.variants.append(
