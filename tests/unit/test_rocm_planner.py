@@ -20,7 +20,11 @@ from capplan.core.planning.matrix import plan_json
 from capplan.core.planning.plan import Plan
 from capplan.core.planning.planner import make_plan
 from capplan.core.planning.rocm import _build_target
-from capplan.core.planning.select import pick_amd_variant
+from capplan.core.planning.select import (
+    amd_plans_by_system,
+    pick_amd_on_machine,
+    pick_amd_variant,
+)
 from capplan.errors import CapplanError, ConfigError, InvalidInputError, NothingToDo
 
 KB = load_kb()
@@ -264,6 +268,35 @@ def test_pick_amd_variant_for_detect() -> None:
     assert pick.variant is not None and pick.variant.name == "torch-gfx942"
     pick = pick_amd_variant(plan, "torch", AmdTarget.parse("gfx1100"))
     assert pick.variant is None and 'add "gfx1100" to fleet.gpus' in pick.reason
+
+
+def test_pick_amd_on_machine_gives_this_gpus_own_reason() -> None:
+    gpus = {"gpus": ["MI300X"], "systems": {"MI300X": "aarch64-linux"}}
+    data = {
+        "fleet": gpus,
+        "packages": {"torch": {}, "nccl": {}, "magma": {"vendors": ["nvidia"]}},
+        "policy": {"systems": ["aarch64-linux", "x86_64-linux"]},
+    }
+    plan = make_plan(KB, config_from_mapping(data, origin="test"))
+    here = amd_plans_by_system(plan, "x86_64-linux")
+    gfx942 = AmdTarget.parse("gfx942")
+
+    def reason(package: str, vendors: list[str] | None = None) -> str:
+        pick = pick_amd_on_machine(
+            here, package, gfx942, system="x86_64-linux",
+            rocm_build=package in AMD.builds, vendors=vendors,
+        )  # fmt: skip
+        assert pick.variant is None
+        return pick.reason
+
+    assert "nccl is CUDA-only" in reason("nccl")
+    assert "leaves out amd" in reason("magma", ["nvidia"])
+    assert "torch-gfx942 is built for aarch64-linux" in reason("torch")
+    there = amd_plans_by_system(plan, "aarch64-linux")
+    pick = pick_amd_on_machine(
+        there, "torch", gfx942, system="aarch64-linux", rocm_build=True, vendors=None
+    )
+    assert pick.variant is not None and pick.variant.name == "torch-gfx942"
 
 
 # -- bad input ---------------------------------------------------------------------------------

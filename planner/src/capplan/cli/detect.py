@@ -17,7 +17,12 @@ from capplan.core.model.gpus import find_gpus
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import uses_jetson_redist
 from capplan.core.planning.plan import Plan, Variant
-from capplan.core.planning.select import driver_support, pick_amd_variant, pick_variant
+from capplan.core.planning.select import (
+    amd_plans_by_system,
+    driver_support,
+    pick_amd_on_machine,
+    pick_variant,
+)
 from capplan.errors import DataError
 
 __all__ = ["detect"]
@@ -167,37 +172,22 @@ def _amd_entries(
     Notes about skipped KFD nodes go in the report's top-level ``notes``."""
     plan = planned.plan
     builds = kb.amd.builds if kb.amd is not None else {}
-    cuda_only: dict[str, str] = {}
-    for package in plan.packages:
-        vendors = planned.config.packages[package].vendors
-        if package not in builds:
-            cuda_only[package] = f"{package} is CUDA-only: nixpkgs has no ROCm build of it"
-        elif vendors is not None and "amd" not in vendors:
-            cuda_only[package] = (
-                f"packages.{package}.vendors = {list(vendors)} leaves out amd "
-                f'(add "amd" to build it for this GPU)'
-            )
-    amd = tuple(v for v in plan.variants if v.rocm is not None)
-    mine = replace(plan, variants=tuple(v for v in amd if v.system == system))
-    elsewhere = replace(plan, variants=tuple(v for v in amd if v.system != system))
+    plans = amd_plans_by_system(plan, system)
     entries: list[dict[str, Any]] = []
     for gpu in found:
         entry = _entry(gpu.name, "amd", system, gpu.source, gpu.pci_id)
         entry["target"] = str(gpu.target)
         entry["overlay"] = f'gpuTargets = [ "{gpu.target}" ];'
         for package in plan.packages:
-            pick = pick_amd_variant(mine, package, gpu.target)
-            reason = pick.reason
-            other = None if pick.variant else pick_amd_variant(elsewhere, package, gpu.target)
-            if pick.variant is None and package in cuda_only:
-                reason = cuda_only[package]
-            elif other is not None and other.variant is not None:
-                reason = (
-                    f"{other.variant.name} is built for {other.variant.system} and this machine "
-                    f'is {system} (give this GPU "{system}" in [fleet.systems] and run '
-                    "'capplan generate')"
-                )
-            _answer(entry, package, pick.variant, pick.level, reason)
+            pick = pick_amd_on_machine(
+                plans,
+                package,
+                gpu.target,
+                system=system,
+                rocm_build=package in builds,
+                vendors=planned.config.packages[package].vendors,
+            )
+            _answer(entry, package, pick.variant, pick.level, pick.reason)
         entries.append(entry)
     return entries
 

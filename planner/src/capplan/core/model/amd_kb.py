@@ -274,6 +274,9 @@ class StackLibrary(_Frozen):
     targets: str | None
     cost: RocmCost
     source: str
+    # False when it reads clr.gpuTargets rather than the scope's localGpuTargets (magma-hip):
+    # a per-target scope then rebuilds it for the whole default list.
+    reads_scope: bool = True
 
 
 class AmdPackagesFile(_Frozen):

@@ -4,7 +4,7 @@ and the fleet, each GPU resolved to a capability and the system it lives on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from capplan.core.model.cuda import CudaVersion
 from capplan.core.model.gpus import resolve_device
@@ -68,14 +68,8 @@ def resolve_amd_fleet(kb: KnowledgeBase, config: Config) -> tuple[AmdFleetGpu, .
         if found is None:
             continue
         target, model = found
-        system = config.fleet.systems.get(label, X86_64)
-        planned = config.policy.planned_systems
-        if label in config.fleet.systems and system not in planned:
-            raise InvalidInputError(
-                f"fleet.systems puts '{label}' on {system}, which is not in policy.systems "
-                f"({', '.join(planned)})",
-                hint=f"add {system} to policy.systems or drop the fleet.systems entry",
-            )
+        # A card in a server of either system; ROCm jobs default to x86_64-linux.
+        system = gpu_system(label, False, (X86_64,), config)
         fleet.append(
             AmdFleetGpu(
                 label=label,
@@ -88,11 +82,14 @@ def resolve_amd_fleet(kb: KnowledgeBase, config: Config) -> tuple[AmdFleetGpu, .
     return tuple(fleet)
 
 
-def resolve_fleet(kb: KnowledgeBase, config: Config) -> tuple[FleetGpu, ...]:
-    """The NVIDIA entries of ``fleet.gpus`` (AMD ones: :func:`resolve_amd_fleet`)."""
+def resolve_fleet(
+    kb: KnowledgeBase, config: Config, amd: Collection[str] | None = None
+) -> tuple[FleetGpu, ...]:
+    """The NVIDIA entries of ``fleet.gpus`` (AMD ones: :func:`resolve_amd_fleet`; ``amd``: the
+    labels it resolved, so no entry is classified twice)."""
     fleet: list[FleetGpu] = []
     for label in config.fleet.gpus:
-        if amd_entry(kb, label) is not None:
+        if (label in amd) if amd is not None else (amd_entry(kb, label) is not None):
             continue
         capability, model = resolve_device(label, kb.gpus)
         info = kb.capability(capability)

@@ -54,8 +54,8 @@ __all__ = [
 def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
     """Plan every requested package for the fleet. Raises CapplanError subclasses on bad input."""
     policy_cuda = resolve_cuda_policy(kb, config.policy.cuda)
-    fleet = resolve_fleet(kb, config)
     amd_fleet = resolve_amd_fleet(kb, config)
+    fleet = resolve_fleet(kb, config, {g.label for g in amd_fleet})
     if not config.packages:
         raise NothingToDo(
             "capplan.toml lists no packages: nothing to build",

@@ -30,7 +30,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from capplan.core.model.amd import AmdRunLevel, AmdTarget, amd_how_runs
-from capplan.core.model.amd_kb import AmdKnowledgeBase, AmdPackageCheck, RocmBuild, RocmCost
+from capplan.core.model.amd_kb import (
+    AmdKnowledgeBase,
+    AmdPackageCheck,
+    AmdPackageTargets,
+    RocmBuild,
+    RocmCost,
+)
 from capplan.core.model.compat import RunLevel
 from capplan.core.model.systems import X86_64, system_suffix
 from capplan.core.model.vendors import looks_like_gfx
@@ -62,7 +68,6 @@ class _Job:
     independent: bool = False
     needs: list[str] = field(default_factory=list)
     serves: list[Serve] = field(default_factory=list)
-    # (package, override key) pairs that narrow this instance: "torch", "magma-hip".
     scope: str = "package"
     scope_attr: str | None = None
 
@@ -80,35 +85,48 @@ class _Planner:
     spellings: dict[str, RocmBuild] = field(default_factory=dict)  # override key -> its build
     scope_of: dict[AmdTarget, tuple[str, str | None]] = field(default_factory=dict)
     _checks: dict[tuple[str, AmdTarget], AmdPackageCheck | None] = field(default_factory=dict)
-    _cached: dict[tuple[str, AmdTarget], bool] = field(default_factory=dict)
+    _cached: dict[str, tuple[AmdTarget, ...]] = field(default_factory=dict)
+    _covers: dict[tuple[str, AmdTarget], bool] = field(default_factory=dict)
+
+    def _own(self, lib_name: str) -> AmdPackageTargets | None:
+        library = self.amd.stack_libraries[lib_name]
+        return self.amd.packages.get(library.targets) if library.targets else None
 
     def check(self, lib_name: str, target: AmdTarget) -> AmdPackageCheck | None:
         """What a linked library's own list does with ``target`` (None: it takes any)."""
         key = (lib_name, target)
         if key not in self._checks:
-            library = self.amd.stack_libraries[lib_name]
-            own = self.amd.packages.get(library.targets) if library.targets else None
+            own = self._own(lib_name)
             self._checks[key] = own.check(lib_name, [target]) if own is not None else None
         return self._checks[key]
 
-    def cached_covers(self, lib_name: str, device: AmdTarget) -> bool:
-        """Whether the default scope's build of a library (the cache's) runs on ``device``."""
-        key = (lib_name, device)
-        found = self._cached.get(key)
+    def cached_targets(self, lib_name: str) -> tuple[AmdTarget, ...]:
+        """What the default scope's build of a library (the cache's) holds: nixpkgs' default
+        list as the library's own list leaves it (magma-hip: clr.gpuTargets ∩ VALID_GFXS)."""
+        found = self._cached.get(lib_name)
         if found is None:
-            library = self.amd.stack_libraries[lib_name]
-            own = self.amd.packages.get(library.targets) if library.targets else None
-            kept = self.cached_targets(lib_name) if own is not None else (device,)
-            found = amd_how_runs(device, kept).level is not AmdRunLevel.CANNOT_RUN
-            self._cached[key] = found
+            own = self._own(lib_name)
+            defaults = self.amd.nixpkgs_default_targets
+            found = defaults if own is None else own.check(lib_name, defaults).kept
+            self._cached[lib_name] = found
         return found
 
-    def cached_targets(self, lib_name: str) -> tuple[AmdTarget, ...]:
-        library = self.amd.stack_libraries[lib_name]
-        own = self.amd.packages.get(library.targets) if library.targets else None
-        if own is None:
-            return self.amd.nixpkgs_default_targets
-        return own.check(lib_name, self.amd.nixpkgs_default_targets).kept
+    def cached_covers(self, lib_name: str, device: AmdTarget) -> bool:
+        """Whether the cache's build of a library runs on ``device``."""
+        key = (lib_name, device)
+        found = self._covers.get(key)
+        if found is None:
+            verdict = amd_how_runs(device, self.cached_targets(lib_name))
+            found = self._covers[key] = verdict.level is not AmdRunLevel.CANNOT_RUN
+        return found
+
+    def planned_build(self, attr: str, target: AmdTarget) -> str | None:
+        """The planned job of a requested package built from ``attr`` for ``target`` (magma's
+        ``magma-hip``), which a linking package then uses instead of its own copy."""
+        for name, build in self.amd.builds.items():
+            if build.attr == attr and self.name(name, target.processor) in self.jobs:
+                return self.name(name, target.processor)
+        return None
 
     def decide(self, package: str, subject: str, action: str, reason: str) -> None:
         self.out.decisions.append(Decision(package, subject, action, reason))
@@ -183,10 +201,18 @@ def plan_rocm(
         if not here and not any(extra_here.values()):
             continue
         planner = _Planner(amd, config, system, system_suffix(system, systems[0]), out)
-        for package in requested:
+        for package in _linked_first(amd, requested):
             _plan_package(planner, package, here, extra_here.get(package, ()))
         _finish(planner)
     return out
+
+
+def _linked_first(amd: AmdKnowledgeBase, requested: Sequence[str]) -> list[str]:
+    """The packages in planning order: those another build links (magma, as magma-hip) first,
+    so a linking package (torch) finds their jobs (:meth:`_Planner.planned_build`)."""
+    linked = {amd.stack_libraries[lib].attr for b in amd.builds.values() for lib in b.links}
+    builds = amd.builds
+    return sorted(requested, key=lambda p: (p not in builds or builds[p].attr not in linked, p))
 
 
 def _extra_system(systems: Sequence[str]) -> str:
@@ -377,13 +403,11 @@ def _links(
     amd = planner.amd
     for lib_name in build.links:
         library = amd.stack_libraries[lib_name]
-        planned_magma = lib_name == "magma-hip" and planner.name("magma", target.processor)
-        if planned_magma and planned_magma in planner.jobs:
-            job.needs.append(planned_magma)
+        planned = planner.planned_build(library.attr, target)
+        if planned is not None:
+            job.needs.append(planned)
             continue
         if job.scope == "package":
-            # The default scope's build holds the default list as the library's own list
-            # leaves it (magma-hip: clr.gpuTargets ∩ VALID_GFXS).
             for device in devices:
                 if planner.cached_covers(lib_name, device):
                     continue
@@ -409,8 +433,7 @@ def _links(
         lib_job_name = planner.name(lib_name, target.processor)
         lib_job = planner.jobs.get(lib_job_name)
         if lib_job is None:
-            reads_default = lib_name == "magma-hip"
-            n_targets = len(_magma_default(amd)) if reads_default else 1
+            n_targets = 1 if library.reads_scope else len(planner.cached_targets(lib_name))
             lib_job = planner.jobs[lib_job_name] = _Job(
                 name=lib_job_name,
                 package=lib_name,
@@ -424,21 +447,16 @@ def _links(
                 scope_attr=job.scope_attr,
             )
             why = f"rocm_scope = stack: rebuilt in rocmPackages.{job.scope_attr}"
-            if reads_default:
+            if not library.reads_scope:
                 why += (
-                    "; magma-hip reads clr.gpuTargets, not the scope's list, so it keeps "
-                    f"{', '.join(map(str, _magma_default(amd)))}"
+                    f"; {lib_name} reads clr.gpuTargets, not the scope's list, so it keeps "
+                    f"{', '.join(map(str, planner.cached_targets(lib_name)))}"
                 )
             if check is not None and check.outcome != "ok":
                 why += f"; {check.reason}"
                 planner.decide(package, f"{lib_name}:{target}", "excluded", check.reason)
             planner.decide(lib_name, lib_job_name, "stack", why)
         job.needs.append(lib_job.name)
-
-
-def _magma_default(amd: AmdKnowledgeBase) -> tuple[AmdTarget, ...]:
-    """What magma-hip builds without a gpuTargets argument: clr.gpuTargets ∩ its VALID_GFXS."""
-    return amd.packages["magma-hip"].check("magma-hip", amd.nixpkgs_default_targets).kept
 
 
 def _plan_default_targets(

@@ -15,7 +15,8 @@ naming the driver it needs, and a variant on a CUDA the driver runs wins wheneve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from capplan.core.model.amd import AmdRunLevel, AmdTarget, AmdVerdict, amd_how_runs
 from capplan.core.model.capability import Capability
@@ -25,7 +26,16 @@ from capplan.core.model.drivers import version_key
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.planning.plan import Plan, Variant
 
-__all__ = ["AmdPick", "DriverSupport", "Pick", "driver_support", "pick_amd_variant", "pick_variant"]
+__all__ = [
+    "AmdPick",
+    "DriverSupport",
+    "Pick",
+    "amd_plans_by_system",
+    "driver_support",
+    "pick_amd_on_machine",
+    "pick_amd_variant",
+    "pick_variant",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +242,50 @@ def pick_amd_variant(plan: Plan, package: str, device: AmdTarget) -> AmdPick:
         RunLevel.CANNOT_RUN,
         f"no {package} variant in this plan runs on {device.processor}{detail}; {hint}",
     )
+
+
+def amd_plans_by_system(plan: Plan, system: str) -> tuple[Plan, Plan]:
+    """The plan's AMD variants for a machine of ``system``, and those of the other systems
+    (made once per ``detect`` run, then asked per GPU and package)."""
+    amd = tuple(v for v in plan.variants if v.rocm is not None)
+    mine = replace(plan, variants=tuple(v for v in amd if v.system == system))
+    elsewhere = replace(plan, variants=tuple(v for v in amd if v.system != system))
+    return mine, elsewhere
+
+
+def pick_amd_on_machine(
+    plans: tuple[Plan, Plan],
+    package: str,
+    device: AmdTarget,
+    *,
+    system: str,
+    rocm_build: bool,
+    vendors: Sequence[str] | None,
+) -> AmdPick:
+    """:func:`pick_amd_variant` among ``plans`` (:func:`amd_plans_by_system`), with this GPU's
+    own reason when none runs here: a CUDA-only package (``rocm_build`` False), ``vendors``
+    leaving out amd, a variant built for another system, else the plan's own reason."""
+    mine, elsewhere = plans
+    pick = pick_amd_variant(mine, package, device)
+    if pick.variant is not None:
+        return pick
+    reason = pick.reason
+    if not rocm_build:
+        reason = f"{package} is CUDA-only: nixpkgs has no ROCm build of it"
+    elif vendors is not None and "amd" not in vendors:
+        reason = (
+            f"packages.{package}.vendors = {list(vendors)} leaves out amd "
+            f'(add "amd" to build it for this GPU)'
+        )
+    else:
+        other = pick_amd_variant(elsewhere, package, device)
+        if other.variant is not None:
+            reason = (
+                f"{other.variant.name} is built for {other.variant.system} and this machine "
+                f'is {system} (give this GPU "{system}" in [fleet.systems] and run '
+                "'capplan generate')"
+            )
+    return AmdPick(package, None, pick.level, reason)
 
 
 def _none_runs(
