@@ -87,6 +87,7 @@ class _Planner:
     _checks: dict[tuple[str, AmdTarget], AmdPackageCheck | None] = field(default_factory=dict)
     _cached: dict[str, tuple[AmdTarget, ...]] = field(default_factory=dict)
     _covers: dict[tuple[str, AmdTarget], bool] = field(default_factory=dict)
+    _by_attr: dict[str, list[str]] | None = None  # attribute -> the builds of it
 
     def _own(self, lib_name: str) -> AmdPackageTargets | None:
         library = self.amd.stack_libraries[lib_name]
@@ -123,8 +124,12 @@ class _Planner:
     def planned_build(self, attr: str, target: AmdTarget) -> str | None:
         """The planned job of a requested package built from ``attr`` for ``target`` (magma's
         ``magma-hip``), which a linking package then uses instead of its own copy."""
-        for name, build in self.amd.builds.items():
-            if build.attr == attr and self.name(name, target.processor) in self.jobs:
+        if self._by_attr is None:
+            self._by_attr = {}
+            for name, build in self.amd.builds.items():
+                self._by_attr.setdefault(build.attr, []).append(name)
+        for name in self._by_attr.get(attr, ()):
+            if self.name(name, target.processor) in self.jobs:
                 return self.name(name, target.processor)
         return None
 
