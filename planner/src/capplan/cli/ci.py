@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
@@ -18,6 +19,7 @@ from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import check_committed, emit_json, err_console
 from capplan.cli.planning import config_option, plan_with_settings
 from capplan.core.planning.config import Config
+from capplan.core.planning.failures import KnownFailures
 from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
 from capplan.core.planning.workflow import (
     GITHUB_HOSTED_LIMIT_MINUTES,
@@ -60,9 +62,16 @@ def print_github_matrix(
     stage: int | None,
     shards_flag: bool,
     expect_shards: str | None,
+    known: KnownFailures | None = None,
+    drvs: Mapping[str, str] | None = None,
 ) -> None:
-    """``capplan matrix --format github|github-output`` from the whole plan's matrix."""
+    """``capplan matrix --format github|github-output`` from the whole plan's matrix.
+
+    ``known`` (``--failures``) leaves its jobs out like cached ones; ``drvs`` gives each row
+    its derivation (``drv``), which a failed build job records."""
     rows = github_rows(full.jobs(), config.policy.runners_os)
+    if drvs:
+        rows = [{**row, "drv": drvs.get(row["name"], "")} for row in rows]
     layout = shard_layout(rows, max_jobs)
     text = layout_text(layout)
     if expect_shards is not None and expect_shards.strip() != (text or "none"):
@@ -71,7 +80,7 @@ def print_github_matrix(
             f"'{text or 'none'}'",
             hint="regenerate the workflow with 'capplan ci github ... --output FILE' and commit it",
         )
-    kept = without_cached(rows, cached)
+    kept = without_cached(rows, set(cached) | (known.dropped if known else set()))
     if fmt == "github-output":
         sys.stdout.write(github_output_lines(layout, kept, _ONE_LINE.encode))
         sys.stdout.flush()
@@ -91,6 +100,7 @@ def print_github_matrix(
                 ],
                 "matrices": matrices,
                 "skipped_cached": sorted(cached),
+                **({"known_failures": known.to_json()} if known is not None else {}),
             }
         )
         return

@@ -89,6 +89,20 @@ __all__ = ["matrix"]
 )
 @click.option("--offline", is_flag=True, help="Skip every cache check.")
 @click.option(
+    "--failures",
+    "failures_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Failure record (capplan failures): leave out known failures and what needs them.",
+)
+@click.option(
+    "--retry-failed",
+    is_flag=True,
+    envvar="CAPPLAN_RETRY_FAILED",
+    help="With --failures: schedule known failures anyway (env CAPPLAN_RETRY_FAILED=true).",
+)
+@click.option(
     "--stage",
     type=click.IntRange(0),
     default=None,
@@ -125,6 +139,8 @@ def matrix(
     flake: str,
     override_inputs: tuple[tuple[str, str], ...],
     offline: bool,
+    failures_file: Path | None,
+    retry_failed: bool,
     stage: int | None,
     shards: bool,
     expect_shards: str | None,
@@ -138,8 +154,12 @@ def matrix(
     if as_json and fmt not in (None, "json"):
         raise click.UsageError(f"--json contradicts --format {fmt}")
     fmt = "json" if as_json else (fmt or "table")
-    if jobs_file is not None and not skip_cached:
-        raise click.UsageError("--jobs is only read with --skip-cached (add --skip-cached)")
+    if jobs_file is not None and not skip_cached and failures_file is None:
+        raise click.UsageError(
+            "--jobs is only read with --skip-cached or --failures (add one of them)"
+        )
+    if retry_failed and failures_file is None:
+        raise click.UsageError("--retry-failed goes with --failures FILE")
     planned = plan_with_settings(
         config_path, flag_layer(cuda, share, fat, ptx, gpus, runners, rocm_scope)
     )
@@ -149,34 +169,70 @@ def matrix(
         raise InvalidInputError(
             "--skip-cached needs at least one --cache URL", hint="add --cache https://..."
         )
+    derivations: dict[str, tuple[str, list[str]]] = {}
+    if failures_file is not None and jobs_file is None:
+        derivations = _derivations(plan, flake, dict(override_inputs))
     if skip_cached and not offline:
-        cached = _cached_jobs(plan, caches, trusted_keys, jobs_file, flake, dict(override_inputs))
+        known_outputs = {name: out for name, (_, out) in derivations.items()} or None
+        cached = _cached_jobs(
+            plan, caches, trusted_keys, jobs_file, flake, dict(override_inputs), known_outputs
+        )
     for name, url in sorted(cached.items()):
         err_console().print(
             f"skipped {name}: every output is in {url}", markup=False, highlight=False
         )
+    known = None
+    if failures_file is not None:
+        from capplan.cli.failures import matrix_known_failures, report_known_failures
+
+        known = matrix_known_failures(
+            plan.variants,
+            failures_file,
+            jobs_file=jobs_file,
+            derivations={name: drv for name, (drv, _) in derivations.items()},
+            retry=retry_failed,
+            cached=cached,
+        )
+        report_known_failures(known)
     if fmt in ("github", "github-output"):
         from capplan.cli.ci import print_github_matrix
 
         # Stages come before cached jobs go: the layout stays put.
         full = build_matrix(plan, planned.config.policy.runners)
         print_github_matrix(
-            full, planned.config, cached, fmt, max_jobs, stage, shards, expect_shards
+            full,
+            planned.config,
+            cached,
+            fmt,
+            max_jobs,
+            stage,
+            shards,
+            expect_shards,
+            known,
+            drvs=_drvs_of(derivations, jobs_file) if known is not None else None,
         )
         return
     if stage is not None or shards:
         raise InvalidInputError(
             "--stage and --shards work with --format github", hint="add --format github"
         )
-    if cached:
-        plan = _without(plan, set(cached))
+    if cached or known is not None:
+        plan = _without(plan, set(cached) | (known.dropped if known else set()))
     result = build_matrix(plan, planned.config.policy.runners)
     if fmt == "json":
         data = result.to_json()
         data["summary"]["skipped_cached"] = sorted(cached)
+        if known is not None:
+            from capplan.cli.failures import known_failures_json
+
+            known_failures_json(data, known)
         emit_json(data)
     else:
         _table(result, show_needs)
+        if known is not None:
+            from capplan.cli.failures import known_failures_table
+
+            known_failures_table(known)
 
 
 def _without(plan: Plan, drop: set[str]) -> Plan:
@@ -196,6 +252,7 @@ def _cached_jobs(
     jobs_file: Path | None,
     flake: str,
     overrides: dict[str, str],
+    known_outputs: dict[str, list[str]] | None = None,
 ) -> dict[str, str]:
     from capplan.adapters.binary_cache import output_paths_from_jobs, query_caches
     from capplan.adapters.nix import flake_output_paths
@@ -203,7 +260,9 @@ def _cached_jobs(
 
     names = list(plan.identifiers())
     outputs: dict[str, list[str]] = {}
-    if jobs_file is not None:
+    if known_outputs is not None:
+        outputs = known_outputs  # evaluated once already, with the derivations
+    elif jobs_file is not None:
         # Several systems: nix-eval-jobs prints `<system>.<variant>` or `<variant>.<system>`.
         for attr, found in output_paths_from_jobs(jobs_file).items():
             outputs.setdefault(variant_of_attr(attr), found)
@@ -231,6 +290,32 @@ def _cached_jobs(
         if job_paths and all(p in result.present for p in job_paths):
             cached[name] = result.present[job_paths[0]]
     return cached
+
+
+def _drvs_of(
+    derivations: dict[str, tuple[str, list[str]]], jobs_file: Path | None
+) -> dict[str, str]:
+    """Job name -> derivation path, for the GitHub rows a failed build job records from."""
+    if jobs_file is None:
+        return {name: drv for name, (drv, _) in derivations.items()}
+    from capplan.adapters.failures import read_job_derivations
+    from capplan.core.model.systems import variant_of_attr
+
+    return {variant_of_attr(a): j.drv for a, j in read_job_derivations(jobs_file).items()}
+
+
+def _derivations(
+    plan: Plan, flake: str, overrides: dict[str, str]
+) -> dict[str, tuple[str, list[str]]]:
+    """Each job's (derivation, outputs): one nix eval per system."""
+    from capplan.adapters.failures import flake_derivations
+
+    out: dict[str, tuple[str, list[str]]] = {}
+    for system in plan.systems:
+        here = [v.name for v in plan.variants if v.system == system]
+        if here:
+            out.update(flake_derivations(flake, here, overrides, system=system))
+    return out
 
 
 def _table(result: Matrix, show_needs: bool) -> None:

@@ -1,0 +1,278 @@
+"""File I/O for the failure record: bounded reads, locked atomic updates, jobs and build logs.
+
+A record that cannot be read (not UTF-8, not JSON, another format or version, too large) is a
+DataError (exit 6) and is never written over: every update reads the file first, under a lock,
+and writes the new one with :func:`atomic_write_text` only after the read succeeded.
+
+Parallel writers to one file (``failures add`` from several jobs on one machine, or a shared
+folder) take an exclusive ``flock`` on a lock file beside it, ``.<name>.lock``, for the whole
+read-modify-write; the record itself is replaced by a rename, so it cannot be the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from capplan.core.planning.failures import (
+    FailureRecord,
+    check_drv,
+    log_tail,
+    parse_record,
+)
+from capplan.errors import DataError, InvalidInputError, WriteError
+
+__all__ = [
+    "MAX_LOG_BYTES",
+    "MAX_RECORD_BYTES",
+    "JobDerivation",
+    "flake_derivations",
+    "locked",
+    "read_job_derivations",
+    "read_log_tail",
+    "read_record",
+    "record_text",
+    "write_record",
+]
+
+MAX_RECORD_BYTES = 32 * 1024 * 1024  # ~40,000 failures with full log tails
+MAX_LOG_BYTES = 256 * 1024  # the end of the log: where nix says why the builder failed
+MAX_JOBS_LINE = 1024 * 1024
+
+
+def read_record(path: Path, *, missing_ok: bool = False) -> FailureRecord:
+    """The record at ``path``; an empty one when it does not exist and ``missing_ok``."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_RECORD_BYTES + 1)
+    except FileNotFoundError:
+        if missing_ok:
+            return FailureRecord()
+        raise InvalidInputError(
+            f"no such failure record: {path}",
+            hint="check the path (`capplan failures add` creates a record)",
+        ) from None
+    except IsADirectoryError:
+        raise InvalidInputError(
+            f"{path} is a folder, not a failure record", hint="give the record's file path"
+        ) from None
+    except OSError as exc:
+        raise DataError(f"cannot read failure record {path}: {exc.strerror}") from None
+    if len(data) > MAX_RECORD_BYTES:
+        raise DataError(
+            f"{path}: the failure record is larger than {MAX_RECORD_BYTES >> 20} MiB",
+            hint="forget old failures (capplan failures forget --older-than DAYS) on a copy",
+        )
+    try:
+        decoded = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise DataError(
+            f"{path}: the failure record is not UTF-8 text",
+            hint="fix or remove the file (it is left as it is)",
+        ) from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        where = f" (line {exc.lineno}: {exc.msg})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise DataError(
+            f"{path}: the failure record is not JSON{where}",
+            hint="fix or remove the file (it is left as it is)",
+        ) from None
+    return parse_record(decoded, str(path))
+
+
+def record_text(record: FailureRecord) -> str:
+    """The file's text: sorted keys, two-space indent, one newline at the end."""
+    return json.dumps(record.to_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_record(path: Path, record: FailureRecord) -> None:
+    from capplan.adapters.files import atomic_write_text
+
+    atomic_write_text(path, record_text(record))
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock for updating the record at ``path`` (see the module doc)."""
+    lock = path.with_name(f".{path.name}.lock")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise WriteError(
+            f"cannot create the lock file {lock}: {exc.strerror}",
+            hint="give a record path in a writable folder",
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def read_log_tail(path: Path) -> tuple[str, ...]:
+    """The last lines of a build log, reading at most its last ``MAX_LOG_BYTES``."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - MAX_LOG_BYTES))
+            data = handle.read(MAX_LOG_BYTES)
+    except FileNotFoundError:
+        raise InvalidInputError(
+            f"no such log file: {path}", hint="give the file the build's output went to"
+        ) from None
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read log file {path}: {exc.strerror}") from None
+    text = data.decode("utf-8", errors="replace")
+    if size > MAX_LOG_BYTES:
+        text = text.partition("\n")[2]  # the first line read is likely cut
+    return log_tail(text)
+
+
+@dataclass(frozen=True)
+class JobDerivation:
+    """One job of a jobs file: its attribute, derivation path and system."""
+
+    attr: str
+    drv: str
+    system: str
+
+
+def read_job_derivations(path: Path) -> dict[str, JobDerivation]:
+    """``{attr: JobDerivation}`` from JSON lines with ``attr``, ``drvPath`` and ``system``:
+    what nix-eval-jobs prints (and what a Hydra or buildbot-nix user converts to, see
+    docs/failures.md). A line with ``error`` (the job did not evaluate) has no derivation and
+    is left out; other bad lines are a DataError naming the line."""
+    out: dict[str, JobDerivation] = {}
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise InvalidInputError(
+            f"no such jobs file: {path}", hint="give the JSON lines nix-eval-jobs printed"
+        ) from None
+    except OSError as exc:
+        raise DataError(f"cannot read jobs file {path}: {exc.strerror}") from None
+    with handle:
+        number = 0
+        while True:
+            line = handle.readline(MAX_JOBS_LINE + 1)
+            if not line:
+                break
+            number += 1
+
+            def bad(why: str, number: int = number) -> DataError:
+                return DataError(
+                    f"{path}:{number}: {why}",
+                    hint="give the JSON lines nix-eval-jobs prints (fields attr, drvPath, system)",
+                )
+
+            if len(line) > MAX_JOBS_LINE:
+                raise bad(f"a line longer than {MAX_JOBS_LINE >> 20} MiB")
+            if not line.strip():
+                continue
+            try:
+                job = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise bad(f"not JSON ({exc.msg})") from None
+            except (UnicodeDecodeError, RecursionError):
+                raise bad("not UTF-8 JSON") from None
+            if not isinstance(job, dict):
+                raise bad("not a JSON object")
+            attr = job.get("attr")
+            if not isinstance(attr, str) or not attr:
+                raise bad("missing or empty 'attr'")
+            if "error" in job:
+                continue
+            drv, system = job.get("drvPath"), job.get("system")
+            if not isinstance(drv, str):
+                raise bad(f"job {attr} has no 'drvPath'")
+            try:
+                check_drv(drv)
+            except InvalidInputError:
+                raise bad(
+                    f"job {attr}: 'drvPath' is not a derivation path: {drv[:200]!r}"
+                ) from None
+            if not isinstance(system, str) or not system:
+                raise bad(f"job {attr} has no 'system'")
+            if attr in out:
+                raise bad(f"duplicate attr {attr!r}")
+            out[attr] = JobDerivation(attr, drv, system)
+    return out
+
+
+# Given the flake's legacyPackages, { <attr> = { drv; outputs; } } for the requested attrs (null
+# for a missing one). drvPath instantiates the derivation (writes its .drv, builds nothing);
+# outputs are the same outPaths capplan.adapters.nix reads, so one evaluation serves both
+# --failures and --skip-cached.
+_DERIVATIONS_EXPR = """
+legacyPackages:
+let
+  params = builtins.fromJSON (builtins.getEnv "CAPPLAN_NIX_PARAMS");
+  pkgs = legacyPackages.${params.system} or { };
+  describe = drv: {
+    drv = drv.drvPath;
+    outputs = map (o: drv.${o}.outPath) (drv.outputs or [ "out" ]);
+  };
+in
+builtins.listToAttrs (map (name: {
+  inherit name;
+  value = if pkgs ? ${name} then describe pkgs.${name} else null;
+}) params.attrs)
+"""
+
+
+def flake_derivations(
+    flake: str,
+    attrs: Sequence[str],
+    override_inputs: Mapping[str, str] | None = None,
+    *,
+    system: str,
+) -> dict[str, tuple[str, list[str]]]:
+    """``{attr: (derivation path, output paths)}`` of ``legacyPackages.<system>.<attr>``,
+    with one ``nix eval``."""
+    from capplan.adapters.nix import PARAMS_ENV, nix_eval_json
+    from capplan.core.caches.narinfo import split_store_path
+    from capplan.errors import CapplanError, NixError
+
+    names = sorted(set(attrs))
+    if not names:
+        return {}
+    params = json.dumps({"system": system, "attrs": names}, sort_keys=True)
+    args = [f"{flake}#legacyPackages", "--impure", "--apply", _DERIVATIONS_EXPR]
+    args.append("--no-write-lock-file")
+    for name, ref in sorted((override_inputs or {}).items()):
+        args += ["--override-input", name, ref]
+    result = nix_eval_json(args, env={PARAMS_ENV: params})
+    if not isinstance(result, dict):
+        raise NixError(
+            f"nix eval of {flake}#legacyPackages returned {type(result).__name__}, not an attrset",
+            hint="check the flake's legacyPackages output",
+        )
+    missing = [name for name in names if result.get(name) is None]
+    if missing:
+        raise NixError(
+            f"flake {flake} has no legacyPackages.{system}.{missing[0]}"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+            hint="list the flake's packages with `nix flake show`",
+        )
+    out: dict[str, tuple[str, list[str]]] = {}
+    for name in names:
+        entry = result[name]
+        drv = entry.get("drv") if isinstance(entry, dict) else None
+        outputs = entry.get("outputs") if isinstance(entry, dict) else None
+        try:
+            if not isinstance(drv, str) or not isinstance(outputs, list):
+                raise NixError("")
+            check_drv(drv)
+            for path in outputs:
+                split_store_path(path if isinstance(path, str) else "")
+        except CapplanError:
+            raise NixError(
+                f"unexpected derivation of {name}: {str(entry)[:200]}", hint="report this bug"
+            ) from None
+        out[name] = (drv, [str(p) for p in outputs])
+    return out

@@ -1,0 +1,330 @@
+"""``capplan failures``: the record of failed builds that ``matrix --failures`` skips.
+
+Also the matrix's hook (:func:`matrix_known_failures`): the derivation of each planned job,
+from a jobs file or one ``nix eval`` per system, matched against the record.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from capplan.cli.output import (
+    AsciiIntRange,
+    emit_json,
+    err_console,
+    make_table,
+    out_console,
+    print_table,
+)
+from capplan.core.planning.failures import KnownFailures
+from capplan.errors import InvalidInputError
+
+__all__ = [
+    "failures",
+    "known_failures_json",
+    "known_failures_table",
+    "matrix_known_failures",
+    "now",
+    "report_known_failures",
+]
+
+_RECORD = click.Path(dir_okay=False, path_type=Path)
+
+
+def now() -> datetime:
+    """The time a failure is recorded at: SOURCE_DATE_EPOCH when set (reproducible records
+    and tests, as reproducible-builds.org specifies it), else the clock."""
+    raw = os.environ.get("SOURCE_DATE_EPOCH")
+    if raw is None:
+        return datetime.fromtimestamp(time.time(), UTC)
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 12:
+        raise InvalidInputError(
+            f"SOURCE_DATE_EPOCH is {raw[:40]!r}, not whole seconds since 1970",
+            hint="unset it, or give an integer like 1764000000",
+        )
+    return datetime.fromtimestamp(int(raw), UTC)
+
+
+def _say(text: str) -> None:
+    err_console().print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+@click.group()
+def failures() -> None:
+    """Remember failed builds, so the matrix stops rebuilding them every run.
+
+    The record is a JSON file keyed by derivation path: a build is skipped only while its
+    derivation is the one that failed (any input change gives a new one). See
+    docs/failures.md.
+    """
+
+
+@failures.command("add")
+@click.argument("record", type=_RECORD)
+@click.option("--attr", "attr", required=True, metavar="NAME", help="The job that failed.")
+@click.option(
+    "--jobs",
+    "jobs_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="nix-eval-jobs JSON lines holding the job's drvPath and system.",
+)
+@click.option(
+    "--drv", default=None, metavar="PATH", help="The derivation path (instead of --jobs)."
+)
+@click.option("--system", default=None, metavar="SYSTEM", help="With --drv: the job's system.")
+@click.option(
+    "--log",
+    "log_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The build log; its last lines are kept.",
+)
+def add(
+    record: Path,
+    attr: str,
+    jobs_file: Path | None,
+    drv: str | None,
+    system: str | None,
+    log_file: Path | None,
+) -> None:
+    """Record that job NAME failed to build, in RECORD (created when missing).
+
+    The derivation comes from --jobs (the nix-eval-jobs line whose attr is NAME, or whose
+    variant is NAME), or from --drv and --system. Parallel adds to one file wait for each
+    other (a lock beside it); none is lost.
+    """
+    from capplan.adapters.failures import locked, read_log_tail, read_record, write_record
+
+    if (jobs_file is None) == (drv is None):
+        raise click.UsageError("give the derivation with either --jobs JOBS or --drv PATH")
+    if drv is not None and system is None:
+        raise click.UsageError("--drv needs --system (e.g. --system x86_64-linux)")
+    if jobs_file is not None and system is not None:
+        raise click.UsageError("--system goes with --drv; --jobs has each job's system")
+    if jobs_file is not None:
+        attr, drv, system = _find_job(jobs_file, attr)
+    assert drv is not None and system is not None
+    log = read_log_tail(log_file) if log_file is not None else ()
+    moment = now()
+    with locked(record):
+        old = read_record(record, missing_ok=True)
+        new = old.add(drv, attr, system, moment, log)
+        write_record(record, new)
+    entry = new.failures[drv]
+    _say(f"recorded {attr} ({drv}): failed {entry.count} time(s) since {entry.since}")
+
+
+def _find_job(jobs_file: Path, name: str) -> tuple[str, str, str]:
+    from capplan.adapters.failures import read_job_derivations
+    from capplan.core.model.systems import variant_of_attr
+
+    jobs = read_job_derivations(jobs_file)
+    job = jobs.get(name)
+    if job is None:
+        found = [j for a, j in jobs.items() if variant_of_attr(a) == variant_of_attr(name)]
+        if len(found) > 1:
+            raise InvalidInputError(
+                f"{name} matches several jobs in {jobs_file}: {found[0].attr}, {found[1].attr}",
+                hint="give the whole attr as the jobs file names it",
+            )
+        job = found[0] if found else None
+    if job is None:
+        raise InvalidInputError(
+            f"no job {name!r} with a derivation in {jobs_file}",
+            hint="give an attr the jobs file holds (a job that failed to evaluate has none)",
+        )
+    return job.attr, job.drv, job.system
+
+
+@failures.command("list")
+@click.argument("record", type=_RECORD)
+@click.option("--json", "as_json", is_flag=True, help="The record as JSON.")
+def list_(record: Path, as_json: bool) -> None:
+    """List the failures in RECORD: job, system, since, count, last log line."""
+    from capplan.adapters.failures import read_record
+
+    data = read_record(record)
+    if as_json:
+        emit_json(data.to_json())
+        return
+    table = make_table(
+        "job", "system", "since", "last", "count", "last log line", whole=("job", "since", "last")
+    )
+    for f in data.entries():
+        table.add_row(f.attr, f.system, f.since, f.last, str(f.count), (f.log_tail or ("",))[-1])
+    print_table(out_console(), table)
+    out_console().print(f"{len(data)} recorded failure(s)", markup=False, highlight=False)
+
+
+@failures.command("forget")
+@click.argument("record", type=_RECORD)
+@click.option("--attr", default=None, metavar="NAME", help="Forget this job's failures.")
+@click.option(
+    "--older-than",
+    "days",
+    type=AsciiIntRange(0, 100_000),
+    default=None,
+    metavar="DAYS",
+    help="Forget failures whose latest failure is more than DAYS old.",
+)
+def forget(record: Path, attr: str | None, days: int | None) -> None:
+    """Forget failures, so the next matrix schedules those builds again."""
+    from capplan.adapters.failures import locked, read_record, write_record
+
+    if (attr is None) == (days is None):
+        raise click.UsageError("give either --attr NAME or --older-than DAYS")
+    moment = now()
+    with locked(record):
+        old = read_record(record)
+        if attr is not None:
+            new, gone = old.forget_attr(attr)
+            if not gone:
+                known = sorted({f.attr for f in old.entries()})
+                raise InvalidInputError(
+                    f"no failure of {attr!r} in {record}",
+                    hint="recorded: "
+                    + (", ".join(known[:5]) or "none")
+                    + (f" and {len(known) - 5} more" if len(known) > 5 else ""),
+                )
+        else:
+            assert days is not None
+            new, gone = old.forget_older_than(moment, days)
+        if gone:
+            write_record(record, new)
+    for f in gone:
+        _say(f"forgot {f.attr} ({f.drv}), last failed {f.last}")
+    _say(f"{len(gone)} forgotten, {len(new)} left in {record}")
+
+
+@failures.command("merge")
+@click.argument("out", type=_RECORD)
+@click.argument("inputs", nargs=-1, type=click.Path(path_type=Path))
+def merge(out: Path, inputs: tuple[Path, ...]) -> None:
+    """Merge records INPUTS (files, or folders of *.json) into OUT (created when missing).
+
+    CI's way to lose no failure: each build job writes its own file, one final step merges
+    them. A derivation in several inputs adds its counts, so merge each file once.
+    """
+    from capplan.adapters.failures import locked, read_record, write_record
+
+    files: list[Path] = []
+    for path in inputs:
+        if path.is_dir():
+            files += sorted(p for p in path.glob("*.json") if p.is_file())
+        else:
+            files.append(path)
+    target = out.resolve()
+    files = [p for p in dict.fromkeys(files) if p.resolve() != target]
+    records = [read_record(p) for p in files]
+    with locked(out):
+        old = read_record(out, missing_ok=True)
+        new = old.merge(*records)
+        write_record(out, new)
+    _say(f"merged {len(files)} record(s) into {out}: {len(new)} failure(s), {len(old)} before")
+
+
+@failures.command("schema")
+def schema() -> None:
+    """Print the JSON Schema of the record file."""
+    from capplan.core.planning.failures import record_schema
+
+    emit_json(record_schema())
+
+
+# ---------------------------------------------------------------------------------------------
+# the matrix hook
+
+
+def matrix_known_failures(
+    variants: Iterable[Any],
+    record_path: Path,
+    *,
+    jobs_file: Path | None,
+    derivations: Mapping[str, str],
+    retry: bool,
+    cached: Iterable[str],
+) -> KnownFailures:
+    """The jobs ``matrix --failures`` leaves out. ``derivations`` maps job names to their
+    derivation paths when the caller evaluated them; otherwise they come from ``jobs_file``."""
+    from capplan.adapters.failures import read_job_derivations, read_record
+    from capplan.core.model.systems import variant_of_attr
+    from capplan.core.planning.failures import known_failures
+
+    record = read_record(record_path, missing_ok=True)
+    if not record_path.exists():
+        _say(f"note: no failure record at {record_path} yet: no build is known to fail")
+    variants = list(variants)
+    drvs = dict(derivations)
+    if jobs_file is not None:
+        for attr, job in read_job_derivations(jobs_file).items():
+            drvs.setdefault(variant_of_attr(attr), job.drv)
+    needs = {v.name: tuple(v.needs) for v in variants}
+    minutes = {v.name: float(v.minutes) for v in variants}
+    return known_failures(needs, drvs, minutes, record, retry=retry, exclude=cached)
+
+
+def report_known_failures(known: KnownFailures) -> None:
+    """Say on stderr what is skipped (or retried) and why."""
+    for name, f in sorted(known.failed.items()):
+        blocks = sorted(b for b, by in known.blocked.items() if name in by)
+        last = f.log_tail[-1] if f.log_tail else "no log recorded"
+        _say(
+            f"skipped {name}: known failure of {f.drv} ({f.count} time(s) since {f.since}; "
+            f"{last})" + (f"; it blocks {', '.join(blocks)}" if blocks else "")
+        )
+    for name, by in sorted(known.blocked.items()):
+        _say(f"skipped {name}: needs {', '.join(by)}, a known failure")
+    if known.failed:
+        _say(
+            f"known failures save {known.minutes_saved:g} build minutes "
+            "(--retry-failed builds them anyway)"
+        )
+    for name in known.retried:
+        _say(f"retrying {name}: a known failure (--retry-failed)")
+
+
+def known_failures_table(known: KnownFailures) -> None:
+    """The table view's section: each skipped job, why, and the minutes saved."""
+    if not known.failed and not known.retried:
+        return
+    console = out_console()
+    if known.failed:
+        table = make_table(
+            "skipped", "job", "since", "count", "last log line", whole=("job",),
+        )  # fmt: skip
+        for name, f in sorted(known.failed.items()):
+            table.add_row(
+                "failed", name, f.since, str(f.count), f.log_tail[-1] if f.log_tail else "-"
+            )
+        for name, by in sorted(known.blocked.items()):
+            table.add_row("blocked", name, "-", "-", "needs " + ", ".join(by))
+        print_table(console, table)
+        console.print(
+            f"known failures: {len(known.failed)} skipped, {len(known.blocked)} blocked behind "
+            f"them, {known.minutes_saved:g} build minutes saved (--retry-failed builds them)",
+            markup=False,
+            highlight=False,
+        )
+    if known.retried:
+        console.print(
+            f"retrying {len(known.retried)} known failure(s): {', '.join(known.retried)}",
+            markup=False,
+            highlight=False,
+        )
+
+
+def known_failures_json(data: dict[str, Any], known: KnownFailures) -> None:
+    """``matrix --json``: the ``known_failures`` list and the summary's counts and savings."""
+    data["known_failures"] = known.to_json()
+    data["summary"]["skipped_known_failures"] = sorted(known.failed)
+    data["summary"]["skipped_blocked"] = sorted(known.blocked)
+    data["summary"]["known_failures_minutes_saved"] = known.minutes_saved
+    data["summary"]["retried_known_failures"] = list(known.retried)

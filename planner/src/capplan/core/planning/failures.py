@@ -1,0 +1,447 @@
+"""The failure record: builds that failed, keyed by derivation path, and the matrix filter.
+
+A derivation path changes whenever any input of the build changes (a nixpkgs bump, a patch,
+another capability list), so a recorded failure never outlives the build it describes: the
+matrix skips a job only while its derivation is the one that failed. Nix itself remembers
+nothing across machines (only ``--keep-failed`` logs on the one that built), and Hydra keeps
+its own memory in its database; this record is the same memory as one small JSON file that CI
+can carry from run to run.
+
+Pure: the caller reads and writes the file and passes the time in (core reads no clock).
+The record's JSON shape (``record_schema()``) is versioned; a reader refuses any other version
+rather than guessing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from capplan.core.caches.narinfo import split_store_path
+from capplan.errors import CapplanError, DataError, InvalidInputError
+
+__all__ = [
+    "FORMAT",
+    "LOG_LINES",
+    "LOG_LINE_CHARS",
+    "VERSION",
+    "Failure",
+    "FailureRecord",
+    "KnownFailures",
+    "check_drv",
+    "format_time",
+    "known_failures",
+    "log_tail",
+    "parse_record",
+    "parse_time",
+    "record_schema",
+]
+
+FORMAT = "capplan-failures"
+VERSION = 1
+LOG_LINES = 40  # enough for nix's "error: builder for ... failed" and the compiler's complaint
+LOG_LINE_CHARS = 400  # a line of a minified CMake command can be megabytes
+_MAX_ATTR = 500
+_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+_SYSTEM = re.compile(r"[a-z0-9_]+-[a-z0-9_]+")
+# ANSI escapes (nix -L colours its prefixes) and the other control characters but tab.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
+
+
+def format_time(moment: datetime) -> str:
+    """``2026-11-24T20:27:42Z``: UTC to the second, so records sort and compare as text."""
+    if moment.tzinfo is None:
+        raise ValueError("a failure time must be timezone-aware")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime:
+    """The inverse of :func:`format_time`; ValueError for anything else."""
+    if not _TIME.fullmatch(text):
+        raise ValueError(f"not a UTC time like 2026-11-24T20:27:42Z: {text!r}")
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def check_drv(path: str) -> str:
+    """A derivation's store path (``/nix/store/<hash>-<name>.drv``), or InvalidInputError."""
+    try:
+        split_store_path(path)
+    except CapplanError:
+        ok = False
+    else:
+        ok = path.endswith(".drv")
+    if not ok:
+        shown = path if len(path) <= 200 else path[:200] + "..."
+        raise InvalidInputError(
+            f"not a derivation path: {shown!r}",
+            hint="give the drvPath nix-eval-jobs prints: /nix/store/<hash>-<name>.drv",
+        )
+    return path
+
+
+def log_tail(text: str, lines: int = LOG_LINES) -> tuple[str, ...]:
+    """The last ``lines`` non-blank lines of a build log, colours and control characters
+    removed, each cut to ``LOG_LINE_CHARS``: what a maintainer reads to see why it failed."""
+    kept: list[str] = []
+    for raw in reversed(text.splitlines()):
+        line = _CONTROL.sub("", _ANSI.sub("", raw)).rstrip()
+        if not line.strip():
+            continue
+        if len(line) > LOG_LINE_CHARS:
+            line = line[:LOG_LINE_CHARS] + "..."
+        kept.append(line)
+        if len(kept) == lines:
+            break
+    return tuple(reversed(kept))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One derivation that failed to build: where, since when, how often, and how it ended."""
+
+    drv: str
+    attr: str  # the job's attribute as the jobs source names it (x86_64-linux.torch-sm120)
+    system: str
+    since: str  # first failure (format_time)
+    last: str  # latest failure
+    count: int
+    log_tail: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "attr": self.attr,
+            "system": self.system,
+            "since": self.since,
+            "last": self.last,
+            "count": self.count,
+            "log_tail": list(self.log_tail),
+        }
+
+    def merged(self, other: Failure) -> Failure:
+        """Both records of the same derivation: counts add, the latest log wins."""
+        newer = other if other.last >= self.last else self
+        return replace(
+            newer,
+            since=min(self.since, other.since),
+            last=max(self.last, other.last),
+            count=self.count + other.count,
+        )
+
+
+@dataclass(frozen=True)
+class FailureRecord:
+    """Every recorded failure, keyed by derivation path."""
+
+    failures: Mapping[str, Failure] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.failures)
+
+    def entries(self) -> list[Failure]:
+        """By attribute, then derivation: the order ``failures list`` prints."""
+        return sorted(self.failures.values(), key=lambda f: (f.attr, f.drv))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "failures": {drv: self.failures[drv].to_json() for drv in sorted(self.failures)},
+        }
+
+    def add(
+        self, drv: str, attr: str, system: str, now: datetime, log: Sequence[str] = ()
+    ) -> FailureRecord:
+        """This record plus one more failure of ``drv`` at ``now``."""
+        check_drv(drv)
+        _check_attr(attr)
+        _check_system(system)
+        when = format_time(now)
+        new = Failure(drv, attr, system, when, when, 1, tuple(log))
+        old = self.failures.get(drv)
+        return self._with(new if old is None else old.merged(new))
+
+    def merge(self, *others: FailureRecord) -> FailureRecord:
+        """All records in one: the same derivation's entries add their counts (so merge each
+        per-job file once), keep the first ``since``, the latest ``last`` and its log."""
+        out = dict(self.failures)
+        for other in others:
+            for drv, failure in other.failures.items():
+                out[drv] = failure if drv not in out else out[drv].merged(failure)
+        return FailureRecord(out)
+
+    def forget_attr(self, attr: str) -> tuple[FailureRecord, list[Failure]]:
+        """Without the failures of ``attr`` (as recorded, or the same variant in another
+        layout: ``torch-sm120`` matches ``x86_64-linux.torch-sm120``)."""
+        return self._drop(lambda f: f.attr == attr or _variant(f.attr) == _variant(attr))
+
+    def forget_older_than(self, now: datetime, days: int) -> tuple[FailureRecord, list[Failure]]:
+        """Without the failures whose latest failure is more than ``days`` before ``now``:
+        such a build is tried again once, and recorded again if it still fails."""
+        cutoff = format_time(now - timedelta(days=days))
+        return self._drop(lambda f: f.last < cutoff)
+
+    def _drop(self, gone: Any) -> tuple[FailureRecord, list[Failure]]:
+        dropped = [f for f in self.entries() if gone(f)]
+        names = {f.drv for f in dropped}
+        kept = {d: f for d, f in self.failures.items() if d not in names}
+        return FailureRecord(kept), dropped
+
+    def _with(self, failure: Failure) -> FailureRecord:
+        return FailureRecord({**self.failures, failure.drv: failure})
+
+
+def _variant(attr: str) -> str:
+    from capplan.core.model.systems import variant_of_attr
+
+    return variant_of_attr(attr)
+
+
+def _check_attr(attr: str) -> str:
+    if not attr or len(attr) > _MAX_ATTR or _CONTROL.search(attr) or attr != attr.strip():
+        shown = attr if len(attr) <= 200 else attr[:200] + "..."
+        raise InvalidInputError(
+            f"invalid job attribute {shown!r}",
+            hint="give the attribute as the jobs file names it, e.g. x86_64-linux.torch-sm86",
+        )
+    return attr
+
+
+def _check_system(system: str) -> str:
+    if not _SYSTEM.fullmatch(system) or len(system) > 64:
+        raise InvalidInputError(
+            f"invalid system {system[:80]!r}", hint="give a Nix system such as x86_64-linux"
+        )
+    return system
+
+
+# ---------------------------------------------------------------------------------------------
+# reading a decoded record
+
+
+def parse_record(data: Any, source: str) -> FailureRecord:
+    """Validate decoded JSON as a record (DataError naming ``source`` and the bad part)."""
+
+    def bad(why: str) -> DataError:
+        return DataError(
+            f"{source}: not a capplan failure record: {why}",
+            hint="fix or remove the file (it is left as it is; `capplan failures` documents "
+            "the format in docs/failures.md)",
+        )
+
+    if not isinstance(data, dict):
+        raise bad(f"the top level is {_kind(data)}, not an object")
+    if data.get("format") != FORMAT:
+        raise bad(f"'format' is {_quote(data.get('format'))}, not '{FORMAT}'")
+    version = data.get("version")
+    if type(version) is not int or version != VERSION:
+        raise bad(
+            f"version {_quote(version)} is not {VERSION} (written by another capplan? "
+            "upgrade capplan, or start a new record)"
+        )
+    unknown = sorted(set(data) - {"format", "version", "failures"})
+    if unknown:
+        raise bad(f"unknown key {_quote(unknown[0])}")
+    entries = data.get("failures")
+    if not isinstance(entries, dict):
+        raise bad(f"'failures' is {_kind(entries)}, not an object")
+    out: dict[str, Failure] = {}
+    for drv, entry in entries.items():
+        try:
+            check_drv(drv)
+        except InvalidInputError:
+            raise bad(f"key {_quote(drv)} is not a derivation path") from None
+        where = f"failure {drv}"
+        if not isinstance(entry, dict):
+            raise bad(f"{where} is {_kind(entry)}, not an object")
+        keys = {"attr", "system", "since", "last", "count", "log_tail"}
+        extra = sorted(set(entry) - keys)
+        missing = sorted(keys - set(entry))
+        if extra or missing:
+            raise bad(f"{where}: " + (f"unknown key {_quote(extra[0])}" if extra else
+                                      f"missing key '{missing[0]}'"))  # fmt: skip
+        attr, system, count, tail = (
+            entry["attr"],
+            entry["system"],
+            entry["count"],
+            entry["log_tail"],
+        )
+        try:
+            _check_attr(attr if isinstance(attr, str) else "")
+            _check_system(system if isinstance(system, str) else "")
+        except InvalidInputError as exc:
+            raise bad(f"{where}: {exc.message}") from None
+        times = []
+        for key in ("since", "last"):
+            value = entry[key]
+            try:
+                times.append(format_time(parse_time(value if isinstance(value, str) else "")))
+            except ValueError:
+                raise bad(f"{where}: '{key}' is {_quote(value)}, not a UTC time") from None
+        if times[0] > times[1]:
+            raise bad(f"{where}: 'since' {times[0]} is after 'last' {times[1]}")
+        if type(count) is not int or not 1 <= count <= 10**9:
+            raise bad(f"{where}: 'count' is {_quote(count)}, not a whole number >= 1")
+        if (
+            not isinstance(tail, list)
+            or len(tail) > LOG_LINES
+            or not all(isinstance(line, str) and len(line) <= LOG_LINE_CHARS + 3 for line in tail)
+        ):
+            raise bad(f"{where}: 'log_tail' is not a list of at most {LOG_LINES} short lines")
+        out[drv] = Failure(drv, attr, system, times[0], times[1], count, tuple(tail))
+    return FailureRecord(out)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), "null" if value is None else "a number"
+    )
+
+
+def _quote(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def record_schema() -> dict[str, Any]:
+    """The JSON Schema of the record file (draft 2020-12), for ``capplan failures schema``."""
+    failure = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["attr", "system", "since", "last", "count", "log_tail"],
+        "properties": {
+            "attr": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": _MAX_ATTR,
+                "description": "The job's attribute as the jobs source names it.",
+            },
+            "system": {"type": "string", "pattern": f"^{_SYSTEM.pattern}$"},
+            "since": {
+                "type": "string",
+                "pattern": f"^{_TIME.pattern}$",
+                "description": "First recorded failure, UTC.",
+            },
+            "last": {
+                "type": "string",
+                "pattern": f"^{_TIME.pattern}$",
+                "description": "Latest recorded failure, UTC (forget --older-than reads it).",
+            },
+            "count": {"type": "integer", "minimum": 1, "description": "Failures recorded."},
+            "log_tail": {
+                "type": "array",
+                "maxItems": LOG_LINES,
+                "items": {"type": "string", "maxLength": LOG_LINE_CHARS + 3},
+                "description": "The last non-blank lines of the latest failure's build log.",
+            },
+        },
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "capplan failure record",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["format", "version", "failures"],
+        "properties": {
+            "format": {"const": FORMAT},
+            "version": {"const": VERSION},
+            "failures": {
+                "type": "object",
+                "description": "Failed builds keyed by derivation path (/nix/store/...drv).",
+                "propertyNames": {"pattern": r"^/.+/[0-9a-df-np-sv-z]{32}-.+\.drv$"},
+                "additionalProperties": failure,
+            },
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# the matrix filter
+
+
+@dataclass(frozen=True)
+class KnownFailures:
+    """What ``--failures`` leaves out of a matrix: each recorded job and every job that needs
+    one, directly or not (it cannot build either)."""
+
+    failed: Mapping[str, Failure]  # job name -> its recorded failure
+    blocked: Mapping[str, tuple[str, ...]]  # job name -> the failed jobs it needs (sorted)
+    minutes_saved: float
+    retried: tuple[str, ...] = ()  # with --retry-failed: the jobs scheduled anyway
+
+    @property
+    def dropped(self) -> frozenset[str]:
+        return frozenset(self.failed) | frozenset(self.blocked)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The ``known_failures`` list of ``matrix --json``: one entry per recorded job."""
+        out = []
+        for name in sorted(self.failed):
+            f = self.failed[name]
+            out.append(
+                {
+                    "job": name,
+                    "attribute": f.attr,
+                    "derivation": f.drv,
+                    "system": f.system,
+                    "since": f.since,
+                    "last": f.last,
+                    "count": f.count,
+                    "log_tail": list(f.log_tail),
+                    "blocks": sorted(b for b, by in self.blocked.items() if name in by),
+                }
+            )
+        return out
+
+
+def known_failures(
+    needs: Mapping[str, Sequence[str]],
+    drvs: Mapping[str, str],
+    minutes: Mapping[str, float],
+    record: FailureRecord,
+    *,
+    retry: bool = False,
+    exclude: Iterable[str] = (),
+) -> KnownFailures:
+    """The jobs of a graph (``needs``: job -> the jobs it builds against) to leave out.
+
+    ``drvs`` holds each job's derivation path as evaluated now; a job without one, or whose
+    derivation is not recorded (it changed since it failed), is scheduled as normal. Jobs in
+    ``exclude`` (already in a binary cache: built, whatever the record says) are never left
+    out and never block. ``retry`` leaves nothing out and lists what is retried.
+    """
+    skip = set(exclude)
+    failed = {
+        name: record.failures[drv]
+        for name, drv in drvs.items()
+        if name in needs and name not in skip and drv in record.failures
+    }
+    if retry:
+        return KnownFailures({}, {}, 0.0, tuple(sorted(failed)))
+    blockers: dict[str, set[str]] = {}
+
+    def blocked_by(name: str, trail: frozenset[str]) -> set[str]:
+        if name in blockers:
+            return blockers[name]
+        found: set[str] = set()
+        for need in needs.get(name, ()):
+            if need in skip or need in trail:
+                continue
+            if need in failed:
+                found.add(need)
+            found |= blocked_by(need, trail | {name})
+        blockers[name] = found
+        return found
+
+    blocked = {}
+    for name in sorted(needs):
+        if name in failed or name in skip:
+            continue
+        by = blocked_by(name, frozenset())
+        if by:
+            blocked[name] = tuple(sorted(by))
+    saved = sum(minutes.get(n, 0.0) for n in (*failed, *blocked))
+    return KnownFailures(failed, blocked, round(saved, 2))
