@@ -177,13 +177,16 @@ def test_each_stage_needs_every_shard_of_the_one_before() -> None:
     doc = _workflow(rows, max_jobs=2)
     jobs = doc["jobs"]
     assert list(jobs) == ["plan", "stage0_shard0", "stage0_shard1", "stage0_shard2",
-                          "stage1_shard0", "stage1_shard1", "stage2_shard0"]  # fmt: skip
+                          "stage1_shard0", "stage1_shard1", "stage2_shard0", "record"]  # fmt: skip
+    # The record job waits for every build job, and runs whatever they did.
+    assert jobs["record"]["needs"] == ["plan", *list(jobs)[1:-1]]
+    assert jobs["record"]["if"] == "${{ !cancelled() && needs.plan.result == 'success' }}"
     assert jobs["stage0_shard1"]["needs"] == ["plan"]
     assert jobs["stage1_shard0"]["needs"] == ["plan", "stage0_shard0", "stage0_shard1",
                                               "stage0_shard2"]  # fmt: skip
     assert jobs["stage2_shard0"]["needs"] == ["plan", "stage1_shard0", "stage1_shard1"]
     for key, body in jobs.items():
-        if key == "plan":
+        if key in ("plan", "record"):
             continue
         output = f"needs.plan.outputs.{key}"
         assert output.removeprefix("needs.plan.outputs.") in jobs["plan"]["outputs"]
@@ -213,17 +216,24 @@ def test_workflow_values_are_validated_before_they_are_written() -> None:
 
 def test_triggers_and_pinned_actions() -> None:
     doc = _workflow(github_rows([job("a", 0)]), branch="trunk")
+    retry = {"description": "Build known failures again (the failure record)",
+             "type": "boolean", "default": False}  # fmt: skip
     assert doc["on"] == {"push": {"branches": ["trunk"]},
-                         "schedule": [{"cron": "17 4 * * 1"}], "workflow_dispatch": {}}  # fmt: skip
+                         "schedule": [{"cron": "17 4 * * 1"}],
+                         "workflow_dispatch": {"inputs": {"retry_failed": retry}}}  # fmt: skip
     uses = [s["uses"] for j in doc["jobs"].values() for s in j["steps"] if "uses" in s]
     assert set(uses) == {
         "actions/checkout@v7", "cachix/install-nix-action@v31", "cachix/cachix-action@v17",
+        "actions/cache/restore@v6", "actions/cache/save@v6", "actions/upload-artifact@v7",
+        "actions/download-artifact@v8",
     }  # fmt: skip
     build = doc["jobs"]["stage0_shard0"]
     cachix = build["steps"][2]
     assert cachix["with"] == {"name": "c", "authToken": "${{ secrets.CACHIX_AUTH_TOKEN }}"}
     assert build["steps"][3]["env"] == {"ATTR": "${{ matrix.attr }}"}
-    assert build["steps"][3]["run"] == 'nix build -L ".#$ATTR"\n'
+    assert build["steps"][3]["run"] == (
+        'set -o pipefail\nnix build -L ".#$ATTR" 2>&1 | tee capplan-build.log\n'
+    )
     assert build["runs-on"] == "${{ matrix.os }}"
     assert build["timeout-minutes"] == "${{ matrix.timeout_minutes }}"
 

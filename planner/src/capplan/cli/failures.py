@@ -23,7 +23,7 @@ from capplan.cli.output import (
     out_console,
     print_table,
 )
-from capplan.core.planning.failures import KnownFailures
+from capplan.core.planning.failures import FailureRecord, KnownFailures
 from capplan.errors import InvalidInputError
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "known_failures_table",
     "matrix_known_failures",
     "now",
+    "read_failures",
     "report_known_failures",
 ]
 
@@ -243,9 +244,25 @@ def schema() -> None:
 # the matrix hook
 
 
+def read_failures(path: Path, jobs_file: Path | None, offline: bool) -> FailureRecord:
+    """``matrix --failures FILE``'s record: empty (with a note) while FILE does not exist,
+    which is how a CI cache starts."""
+    from capplan.adapters.failures import read_record
+
+    record = read_record(path, missing_ok=True)
+    if not path.exists():
+        _say(f"note: no failure record at {path} yet: no build is known to fail")
+    elif record and offline and jobs_file is None:
+        _say(
+            "warning: --offline evaluates no derivations, so known failures cannot be matched "
+            "(give the derivations with --jobs JOBS)"
+        )
+    return record
+
+
 def matrix_known_failures(
     variants: Iterable[Any],
-    record_path: Path,
+    record: FailureRecord,
     *,
     jobs_file: Path | None,
     derivations: Mapping[str, str],
@@ -254,13 +271,10 @@ def matrix_known_failures(
 ) -> KnownFailures:
     """The jobs ``matrix --failures`` leaves out. ``derivations`` maps job names to their
     derivation paths when the caller evaluated them; otherwise they come from ``jobs_file``."""
-    from capplan.adapters.failures import read_job_derivations, read_record
+    from capplan.adapters.failures import read_job_derivations
     from capplan.core.model.systems import variant_of_attr
     from capplan.core.planning.failures import known_failures
 
-    record = read_record(record_path, missing_ok=True)
-    if not record_path.exists():
-        _say(f"note: no failure record at {record_path} yet: no build is known to fail")
     variants = list(variants)
     drvs = dict(derivations)
     if jobs_file is not None:

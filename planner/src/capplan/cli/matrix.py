@@ -170,8 +170,15 @@ def matrix(
             "--skip-cached needs at least one --cache URL", hint="add --cache https://..."
         )
     derivations: dict[str, tuple[str, list[str]]] = {}
-    if failures_file is not None and jobs_file is None:
-        derivations = _derivations(plan, flake, dict(override_inputs))
+    record = None
+    if failures_file is not None:
+        from capplan.cli.failures import read_failures
+
+        record = read_failures(failures_file, jobs_file, offline)
+        # The GitHub rows carry each job's derivation for a failing build job to record.
+        wanted = bool(record) or (fmt in ("github", "github-output") and not retry_failed)
+        if jobs_file is None and not offline and wanted:
+            derivations = _derivations(plan, flake, dict(override_inputs))
     if skip_cached and not offline:
         known_outputs = {name: out for name, (_, out) in derivations.items()} or None
         cached = _cached_jobs(
@@ -182,12 +189,12 @@ def matrix(
             f"skipped {name}: every output is in {url}", markup=False, highlight=False
         )
     known = None
-    if failures_file is not None:
+    if record is not None:
         from capplan.cli.failures import matrix_known_failures, report_known_failures
 
         known = matrix_known_failures(
             plan.variants,
-            failures_file,
+            record,
             jobs_file=jobs_file,
             derivations={name: drv for name, (drv, _) in derivations.items()},
             retry=retry_failed,

@@ -60,6 +60,22 @@ SELF_HOSTED_LIMIT_MINUTES = 5 * 24 * 60
 CHECKOUT = "actions/checkout@v7"
 INSTALL_NIX = "cachix/install-nix-action@v31"
 CACHIX = "cachix/cachix-action@v17"
+CACHE_RESTORE = "actions/cache/restore@v6"
+CACHE_SAVE = "actions/cache/save@v6"
+UPLOAD_ARTIFACT = "actions/upload-artifact@v7"
+DOWNLOAD_ARTIFACT = "actions/download-artifact@v8"
+
+# The failure record (capplan failures, docs/failures.md) that the workflow carries between
+# runs in GitHub's cache: restored by the plan and record jobs, saved by the record job.
+FAILURES_FILE = "capplan-failures.json"
+FAILURES_DIR = "capplan-new-failures"  # the record job's downloads: one file per failed job
+FAILURE_ARTIFACT = "capplan-failure-"
+# A cache entry is immutable, so every run saves under a new key; restore-keys find the newest
+# entry of this branch, then of the default branch (GitHub lets a branch read those two).
+FAILURES_KEY = "capplan-failures-${{ github.ref_name }}-"
+# A known failure is retried once it is this old (its derivation may fail for a passing
+# reason: out of memory, a flaky test, a runner lost), and recorded again if it fails again.
+RETRY_AFTER_DAYS = 30
 
 _CACHE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~/-]*)?")
@@ -312,6 +328,8 @@ def plan_command(settings: WorkflowSettings, shards: Sequence[Shard]) -> list[st
         "--cache",
         cache_url(settings),
         "--skip-cached",
+        "--failures",
+        FAILURES_FILE,
     ]
     return argv
 
@@ -340,6 +358,99 @@ def _nix_steps() -> list[dict[str, Any]]:
     ]
 
 
+def _restore_failures(settings: WorkflowSettings) -> dict[str, Any]:
+    return {
+        "name": "Restore the failure record",
+        "uses": CACHE_RESTORE,
+        "with": {
+            "path": FAILURES_FILE,
+            "key": FAILURES_KEY + "${{ github.run_id }}",
+            "restore-keys": f"{FAILURES_KEY}\ncapplan-failures-{settings.branch}-\n",
+        },
+    }
+
+
+def _build_steps() -> list[dict[str, Any]]:
+    """Build; when it fails, write this job's own failure record (log tail included) and
+    upload it for the record job; the job still fails."""
+    failed = "${{ failure() && steps.build.outcome == 'failure' }}"
+    own = FAILURE_ARTIFACT + "${{ matrix.name }}"
+    return [
+        {
+            "name": "Build",
+            "id": "build",
+            "env": {"ATTR": "${{ matrix.attr }}"},
+            "run": 'set -o pipefail\nnix build -L ".#$ATTR" 2>&1 | tee capplan-build.log\n',
+        },
+        {
+            "name": "Record the failure",
+            "if": failed,
+            "env": {
+                "NAME": "${{ matrix.name }}",
+                "DRV": "${{ matrix.drv }}",
+                "SYSTEM": "${{ matrix.system }}",
+            },
+            "run": (
+                f'nix run .#capplan -- failures add "{FAILURE_ARTIFACT}$NAME.json" \\\n'
+                '  --drv "$DRV" --system "$SYSTEM" --attr "$NAME" --log capplan-build.log\n'
+            ),
+        },
+        {
+            "name": "Upload the failure",
+            "if": failed,
+            "uses": UPLOAD_ARTIFACT,
+            "with": {"name": own, "path": own + ".json", "retention-days": 7},
+        },
+    ]
+
+
+def _record_job(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[str, Any]:
+    """The last job: this run's failures merged into the record, which is saved for the next."""
+    return {
+        "name": "record failures",
+        "needs": ["plan", *(s.key for s in shards)],
+        # After every build job, whatever they did; not when the run was cancelled or the plan
+        # failed (then nothing was tried, and the restored record is still the newest).
+        "if": "${{ !cancelled() && needs.plan.result == 'success' }}",
+        "runs-on": (
+            settings.plan_runner[0]
+            if len(settings.plan_runner) == 1
+            else list(settings.plan_runner)
+        ),
+        "timeout-minutes": 30,
+        "steps": [
+            *_nix_steps(),
+            _restore_failures(settings),
+            {
+                "name": "Download this run's failures",
+                "uses": DOWNLOAD_ARTIFACT,
+                "with": {
+                    "pattern": FAILURE_ARTIFACT + "*",
+                    "path": FAILURES_DIR,
+                    "merge-multiple": True,
+                },
+            },
+            {
+                "name": "Merge them into the record",
+                "run": (
+                    f"mkdir -p {FAILURES_DIR}\n"
+                    f"nix run .#capplan -- failures merge {FAILURES_FILE} {FAILURES_DIR}\n"
+                    f"nix run .#capplan -- failures forget {FAILURES_FILE} "
+                    f"--older-than {RETRY_AFTER_DAYS}\n"
+                ),
+            },
+            {
+                "name": "Save the failure record",
+                "uses": CACHE_SAVE,
+                "with": {
+                    "path": FAILURES_FILE,
+                    "key": FAILURES_KEY + "${{ github.run_id }}-${{ github.run_attempt }}",
+                },
+            },
+        ],
+    }
+
+
 def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[str, Any]:
     """The workflow as data: a plan job, then one build job per shard, stage after stage."""
     settings = _checked(settings)
@@ -353,10 +464,12 @@ def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[
             parts[-1] += " " + arg
     run = "nix run .#capplan -- " + " \\\n  ".join(parts) + ' \\\n  >> "$GITHUB_OUTPUT"\n'
     plan_step: dict[str, Any] = {"name": "Plan what the cache lacks", "id": "plan"}
+    # "true" only when a dispatched run asks to build known failures again.
+    plan_step["env"] = {"CAPPLAN_RETRY_FAILED": "${{ inputs.retry_failed == true }}"}
     if settings.cache_url is None:
         # Private cachix caches need the token to answer narinfo queries; capplan sends it
         # only to the cache's own host.
-        plan_step["env"] = {"CAPPLAN_CACHE_TOKEN": "${{ secrets.CACHIX_AUTH_TOKEN }}"}
+        plan_step["env"]["CAPPLAN_CACHE_TOKEN"] = "${{ secrets.CACHIX_AUTH_TOKEN }}"
     plan_step["run"] = run
     outputs = {s.key: f"${{{{ steps.plan.outputs.{s.key} }}}}" for s in shards}
     outputs["jobs"] = "${{ steps.plan.outputs.jobs }}"
@@ -370,7 +483,7 @@ def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[
             ),
             "timeout-minutes": 60,
             "outputs": outputs,
-            "steps": [*_nix_steps(), plan_step],
+            "steps": [*_nix_steps(), _restore_failures(settings), plan_step],
         }
     }
     stages = sorted({s.stage for s in shards})
@@ -402,20 +515,26 @@ def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[
                             "authToken": "${{ secrets.CACHIX_AUTH_TOKEN }}",
                         },
                     },
-                    {
-                        "name": "Build",
-                        "env": {"ATTR": "${{ matrix.attr }}"},
-                        "run": 'nix build -L ".#$ATTR"\n',
-                    },
+                    *_build_steps(),
                 ],
             }
         previous = [s.key for s in current]
+    if shards:
+        jobs["record"] = _record_job(settings, shards)
     return {
         "name": settings.name,
         "on": {
             "push": {"branches": [settings.branch]},
             "schedule": [{"cron": settings.cron}],
-            "workflow_dispatch": {},
+            "workflow_dispatch": {
+                "inputs": {
+                    "retry_failed": {
+                        "description": "Build known failures again (the failure record)",
+                        "type": "boolean",
+                        "default": False,
+                    }
+                }
+            },
         },
         # One run at a time: a second run would rebuild what the first is about to push.
         "concurrency": {"group": settings.name, "cancel-in-progress": False},
