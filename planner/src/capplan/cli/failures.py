@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,10 @@ def now() -> datetime:
             hint="unset it, or give an integer like 1764000000",
         )
     return datetime.fromtimestamp(int(raw), UTC)
+
+
+def _utc(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _say(text: str) -> None:
@@ -114,10 +118,10 @@ def add(
         attr, drv, system = _find_job(jobs_file, attr)
     assert drv is not None and system is not None
     log = read_log_tail(log_file) if log_file is not None else ()
-    moment = now()
+    when = _utc(now())
     with locked(record):
         old = read_record(record, missing_ok=True)
-        new = old.add(drv, attr, system, moment, log)
+        new = old.add(drv, attr, system, when, log)
         write_record(record, new)
     entry = new.failures[drv]
     _say(f"recorded {attr} ({drv}): failed {entry.count} time(s) since {entry.since}")
@@ -197,7 +201,7 @@ def forget(record: Path, attr: str | None, days: int | None) -> None:
                 )
         else:
             assert days is not None
-            new, gone = old.forget_older_than(moment, days)
+            new, gone = old.forget_before(_utc(moment - timedelta(days=days)))
         if gone:
             write_record(record, new)
     for f in gone:

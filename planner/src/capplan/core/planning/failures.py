@@ -7,7 +7,8 @@ nothing across machines (only ``--keep-failed`` logs on the one that built), and
 its own memory in its database; this record is the same memory as one small JSON file that CI
 can carry from run to run.
 
-Pure: the caller reads and writes the file and passes the time in (core reads no clock).
+Pure: the caller reads and writes the file and passes the time in, as UTC text like
+``2026-11-24T20:27:42Z`` (core reads no clock; such text sorts and compares in time order).
 The record's JSON shape (``record_schema()``) is versioned; a reader refuses any other version
 rather than guessing.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from capplan.core.caches.narinfo import split_store_path
@@ -32,11 +32,10 @@ __all__ = [
     "FailureRecord",
     "KnownFailures",
     "check_drv",
-    "format_time",
+    "check_time",
     "known_failures",
     "log_tail",
     "parse_record",
-    "parse_time",
     "record_schema",
 ]
 
@@ -52,18 +51,27 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
 
 
-def format_time(moment: datetime) -> str:
-    """``2026-11-24T20:27:42Z``: UTC to the second, so records sort and compare as text."""
-    if moment.tzinfo is None:
-        raise ValueError("a failure time must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
-def parse_time(text: str) -> datetime:
-    """The inverse of :func:`format_time`; ValueError for anything else."""
+def check_time(text: str) -> str:
+    """``text`` when it is a real UTC time to the second, ``2026-11-24T20:27:42Z``; else
+    ValueError. Records compare these as text, which is time order for this one spelling."""
     if not _TIME.fullmatch(text):
+        raise ValueError(f"not a UTC time like 2026-11-24T20:27:42Z: {text[:40]!r}")
+    year, month, day = int(text[0:4]), int(text[5:7]), int(text[8:10])
+    hour, minute, second = int(text[11:13]), int(text[14:16]), int(text[17:19])
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if not (
+        1 <= month <= 12
+        and 1 <= day <= _DAYS[month - 1]
+        and (month != 2 or day <= 28 or leap)
+        and hour < 24
+        and minute < 60
+        and second < 60
+    ):
         raise ValueError(f"not a UTC time like 2026-11-24T20:27:42Z: {text!r}")
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return text
 
 
 def check_drv(path: str) -> str:
@@ -153,13 +161,13 @@ class FailureRecord:
         }
 
     def add(
-        self, drv: str, attr: str, system: str, now: datetime, log: Sequence[str] = ()
+        self, drv: str, attr: str, system: str, when: str, log: Sequence[str] = ()
     ) -> FailureRecord:
-        """This record plus one more failure of ``drv`` at ``now``."""
+        """This record plus one more failure of ``drv`` at ``when`` (UTC text)."""
         check_drv(drv)
         _check_attr(attr)
         _check_system(system)
-        when = format_time(now)
+        check_time(when)
         new = Failure(drv, attr, system, when, when, 1, tuple(log))
         old = self.failures.get(drv)
         return self._with(new if old is None else old.merged(new))
@@ -178,10 +186,10 @@ class FailureRecord:
         layout: ``torch-sm120`` matches ``x86_64-linux.torch-sm120``)."""
         return self._drop(lambda f: f.attr == attr or _variant(f.attr) == _variant(attr))
 
-    def forget_older_than(self, now: datetime, days: int) -> tuple[FailureRecord, list[Failure]]:
-        """Without the failures whose latest failure is more than ``days`` before ``now``:
-        such a build is tried again once, and recorded again if it still fails."""
-        cutoff = format_time(now - timedelta(days=days))
+    def forget_before(self, cutoff: str) -> tuple[FailureRecord, list[Failure]]:
+        """Without the failures whose latest failure is before ``cutoff`` (UTC text): such a
+        build is tried again once, and recorded again if it still fails."""
+        check_time(cutoff)
         return self._drop(lambda f: f.last < cutoff)
 
     def _drop(self, gone: Any) -> tuple[FailureRecord, list[Failure]]:
@@ -278,7 +286,7 @@ def parse_record(data: Any, source: str) -> FailureRecord:
         for key in ("since", "last"):
             value = entry[key]
             try:
-                times.append(format_time(parse_time(value if isinstance(value, str) else "")))
+                times.append(check_time(value if isinstance(value, str) else ""))
             except ValueError:
                 raise bad(f"{where}: '{key}' is {_quote(value)}, not a UTC time") from None
         if times[0] > times[1]:
