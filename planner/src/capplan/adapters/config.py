@@ -51,6 +51,7 @@ OTHER_ENV = (
     "CAPPLAN_KB_DIR",
     "CAPPLAN_NVIDIA_SMI",
     "CAPPLAN_NVML",
+    "CAPPLAN_RETRY_FAILED",  # `capplan matrix --retry-failed` (the workflow's retry_failed input)
     "CAPPLAN_ROCMINFO",  # `capplan detect`: another rocminfo (adapters/amd_detect.py)
     "CAPPLAN_SYSFS_ROOT",
     "CAPPLAN_ROOT",
