@@ -171,7 +171,9 @@ def test_a_failed_build_is_recorded_and_left_out_of_the_next_plan(
     assert list(entries) == [row["drv"]]
     entry = entries[row["drv"]]
     assert entry["attr"] == FAIL and entry["system"] == SYSTEM and entry["count"] == 1
-    assert entry["log_tail"][-2] == "magma> nvcc error   : 'ptxas' died due to signal 9 (Kill signal)"
+    assert (
+        entry["log_tail"][-2] == "magma> nvcc error   : 'ptxas' died due to signal 9 (Kill signal)"
+    )
     # The derivation the plan evaluated is the one Nix builds for the attribute.
     assert row["drv"] == nix_repo.flake(["eval"], f".#{row['attr']}.drvPath", "--raw").stdout
 
