@@ -368,3 +368,12 @@ def test_matrix_failures_arguments(capplan_in: Any, jobs: Path, tmp_path: Path) 
     assert add(capplan_in, "rec.json", "cublas").exit_code == 0
     bad = capplan_in("matrix", "--jobs", "bad.jsonl", "--failures", "rec.json")
     assert bad.exit_code == 6 and "bad.jsonl:1" in bad.stderr
+
+
+def test_the_documented_example_record_is_a_valid_record(capplan_in: Any, tmp_path: Path) -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "failures.md").read_text()
+    example = text.split("## The record file\n\n```json\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "doc.json").write_text(example)
+    listed = capplan_in("failures", "list", "doc.json", "--json")
+    assert listed.exit_code == 0, listed.stderr
+    assert json.loads(listed.stdout) == json.loads(example)
