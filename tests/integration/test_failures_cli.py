@@ -377,3 +377,44 @@ def test_the_documented_example_record_is_a_valid_record(capplan_in: Any, tmp_pa
     listed = capplan_in("failures", "list", "doc.json", "--json")
     assert listed.exit_code == 0, listed.stderr
     assert json.loads(listed.stdout) == json.loads(example)
+
+
+# ----------------------------------------------------------------------------- adapter readers
+
+
+def test_jobs_reader_skips_jobs_that_did_not_evaluate_and_names_bad_lines(tmp_path: Path) -> None:
+    from capplan.adapters.failures import read_job_derivations
+    from capplan.errors import DataError
+
+    drv = f"/nix/store/{store_hash('t')}-torch.drv"
+    good = {"attr": "x86_64-linux.torch-sm86", "drvPath": drv, "system": "x86_64-linux"}
+    path = tmp_path / "jobs.jsonl"
+    path.write_text(json.dumps(good) + "\n\n" + json.dumps({"attr": "b", "error": "boom"}) + "\n")
+    jobs = read_job_derivations(path)
+    assert list(jobs) == ["x86_64-linux.torch-sm86"] and jobs["x86_64-linux.torch-sm86"].drv == drv
+    for bad, why in (
+        ("nope", "2: not JSON"),
+        ("[1]", "2: not a JSON object"),
+        (json.dumps({**good, "drvPath": "/nix/store/x"}), "2: job x86_64-linux.torch-sm86: 'drvPath'"),
+        (json.dumps({k: v for k, v in good.items() if k != "system"}), "2: job x86_64-linux.torch-sm86 has no 'system'"),
+        (json.dumps(good), "2: duplicate attr"),
+        (json.dumps({"drvPath": drv}), "2: missing or empty 'attr'"),
+    ):  # fmt: skip
+        path.write_text(json.dumps(good) + "\n" + bad + "\n")
+        with pytest.raises(DataError, match=why.replace("'", ".")):
+            read_job_derivations(path)
+
+
+def test_a_huge_log_is_read_from_its_end_only(tmp_path: Path) -> None:
+    from capplan.adapters.failures import MAX_LOG_BYTES, read_log_tail
+
+    log = tmp_path / "huge.log"
+    with log.open("w") as handle:
+        handle.write("x" * (MAX_LOG_BYTES * 4) + "\n")  # one line far longer than what is read
+        handle.write("".join(f"step {i}\n" for i in range(5)))
+        handle.write("error: builder failed\n")
+    # The read starts inside the long line: that cut line is not a line of the log's tail.
+    assert read_log_tail(log) == ("step 0", "step 1", "step 2", "step 3", "step 4",
+                                  "error: builder failed")  # fmt: skip
+    (tmp_path / "short.log").write_text("x" * (MAX_LOG_BYTES - 10) + "\nlast\n")
+    assert read_log_tail(tmp_path / "short.log")[-1] == "last"

@@ -228,3 +228,29 @@ def test_bad_records_are_a_data_error(data: Any) -> None:
         return
     # What parses is a record the writer could have written, round trip included.
     assert parse_record(parsed.to_json(), "again").to_json() == parsed.to_json()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.builds(
+        lambda d, h, n: f"{d}/{h}-{n}",
+        st.sampled_from(["/nix/store", "/gnu/store", "nix/store", "", "/a b/store"]),
+        st.text(NIX32 + "eotu", min_size=31, max_size=33),
+        st.text("abc-+._?=/~é", max_size=12).map(lambda n: n + ".drv"),
+    )
+)
+def test_check_drv_reads_store_paths_as_the_narinfo_reader_does(path: str) -> None:
+    from capplan.core.caches.narinfo import split_store_path
+    from capplan.errors import CapplanError
+
+    try:
+        split_store_path(path)
+        expected = True
+    except CapplanError:
+        expected = False
+    try:
+        check_drv(path)
+        got = True
+    except InvalidInputError:
+        got = False
+    assert got == expected, path
