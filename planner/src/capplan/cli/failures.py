@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,12 @@ from capplan.core.planning.failures import FailureRecord, KnownFailures
 from capplan.errors import InvalidInputError
 
 __all__ = [
+    "MatrixFailures",
     "failures",
     "known_failures_json",
     "known_failures_table",
-    "matrix_known_failures",
     "now",
+    "prepare_matrix_failures",
     "read_failures",
     "report_known_failures",
 ]
@@ -264,29 +266,65 @@ def read_failures(path: Path, jobs_file: Path | None, offline: bool) -> FailureR
     return record
 
 
-def matrix_known_failures(
-    variants: Iterable[Any],
-    record: FailureRecord,
+@dataclass
+class MatrixFailures:
+    """``matrix --failures``: the record, each job's derivation, and the outputs the same
+    evaluation gave (``--skip-cached`` reuses them instead of evaluating again)."""
+
+    record: FailureRecord
+    drvs: dict[str, str]  # job name -> derivation path
+    outputs: dict[str, list[str]] | None
+    retry: bool
+
+    def apply(self, variants: Iterable[Any], cached: Iterable[str]) -> KnownFailures:
+        """The jobs to leave out (said on stderr); ``cached`` jobs are built already."""
+        from capplan.core.planning.failures import known_failures
+
+        variants = list(variants)
+        needs = {v.name: tuple(v.needs) for v in variants}
+        minutes = {v.name: float(v.minutes) for v in variants}
+        known = known_failures(
+            needs, self.drvs, minutes, self.record, retry=self.retry, exclude=cached
+        )
+        report_known_failures(known)
+        return known
+
+
+def prepare_matrix_failures(
+    plan: Any,
+    path: Path,
     *,
     jobs_file: Path | None,
-    derivations: Mapping[str, str],
+    offline: bool,
     retry: bool,
-    cached: Iterable[str],
-) -> KnownFailures:
-    """The jobs ``matrix --failures`` leaves out. ``derivations`` maps job names to their
-    derivation paths when the caller evaluated them; otherwise they come from ``jobs_file``."""
+    github: bool,
+    flake: str,
+    overrides: Mapping[str, str],
+) -> MatrixFailures:
+    """Read the record and find each planned job's derivation: from ``jobs_file``, else one
+    ``nix eval`` per system, skipped when nothing needs it (an empty record outside the GitHub
+    formats, whose rows carry the derivation a failing build job records) or ``offline``."""
     from capplan.adapters.failures import read_job_derivations
     from capplan.core.model.systems import variant_of_attr
-    from capplan.core.planning.failures import known_failures
 
-    variants = list(variants)
-    drvs = dict(derivations)
+    record = read_failures(path, jobs_file, offline)
+    drvs: dict[str, str] = {}
+    outputs = None
     if jobs_file is not None:
         for attr, job in read_job_derivations(jobs_file).items():
             drvs.setdefault(variant_of_attr(attr), job.drv)
-    needs = {v.name: tuple(v.needs) for v in variants}
-    minutes = {v.name: float(v.minutes) for v in variants}
-    return known_failures(needs, drvs, minutes, record, retry=retry, exclude=cached)
+    elif not offline and (bool(record) or (github and not retry)):
+        from capplan.adapters.failures import flake_derivations
+
+        outputs = {}
+        for system in plan.systems:
+            here = [v.name for v in plan.variants if v.system == system]
+            if here:
+                for name, (drv, outs) in flake_derivations(
+                    flake, here, overrides, system=system
+                ).items():
+                    drvs[name], outputs[name] = drv, outs
+    return MatrixFailures(record, drvs, outputs, retry)
 
 
 def report_known_failures(known: KnownFailures) -> None:

@@ -169,55 +169,34 @@ def matrix(
         raise InvalidInputError(
             "--skip-cached needs at least one --cache URL", hint="add --cache https://..."
         )
-    derivations: dict[str, tuple[str, list[str]]] = {}
-    record = None
+    failures = None
     if failures_file is not None:
-        from capplan.cli.failures import read_failures
+        from capplan.cli.failures import prepare_matrix_failures
 
-        record = read_failures(failures_file, jobs_file, offline)
-        # The GitHub rows carry each job's derivation for a failing build job to record.
-        wanted = bool(record) or (fmt in ("github", "github-output") and not retry_failed)
-        if jobs_file is None and not offline and wanted:
-            derivations = _derivations(plan, flake, dict(override_inputs))
+        failures = prepare_matrix_failures(
+            plan, failures_file, jobs_file=jobs_file, offline=offline, retry=retry_failed,
+            github=fmt in ("github", "github-output"), flake=flake,
+            overrides=dict(override_inputs),
+        )  # fmt: skip
     if skip_cached and not offline:
-        known_outputs = {name: out for name, (_, out) in derivations.items()} or None
         cached = _cached_jobs(
-            plan, caches, trusted_keys, jobs_file, flake, dict(override_inputs), known_outputs
-        )
+            plan, caches, trusted_keys, jobs_file, flake, dict(override_inputs),
+            failures.outputs if failures else None,
+        )  # fmt: skip
     for name, url in sorted(cached.items()):
         err_console().print(
             f"skipped {name}: every output is in {url}", markup=False, highlight=False
         )
-    known = None
-    if record is not None:
-        from capplan.cli.failures import matrix_known_failures, report_known_failures
-
-        known = matrix_known_failures(
-            plan.variants,
-            record,
-            jobs_file=jobs_file,
-            derivations={name: drv for name, (drv, _) in derivations.items()},
-            retry=retry_failed,
-            cached=cached,
-        )
-        report_known_failures(known)
+    known = failures.apply(plan.variants, cached) if failures else None
     if fmt in ("github", "github-output"):
         from capplan.cli.ci import print_github_matrix
 
         # Stages come before cached jobs go: the layout stays put.
         full = build_matrix(plan, planned.config.policy.runners)
         print_github_matrix(
-            full,
-            planned.config,
-            cached,
-            fmt,
-            max_jobs,
-            stage,
-            shards,
-            expect_shards,
-            known,
-            drvs=_drvs_of(derivations, jobs_file) if known is not None else None,
-        )
+            full, planned.config, cached, fmt, max_jobs, stage, shards, expect_shards, known,
+            drvs=failures.drvs if failures else None,
+        )  # fmt: skip
         return
     if stage is not None or shards:
         raise InvalidInputError(
@@ -297,32 +276,6 @@ def _cached_jobs(
         if job_paths and all(p in result.present for p in job_paths):
             cached[name] = result.present[job_paths[0]]
     return cached
-
-
-def _drvs_of(
-    derivations: dict[str, tuple[str, list[str]]], jobs_file: Path | None
-) -> dict[str, str]:
-    """Job name -> derivation path, for the GitHub rows a failed build job records from."""
-    if jobs_file is None:
-        return {name: drv for name, (drv, _) in derivations.items()}
-    from capplan.adapters.failures import read_job_derivations
-    from capplan.core.model.systems import variant_of_attr
-
-    return {variant_of_attr(a): j.drv for a, j in read_job_derivations(jobs_file).items()}
-
-
-def _derivations(
-    plan: Plan, flake: str, overrides: dict[str, str]
-) -> dict[str, tuple[str, list[str]]]:
-    """Each job's (derivation, outputs): one nix eval per system."""
-    from capplan.adapters.failures import flake_derivations
-
-    out: dict[str, tuple[str, list[str]]] = {}
-    for system in plan.systems:
-        here = [v.name for v in plan.variants if v.system == system]
-        if here:
-            out.update(flake_derivations(flake, here, overrides, system=system))
-    return out
 
 
 def _table(result: Matrix, show_needs: bool) -> None:
