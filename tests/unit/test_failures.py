@@ -139,6 +139,14 @@ def test_merge_adds_counts_and_is_order_independent() -> None:
     )
 
 
+def test_merge_of_failures_in_the_same_second_does_not_depend_on_order() -> None:
+    when = utc(T0)
+    a = FailureRecord().add(DRVS["nccl"], "nccl", "x86_64-linux", when, ["a"])
+    b = FailureRecord().add(DRVS["nccl"], "x86_64-linux.nccl", "x86_64-linux", when, ["b"])
+    assert a.merge(b).to_json() == b.merge(a).to_json()
+    assert a.merge(b).failures[DRVS["nccl"]].count == 2
+
+
 def test_forget_by_attr_or_age() -> None:
     record = record_of("nccl", "cupy").merge(record_of("cublas", when=T0 - timedelta(days=40)))
     kept, gone = record.forget_attr("cupy")  # the variant name matches x86_64-linux.cupy

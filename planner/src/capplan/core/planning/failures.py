@@ -130,7 +130,8 @@ class Failure:
 
     def merged(self, other: Failure) -> Failure:
         """Both records of the same derivation: counts add, the latest log wins."""
-        newer = other if other.last >= self.last else self
+        # Ties (the same second) go to the larger log tail, so merge order never matters.
+        newer = max(self, other, key=lambda f: (f.last, f.log_tail, f.attr, f.system))
         return replace(
             newer,
             since=min(self.since, other.since),
