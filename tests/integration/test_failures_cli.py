@@ -418,3 +418,20 @@ def test_a_huge_log_is_read_from_its_end_only(tmp_path: Path) -> None:
                                   "error: builder failed")  # fmt: skip
     (tmp_path / "short.log").write_text("x" * (MAX_LOG_BYTES - 10) + "\nlast\n")
     assert read_log_tail(tmp_path / "short.log")[-1] == "last"
+
+
+def test_missing_records_and_inputs_are_exit_4_and_create_nothing(
+    capplan_in: Any, tmp_path: Path
+) -> None:
+    for args in (["list", "none.json"], ["forget", "none.json", "--older-than", "1"]):
+        result = capplan_in("failures", *args)
+        assert result.exit_code == 4 and "no such failure record: none.json" in result.stderr
+    assert not (tmp_path / "none.json").exists()
+    drv = f"/nix/store/{store_hash('k')}-k.drv"
+    assert capplan_in("failures", "add", "out.json", "--drv", drv, "--system", "x86_64-linux",
+                      "--attr", "k").exit_code == 0  # fmt: skip
+    before = (tmp_path / "out.json").read_bytes()
+    result = capplan_in("failures", "merge", "out.json", "missing.json")
+    assert result.exit_code == 4 and (tmp_path / "out.json").read_bytes() == before
+    both = capplan_in("failures", "forget", "out.json", "--attr", "k", "--older-than", "1")
+    assert both.exit_code == 2 and (tmp_path / "out.json").read_bytes() == before
