@@ -10,13 +10,14 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
-from rich.measure import Measurement
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 from capplan.core.planning.gcpause import gc_paused
 
@@ -113,6 +114,8 @@ def print_table(console: Console, table: Table) -> None:
     whole columns need more: a name stays whole even on a narrow terminal."""
     # Measured against a wide page: measuring at the console's width would clamp to it.
     wide = console.options.update_width(1 << 16)
+    from rich.measure import Measurement
+
     need = Measurement.get(console, wide, table).minimum
     width = console.width
     if need <= width:
@@ -144,6 +147,8 @@ def progress(total: int, description: str) -> Iterator[Progressor]:
     if not console.is_terminal:
         yield Progressor(None, None)
         return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
