@@ -173,11 +173,12 @@ def main() -> None:
         f"{'total s':>7} "
         f"{'median s':>8} {'runs':>4} {'peak RSS MB':>11} {'makespan/LB':>11}"
     )
+    totals: dict[str, tuple[float, float]] = {}  # size -> (best, median) total seconds
     for size in sizes:
         n_text, _, rest = size.partition(":")
         systems, _, vendors = rest.partition(":")
         n = int(n_text)
-        repeats = str(5 if n <= 2000 else 1)
+        repeats = str(5 if n <= 2000 else 3)  # several at every size: the ratio compares like
         out = subprocess.run(
             [sys.executable, __file__, "--one", str(n), repeats, systems or "1", vendors or "-"],
             capture_output=True,
@@ -185,6 +186,7 @@ def main() -> None:
             check=True,
         )
         r = json.loads(out.stdout)
+        totals[size] = (r["total_s"], r["median_total_s"])
         print(
             f"{r['packages']:>9} {r['systems']:>3} {r['vendors']:>10} {r['jobs']:>7} "
             f"{r['amd_jobs']:>5} {r['cuda_versions']:>4} "
@@ -192,6 +194,12 @@ def main() -> None:
             f"{r['matrix_s']:>8.2f} {r['total_s']:>7.2f} {r['median_total_s']:>8.2f} "
             f"{r['runs']:>4} {r['peak_rss_mb']:>11.0f} "
             f"{r['makespan_over_lb']:>11.4f}"
+        )
+    if "2000" in totals and "20000" in totals:
+        (best2, med2), (best20, med20) = totals["2000"], totals["20000"]
+        print(
+            f"scaling, one system: 20,000 / 2,000 packages = {best20 / best2:.2f}x (best runs), "
+            f"{med20 / med2:.2f}x (medians); goal at most 10.5x"
         )
     print("plan: make_plan; matrix: build_matrix + the JSON text of `capplan matrix --format json`")
     print(

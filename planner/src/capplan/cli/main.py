@@ -41,7 +41,9 @@ COMMANDS = {
 # One-line summaries for `capplan --help`, each short enough to read whole in 80 columns.
 SUMMARIES = {
     "caps": "List CUDA capabilities: architecture, CUDA range, Jetson.",
+    "ci": "CI workflows that build the plan and push it to a binary cache.",
     "detect": "Detect local GPUs and name the variant to use for each.",
+    "dispatch": "Which variant a <package>-dispatch output starts on a machine.",
     "explain": "Say how a build of TARGETS runs on a device.",
     "failures": "Remember failed builds so the matrix skips them.",
     "generate": "Write overlays/plan.json, the data the flake reads.",
@@ -75,6 +77,9 @@ class _Group(click.Group):
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []
         for name in self.list_commands(ctx):
+            if name in SUMMARIES:  # no import: `capplan --help` must not load every command
+                rows.append((name, SUMMARIES[name]))
+                continue
             command = self.get_command(ctx, name)
             if command is not None and not command.hidden:
                 rows.append((name, _summary(name, command)))

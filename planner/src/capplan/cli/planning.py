@@ -6,20 +6,21 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from capplan.adapters.config import load_config
-from capplan.adapters.kb import load_kb
-from capplan.core.model.amd import AmdTarget
-from capplan.core.model.capability import Capability, Target
-from capplan.core.model.gpus import resolve_device as _resolve_device
-from capplan.core.model.kb import KnowledgeBase
-from capplan.core.planning.config import Config
-from capplan.core.planning.plan import Plan
-from capplan.core.planning.planner import make_plan
 from capplan.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    # Imported where used: `capplan gpus`, `caps` and `explain` read the KB through this module
+    # and must not pay for the config models, the planner or networkx (issue 20, item 4;
+    # tests/unit/test_imports.py checks it).
+    from capplan.core.model.amd import AmdTarget
+    from capplan.core.model.capability import Capability, Target
+    from capplan.core.model.kb import KnowledgeBase
+    from capplan.core.planning.config import Config
+    from capplan.core.planning.plan import Plan
 
 __all__ = [
     "Planned",
@@ -36,6 +37,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def current_kb() -> KnowledgeBase:
+    from capplan.adapters.kb import load_kb
+
     directory = os.environ.get("CAPPLAN_KB_DIR")
     return load_kb(Path(directory) if directory else None)
 
@@ -130,6 +133,9 @@ def plan_with_settings(
     flags: Mapping[str, Mapping[str, Any]] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Planned:
+    from capplan.adapters.config import load_config
+    from capplan.core.planning.planner import make_plan
+
     config, found = load_config(
         config_path, cwd=Path.cwd(), environ=os.environ if environ is None else environ, flags=flags
     )
@@ -177,4 +183,6 @@ def variant_targets(name: str, config: Path | None) -> tuple[Target, ...] | tupl
 
 
 def resolve_device(text: str) -> Capability:
+    from capplan.core.model.gpus import resolve_device as _resolve_device
+
     return _resolve_device(text, current_kb().gpus)[0]

@@ -1,0 +1,106 @@
+"""Commands that do not plan import only what they use (issue 20, item 4).
+
+Each command runs in a fresh interpreter; at exit the wrapper prints the names in
+``sys.modules``. This checks *what* is imported, never how long it takes (bench/bench_startup.py
+measures that): the planner, its config models, networkx and requests stay out of the commands
+that answer from the knowledge base or a binary, and ``--help``/``--version`` load no command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The wrapper: run the CLI as `capplan ARGS`, then print the imported module names on fd 3's
+# stand-in (stderr's last line), whatever the exit status.
+_WRAPPER = """
+import atexit, json, sys
+atexit.register(lambda: sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n"))
+sys.argv = ["capplan", *sys.argv[1:]]
+from capplan.cli.main import main
+main()
+"""
+
+PLANNER = (
+    "networkx",
+    "requests",
+    "capplan.adapters.config",
+    "capplan.core.planning.config",
+    "capplan.core.planning.planner",
+    "capplan.core.planning.graph",
+    "capplan.core.planning.jobs",
+    "capplan.core.planning.matrix",
+    "rich.progress",
+)
+PYDANTIC = ("pydantic", "capplan.core.model.kb", "capplan.adapters.kb")
+
+
+def imported(args: list[str], tmp_path: Path) -> tuple[int, set[str], str]:
+    import capplan
+
+    src = Path(capplan.__file__).resolve().parents[1]  # the capplan under test
+    env = {**os.environ, "PYTHONPATH": str(src), "COLUMNS": "100"}
+    env.pop("CAPPLAN_CONFIG", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _WRAPPER, *args],
+        cwd=tmp_path,  # no capplan.toml here or above /tmp: nothing invites a plan
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    line = next(
+        (ln for ln in reversed(proc.stderr.splitlines()) if ln.startswith("MODULES ")), None
+    )
+    assert line is not None, proc.stderr
+    return proc.returncode, set(json.loads(line[len("MODULES ") :])), proc.stderr
+
+
+def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(n for n in names if n in modules)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["caps"],
+        ["caps", "--json"],
+        ["gpus", "RTX 3090"],
+        ["gpus", "--json"],
+        ["explain", "8.6", "--device", "RTX 4090"],
+        ["explain", "gfx1100", "--device", "RX 7900 XTX"],
+        ["inspect", "/bin/true"],
+        ["verify", "/bin/true", "--expect", "8.6"],
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_non_planning_commands_do_not_load_the_planner(args: list[str], tmp_path: Path) -> None:
+    code, modules, err = imported(args, tmp_path)
+    assert code != 1, err  # 1 is an internal error; verify of /bin/true fails with its own code
+    assert _loaded(modules, PLANNER) == [], f"capplan {' '.join(args)}"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["inspect", "/bin/true"]])
+def test_commands_without_the_kb_load_no_models(args: list[str], tmp_path: Path) -> None:
+    code, modules, err = imported(args, tmp_path)
+    assert code != 1, err
+    assert _loaded(modules, PLANNER + PYDANTIC) == []
+    if args[0].startswith("--"):  # the summaries are data: --help imports no command module
+        assert sorted(m for m in modules if m.startswith("capplan.cli.")) == [
+            "capplan.cli.errors",
+            "capplan.cli.main",
+        ]
+
+
+def test_planning_commands_do_load_it(tmp_path: Path) -> None:
+    """The check above can fail: `capplan plan` is seen loading the planner and networkx."""
+    code, modules, err = imported(["plan", "--json"], tmp_path)
+    assert code == 0, err
+    assert {"networkx", "capplan.core.planning.planner", "pydantic"} <= modules
