@@ -345,7 +345,7 @@ def _with_amd(
     code_object: amdgpu.AmdCodeObject | None = None,
 ) -> FileReport:
     """``report`` with the AMD device code found in ``buf[start:end]`` added."""
-    bundles = amdgpu.scan_amd(buf, start, end)
+    bundles = amdgpu.scan_amd(buf, start, end, release=_release_for(buf))
     located = tuple(AmdLocated(section_of(b.offset - start), b, start) for b in bundles)
     targets: set[AmdTarget] = {t for b in bundles for t in b.targets}
     problems = [p for b in bundles for p in b.problems]
