@@ -343,9 +343,20 @@ def _with_amd(
     end: int,
     section_of: Callable[[int], str],
     code_object: amdgpu.AmdCodeObject | None = None,
+    explained: Sequence[tuple[int, int]] = (),
 ) -> FileReport:
-    """``report`` with the AMD device code found in ``buf[start:end]`` added."""
-    bundles = amdgpu.scan_amd(buf, start, end, release=_release_for(buf))
+    """``report`` with the AMD device code found in ``buf[start:end]`` added.
+
+    ``explained``: absolute byte ranges that valid NVIDIA containers' headers already account
+    for (``[offset, end)``); no AMD bundle sits inside one, so the search skips them.
+    """
+    release = _release_for(buf)
+    bundles: list[amdgpu.Bundle] = []
+    cursor = start
+    for skip_start, skip_end in [*sorted(explained), (end, end)]:
+        if skip_start > cursor:
+            bundles.extend(amdgpu.scan_amd(buf, cursor, min(skip_start, end), release=release))
+        cursor = max(cursor, skip_end)
     located = tuple(AmdLocated(section_of(b.offset - start), b, start) for b in bundles)
     targets: set[AmdTarget] = {t for b in bundles for t in b.targets}
     problems = [p for b in bundles for p in b.problems]
@@ -387,7 +398,10 @@ def _inspect_elf(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileRep
             c.offset: (c.end if not c.partial else _partial_end(c)) for c in result.containers
         }
         problems.extend(_gap_problems(buf, start, sections, located, resume))
-    return _with_amd(_report(name, located, problems), buf, start, end, sections.name_at)
+    explained = [(c.offset, c.end) for c in result.containers if not c.partial]
+    return _with_amd(
+        _report(name, located, problems), buf, start, end, sections.name_at, explained=explained
+    )
 
 
 def _partial_end(container: fatbin.Container) -> int:
