@@ -246,6 +246,16 @@ def main() -> None:
         ]
         rows.append(row("capplan adapter on the whole wheel (in memory)", in_wheel))
 
+    if tool:
+        # Ratios from this one run: cuobjdump against the whole capplan CLI (and the adapter).
+        theirs_walls = [w for w, _, _, _ in theirs]
+        for label, runs in (("whole CLI", full), ("adapter", ours)):
+            walls = [w for w, _, _, _ in runs]
+            print(
+                f"cuobjdump / capplan {label}: {min(theirs_walls) / min(walls):.1f}x (min), "
+                f"{statistics.median(theirs_walls) / statistics.median(walls):.1f}x (median); "
+                f"capplan peak {max(r[1] for r in runs):.1f} MiB"
+            )
     print()
     print(f"| {'run':<46} | {'best s':>8} | {'median s':>8} | {'peak MiB':>9} | {'rc':>4} |")
     print(f"|{'-' * 48}|{'-' * 10}|{'-' * 10}|{'-' * 11}|{'-' * 6}|")

@@ -233,6 +233,9 @@ class _Sections:
     starts: tuple[int, ...]
     spans: tuple[tuple[int, int, str], ...]  # (start, end, name), relative to the ELF start
     problems: tuple[str, ...]
+    # (start, end) of sections whose kind cannot hold device code (symbol and string tables,
+    # relocations, machine code, unwind tables), relative to the ELF start: never searched.
+    no_device_code: tuple[tuple[int, int], ...] = ()
 
     def name_at(self, offset: int) -> str:
         index = bisect.bisect_right(self.starts, offset) - 1
@@ -252,6 +255,7 @@ def _read_sections(buf: fatbin.Buffer, start: int, end: int) -> _Sections:
     size = end - start
     spans: list[tuple[int, int, str]] = []
     problems: list[str] = []
+    skip: list[tuple[int, int]] = []
     window = _Window(buf, start, end)
     try:
         elf = ELFFile(cast(IO[bytes], window))
@@ -275,6 +279,11 @@ def _read_sections(buf: fatbin.Buffer, start: int, end: int) -> _Sections:
                     "file (truncated?)"
                 )
             spans.append((offset, offset + length, name))
+            if header["sh_type"] in _NO_DEVICE_CODE_TYPES or (
+                header["sh_type"] == "SHT_PROGBITS"
+                and (int(header["sh_flags"]) & _SHF_EXECINSTR or name in _NO_DEVICE_CODE_NAMES)
+            ):
+                skip.append((offset, min(offset + length, size)))
     # pyelftools raises ELFError, and on corrupt tables struct/construct/Value errors too.
     except Exception as error:
         detail = " ".join(str(error).split()) or type(error).__name__
@@ -282,7 +291,43 @@ def _read_sections(buf: fatbin.Buffer, start: int, end: int) -> _Sections:
     finally:
         window.close()
     spans.sort()
-    return _Sections(tuple(s[0] for s in spans), tuple(spans), tuple(problems))
+    if any("unreadable" in p for p in problems):
+        skip = []  # sections unknown: search everything
+    return _Sections(tuple(s[0] for s in spans), tuple(spans), tuple(problems), tuple(sorted(skip)))
+
+
+# Section kinds that never hold fatbin containers or offload bundles: searching them (on
+# libtorch_cuda.so 150 MB of .text, .strtab, .symtab, .dynstr, .rela.dyn, .eh_frame) only costs.
+_NO_DEVICE_CODE_TYPES = frozenset(
+    {
+        "SHT_SYMTAB",
+        "SHT_STRTAB",
+        "SHT_DYNSYM",
+        "SHT_RELA",
+        "SHT_REL",
+        "SHT_HASH",
+        "SHT_GNU_HASH",
+        "SHT_GNU_versym",
+        "SHT_GNU_verneed",
+        "SHT_GNU_verdef",
+        "SHT_DYNAMIC",
+    }
+)
+_NO_DEVICE_CODE_NAMES = frozenset({".eh_frame", ".eh_frame_hdr", ".gcc_except_table"})
+_SHF_EXECINSTR = 0x4
+
+
+def _complement(start: int, end: int, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``[start, end)`` outside every one of ``ranges`` (absolute offsets)."""
+    parts: list[tuple[int, int]] = []
+    cursor = start
+    for r_start, r_end in [*sorted(ranges), (end, end)]:
+        if r_start > cursor:
+            parts.append((cursor, min(r_start, end)))
+        cursor = max(cursor, r_end)
+        if cursor >= end:
+            break
+    return parts
 
 
 # --- One ELF file ------------------------------------------------------------------------------
@@ -343,9 +388,20 @@ def _with_amd(
     end: int,
     section_of: Callable[[int], str],
     code_object: amdgpu.AmdCodeObject | None = None,
+    explained: Sequence[tuple[int, int]] = (),
 ) -> FileReport:
-    """``report`` with the AMD device code found in ``buf[start:end]`` added."""
-    bundles = amdgpu.scan_amd(buf, start, end)
+    """``report`` with the AMD device code found in ``buf[start:end]`` added.
+
+    ``explained``: absolute byte ranges that valid NVIDIA containers' headers already account
+    for (``[offset, end)``); no AMD bundle sits inside one, so the search skips them.
+    """
+    release = _release_for(buf)
+    bundles: list[amdgpu.Bundle] = []
+    cursor = start
+    for skip_start, skip_end in [*sorted(explained), (end, end)]:
+        if skip_start > cursor:
+            bundles.extend(amdgpu.scan_amd(buf, cursor, min(skip_start, end), release=release))
+        cursor = max(cursor, skip_end)
     located = tuple(AmdLocated(section_of(b.offset - start), b, start) for b in bundles)
     targets: set[AmdTarget] = {t for b in bundles for t in b.targets}
     problems = [p for b in bundles for p in b.problems]
@@ -370,7 +426,14 @@ def _inspect_elf(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileRep
     if code_object is not None:
         # A bare AMDGPU code object holds no fatbin and no bundle: its e_flags say it all.
         return _with_amd(FileReport(path=name), buf, start, start, sections.name_at, code_object)
-    result = fatbin.scan(buf, start, end, release=_release_for(buf))
+    skipped = [(start + a, start + b) for a, b in sections.no_device_code]
+    containers: list[fatbin.Container] = []
+    rejected: list[fatbin.Rejected] = []
+    for r_start, r_end in _complement(start, end, skipped):
+        part = fatbin.scan(buf, r_start, r_end, release=_release_for(buf))
+        containers.extend(part.containers)
+        rejected.extend(part.rejected)
+    result = fatbin.ScanResult(tuple(containers), tuple(rejected))
     located = [
         LocatedContainer(sections.name_at(c.offset - start), c.offset - start, c, start)
         for c in result.containers
@@ -387,7 +450,10 @@ def _inspect_elf(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileRep
             c.offset: (c.end if not c.partial else _partial_end(c)) for c in result.containers
         }
         problems.extend(_gap_problems(buf, start, sections, located, resume))
-    return _with_amd(_report(name, located, problems), buf, start, end, sections.name_at)
+    explained = [(c.offset, c.end) for c in result.containers if not c.partial] + skipped
+    return _with_amd(
+        _report(name, located, problems), buf, start, end, sections.name_at, explained=explained
+    )
 
 
 def _partial_end(container: fatbin.Container) -> int:

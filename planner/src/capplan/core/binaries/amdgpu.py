@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -252,26 +253,50 @@ def _parse_ccob(buf: Buffer, start: int, end: int) -> Bundle | None:
     )
 
 
-def _find_all(buf: Buffer, needle: bytes, start: int, end: int) -> list[int]:
-    found: list[int] = []
-    pos = buf.find(needle, start, end)
-    while pos >= 0:
-        found.append(pos)
-        pos = buf.find(needle, pos + 1, end)
-    return found
+_WINDOW = 16 << 20  # bytes searched between two ``release`` calls (bounded resident set)
 
 
-def scan_amd(buf: Buffer, start: int, end: int) -> list[Bundle]:
+def _find_all(
+    buf: Buffer,
+    needles: tuple[bytes, ...],
+    start: int,
+    end: int,
+    release: Callable[[int, int], None] | None = None,
+) -> list[tuple[int, int]]:
+    """(offset, needle index) of every needle in ``buf[start:end]``, sorted, in one windowed pass.
+
+    ``release(a, b)`` is told after each window that the search is done with ``buf[a:b]``, so a
+    caller holding a file mapping can drop its pages (the search never touches them again).
+    """
+    found: set[tuple[int, int]] = set()
+    overlap = max(len(n) for n in needles) - 1
+    window_start = start
+    while window_start < end:
+        window_end = min(end, window_start + _WINDOW)
+        search_end = min(end, window_end + overlap)
+        for index, needle in enumerate(needles):
+            pos = buf.find(needle, window_start, search_end)
+            while 0 <= pos < window_end:
+                found.add((pos, index))
+                pos = buf.find(needle, pos + 1, search_end)
+        if release is not None:
+            release(window_start, window_end)
+        window_start = window_end
+    return sorted(found)
+
+
+def scan_amd(
+    buf: Buffer, start: int, end: int, release: Callable[[int, int], None] | None = None
+) -> list[Bundle]:
     """Every plausible plain or compressed offload bundle in ``buf[start:end]``, in order.
 
-    Bundles nested inside an earlier bundle's entries are not reported again.
+    Bundles nested inside an earlier bundle's entries are not reported again. ``release`` as in
+    :func:`_find_all`: the magic search runs in windows and releases each one behind it.
     """
     bundles: list[Bundle] = []
     covered_to = start
-    candidates = sorted(
-        [(p, "plain") for p in _find_all(buf, BUNDLE_MAGIC, start, end)]
-        + [(p, "ccob") for p in _find_all(buf, CCOB_MAGIC, start, end)]
-    )
+    hits = _find_all(buf, (BUNDLE_MAGIC, CCOB_MAGIC), start, end, release)
+    candidates = [(p, "plain" if index == 0 else "ccob") for p, index in hits]
     for pos, kind in candidates:
         if pos < covered_to:
             continue
