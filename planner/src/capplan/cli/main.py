@@ -25,6 +25,7 @@ COMMANDS = {
     "ci": "capplan.cli.ci:ci",
     "detect": "capplan.cli.detect:detect",
     "dispatch": "capplan.cli.dispatch:dispatch",
+    "doctor": "capplan.cli.doctor:doctor",
     "explain": "capplan.cli.explain:explain",
     "generate": "capplan.cli.generate:generate",
     "gpus": "capplan.cli.gpus:gpus",
@@ -41,6 +42,7 @@ COMMANDS = {
 SUMMARIES = {
     "caps": "List CUDA capabilities: architecture, CUDA range, Jetson.",
     "detect": "Detect local GPUs and name the variant to use for each.",
+    "doctor": "Check that an environment's GPU libraries run on these GPUs.",
     "explain": "Say how a build of TARGETS runs on a device.",
     "generate": "Write overlays/plan.json, the data the flake reads.",
     "gpus": "List GPU models, or those matching QUERY.",
