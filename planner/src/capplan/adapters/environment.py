@@ -447,9 +447,9 @@ def scan_sources(
                     plan.append((str(tmp / rel), f"{source.path}!{rel}", key, size))
                 continue
             if source.kind == "file":
-                name = source.path.name
+                _check_library(source.path)
                 key = f"file:{source.path}"
-                packages[key] = Package(name, None, "file")
+                packages[key] = Package(source.path.name, None, "file")
                 plan.append((str(source.path), str(source.path), key, source.path.stat().st_size))
                 continue
             for root in roots:
@@ -472,6 +472,23 @@ def scan_sources(
             if on_file is not None:
                 on_file(size)
     return Scan(tuple(libraries), packages, len(plan), total)
+
+
+def _check_library(path: Path) -> None:
+    """A library named directly must be a readable ELF file (exit 12 otherwise)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4)
+    except OSError as error:
+        raise BinaryFormatError(
+            f"cannot read {path}: {error.strerror or error}", hint="check the path's permissions"
+        ) from None
+    if head != _ELF:
+        shown = f"starts with bytes {head.hex()}" if head else "an empty file"
+        raise BinaryFormatError(
+            f"not an ELF library or a wheel: {path} ({shown})",
+            hint="give a .so, a .whl, or a directory such as a virtualenv or site-packages",
+        )
 
 
 def _wheel_package(path: Path) -> tuple[str, Package]:
