@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from rich.cells import cell_len
 from rich.markup import escape
 
-from capplan.cli.output import emit_json, err_console, make_table, out_console, print_table
+from capplan.cli.output import emit_json, err_console, make_table, out_console
 from capplan.core.binaries.doctor import Cell, DoctorReport, Driver, Gpu, Package, diagnose
 from capplan.core.model.compat import is_jetson
 from capplan.core.model.drivers import version_key
@@ -374,6 +375,7 @@ def _json(
 
 
 _STYLE = {
+    "runs": "green",
     "native": "green",
     "compatible": "green",
     "ptx-jit": "yellow",
@@ -403,22 +405,29 @@ def _print(data: dict[str, Any]) -> None:
             highlight=False,
         )
         return
-    table = make_table(
-        "package", "library", *[g["label"] for g in gpus], whole=("package", "library")
-    )
+    labels = [g["label"] for g in gpus]
+    rows: list[list[tuple[str, str]]] = []  # (plain text, markup) per cell
     for package in data["packages"]:
         title = package["name"] + (f" {package['version']}" if package["version"] else "")
         majors = ",".join(str(m) for m in package["cuda_majors"])
-        table.add_row(
-            escape(title) + (f" (CUDA {majors})" if majors else ""),
-            "",
-            *[_level(v) for v in package["verdicts"]],
-        )
+        title += f" (CUDA {majors})" if majors else ""
+        rows.append([(title, escape(title)), ("", ""), *map(_level, package["verdicts"])])
         for lib in package["libraries"]:
-            table.add_row(
-                "", escape(os.path.basename(lib["path"])), *[_level(v) for v in lib["verdicts"]]
-            )
-    print_table(console, table)
+            name = os.path.basename(lib["path"])
+            rows.append([("", ""), (name, escape(name)), *map(_level, lib["verdicts"])])
+    table = make_table("package", "library", *labels, whole=("package", "library", *labels))
+    for row in rows:
+        table.add_row(*[markup for _, markup in row])
+    # Every column is whole (names never cut): the table is as wide as its widest cells.
+    heads = ["package", "library", *labels]
+    widths = [max([cell_len(h), *(cell_len(r[i][0]) for r in rows)]) for i, h in enumerate(heads)]
+    need = sum(widths) + 3 * len(widths) + 1
+    width = console.width
+    console.width = max(width, need)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
     problems = []
     for package in data["packages"]:
         for index, verdict in enumerate(package["verdicts"]):
@@ -446,6 +455,6 @@ def _print(data: dict[str, Any]) -> None:
     )
 
 
-def _level(verdict: dict[str, Any]) -> str:
+def _level(verdict: dict[str, Any]) -> tuple[str, str]:
     text = verdict["level"] + (f" {verdict['via']}" if verdict["via"] else "")
-    return f"[{_STYLE[verdict['level']]}]{escape(text)}[/]"
+    return text, f"[{_STYLE[verdict['level']]}]{escape(text)}[/]"

@@ -59,7 +59,8 @@ PTX_ISA_CUDA: Mapping[tuple[int, int], str] = {
 
 # Level names of the report, best first. ``other-vendor``: CUDA code on an AMD GPU or AMD code on
 # an NVIDIA one. It is not a failure by itself (a machine may hold both kinds of GPU).
-LEVELS = ("native", "compatible", "ptx-jit", "other-vendor", "cannot-run")
+# ``runs``: a library without device code (it links the CUDA runtime only) on a driver that runs it.
+LEVELS = ("runs", "native", "compatible", "ptx-jit", "other-vendor", "cannot-run")
 
 _CUDART = re.compile(r"^libcudart\.so\.([0-9]+)(?:\.|$)")
 _CU_NAME = re.compile(r"(?:^|[-_/])cu([0-9]{2})(?:$|[-_./])")
@@ -202,11 +203,12 @@ def _nvidia_cell(lib: Library, gpu: Gpu, driver: Driver) -> Cell:
         if lib.amd:
             return Cell("other-vendor", None, "AMD code objects only; no CUDA device code")
         return _driver_runtime(lib, gpu, driver) or Cell(
-            "native", None, "no device code; links the CUDA runtime only"
+            "runs", None, "no device code; links the CUDA runtime only"
         )
     verdict = how_runs(device, lib.sass, [p.capability for p in lib.ptx], jetson=gpu.jetson)
     majors = lib.cuda_majors
     if verdict.level is RunLevel.CANNOT_RUN:
+        verdict = replace(verdict, reason=_short_why(lib, device) or verdict.reason)
         dropped = [m for m in majors if gpu.max_cuda is not None and m > gpu.max_cuda.major] or (
             [] if majors or gpu.max_cuda is None else _majors_from_ptx(lib, gpu.max_cuda)
         )
@@ -245,6 +247,22 @@ def _nvidia_cell(lib: Library, gpu: Gpu, driver: Driver) -> Cell:
         )
     level = verdict.level.value
     return Cell(level, str(via) if via else None, verdict.reason)
+
+
+def _short_why(lib: Library, device: Capability) -> str | None:
+    """One short reason when no SASS is for the device's major and no PTX is at or below it (the
+    common case of a build that dropped or never had an architecture); None otherwise."""
+    if any(s.major == device.major for s in lib.sass):
+        return None
+    if any(p.capability.major <= device.major for p in lib.ptx):
+        return None
+    sass = ", ".join(s.sm for s in lib.sass) or "none"
+    if lib.ptx:
+        low = min(p.capability for p in lib.ptx)
+        ptx = f"its PTX JITs only to devices >= {low.base} (lowest {low.compute})"
+    else:
+        ptx = "it holds no PTX to JIT from"
+    return f"nothing runs on {device}: no SASS for major {device.major} (SASS: {sass}) and {ptx}"
 
 
 def _majors_from_ptx(lib: Library, max_cuda: CudaVersion) -> list[int]:
