@@ -356,3 +356,87 @@ def test_device_values_never_crash(capplan_in: Any, tmp_path: Path, text: str) -
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     if result.exit_code:
         assert result.stderr.strip().splitlines()[-1].startswith("capplan: error: ")
+
+
+# -- environments: conda, Nix store, the default python3, AMD code objects ------------------------
+
+
+def test_conda_prefix_groups_by_conda_package(
+    capplan_in: Any, built: dict[str, Path], tmp_path: Path
+) -> None:
+    prefix = tmp_path / "conda"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "lib").mkdir()
+    shutil.copy(built["sm90a"], prefix / "lib" / "libk.so")
+    meta = {"name": "mykernels", "version": "1.2", "files": ["lib/libk.so"]}
+    (prefix / "conda-meta" / "mykernels-1.2-h0.json").write_text(json.dumps(meta))
+    code, data = _doctor(capplan_in, str(prefix), "--device", "H100 SXM", "--driver", DRIVER_13_0)
+    assert code == 0
+    (package,) = data["packages"]
+    assert (package["name"], package["version"], package["kind"]) == ("mykernels", "1.2", "conda")
+    assert package["libraries"][0]["path"] == f"{prefix}/lib/libk.so"
+
+
+def test_nix_store_path_is_one_package_named_by_its_store_name(
+    capplan_in: Any, built: dict[str, Path], tmp_path: Path
+) -> None:
+    tool = shutil.which("nix-store")
+    if tool is None or not os.access("/nix/store", os.W_OK):
+        pytest.skip("nix-store not on PATH or the Nix store is not writable here")
+    tree = tmp_path / "kernels-sm86-1.0"
+    (tree / "lib").mkdir(parents=True)
+    shutil.copy(built["sm86"], tree / "lib" / "libk.so")
+    added = subprocess.run([tool, "--add", str(tree)], check=True, capture_output=True, text=True)
+    store_path = added.stdout.strip()
+    assert store_path.startswith("/nix/store/")
+    code, data = _doctor(capplan_in, store_path, "--device", "RTX 3090", "--driver", DRIVER_13_0)
+    assert code == 0
+    (package,) = data["packages"]
+    assert (package["name"], package["kind"]) == ("kernels-sm86-1.0", "nix")
+    assert data["sources"] == [{"path": store_path, "kind": "nix"}]
+
+
+def test_default_environment_is_the_python3_on_path(
+    capplan_in: Any, built: dict[str, Path], tmp_path: Path
+) -> None:
+    # A python3 on PATH whose site-packages holds one distribution with an sm_86 library.
+    venv = tmp_path / "venv"
+    subprocess.run(["python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    found = subprocess.run(
+        [str(venv / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    site = Path(found)
+    (site / "kern").mkdir(parents=True)
+    shutil.copy(built["sm86"], site / "kern" / "libk.so")
+    (site / "kern-0.1.dist-info").mkdir()
+    (site / "kern-0.1.dist-info" / "RECORD").write_text("kern/libk.so,,\n")
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "CONDA_PREFIX": "", "HOME": str(tmp_path)}
+    result = capplan_in("doctor", "--device", "Jetson AGX Orin", "--json", env=env)
+    assert result.exit_code == int(ExitCode.WONT_RUN), result.stderr
+    assert f"checking {site} (site-packages of {venv / 'bin' / 'python3'})" in result.stderr
+    data = json.loads(result.stdout)
+    kern = _package(data, "kern")
+    assert kern["kind"] == "pip" and kern["version"] == "0.1"
+    # Jetson Orin (8.7) is promised no minor-version SASS compatibility: sm_86 does not run.
+    assert kern["verdicts"][0]["level"] == "cannot-run"
+
+
+def test_amd_code_objects_against_amd_gpus(capplan_in: Any, tmp_path: Path) -> None:
+    from tests.conftest import llvm16_tool
+
+    clang = llvm16_tool("clang")
+    (tmp_path / "k.c").write_text("void k(float *a) { a[0] = 1.0f; }\n")
+    lib = tmp_path / "k1100.o"
+    subprocess.run(
+        [str(clang), "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-nogpulib", "-c",
+         str(tmp_path / "k.c"), "-o", str(lib)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    # A code object for gfx1100 runs on gfx1100 (RX 7900 XTX), not on gfx942 (MI300X); on an
+    # NVIDIA GPU it is another vendor's code, which is no failure by itself.
+    code, data = _doctor(capplan_in, str(lib), "--device", "gfx1100", "--device", "MI300X",
+                         "--device", "A100")  # fmt: skip
+    levels = [v["level"] for v in data["packages"][0]["verdicts"]]
+    assert levels == ["native", "cannot-run", "other-vendor"]
+    assert code == int(ExitCode.WONT_RUN)
