@@ -440,3 +440,18 @@ def test_amd_code_objects_against_amd_gpus(capplan_in: Any, tmp_path: Path) -> N
     levels = [v["level"] for v in data["packages"][0]["verdicts"]]
     assert levels == ["native", "cannot-run", "other-vendor"]
     assert code == int(ExitCode.WONT_RUN)
+
+
+def test_worker_processes_do_not_change_the_answer(capplan_cli: Any, real_env: Path) -> None:
+    # Files are read by forked workers, largest first; the report keeps its order and content.
+    args = (str(real_env), "--device", "RTX 3090", "--device", "V100", "--driver", DRIVER_12_8)
+    one = capplan_cli("doctor", *args, "--json", "--jobs", "1")
+    two = capplan_cli("doctor", *args, "--json", "--jobs", "3")
+    assert one.exit_code == two.exit_code == int(ExitCode.WONT_RUN)
+    assert one.stdout == two.stdout
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "\u0664", "257", ""])
+def test_bad_jobs_is_a_usage_error(capplan_in: Any, tmp_path: Path, value: str) -> None:
+    result = capplan_in("doctor", str(tmp_path), "--device", "A100", "--jobs", value)
+    _one_line(result, ExitCode.USAGE)

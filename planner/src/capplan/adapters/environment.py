@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,7 @@ from capplan.errors import BinaryFormatError, InvalidInputError, NixError
 __all__ = [
     "Scan",
     "Source",
+    "default_jobs",
     "default_sources",
     "elf_dynamic",
     "scan_sources",
@@ -50,6 +53,7 @@ _MAX_STRTAB = 16 << 20
 _STORE = "/nix/store/"
 _STORE_NAME = re.compile(r"^[0-9a-df-np-sv-z]{32}-(.+)$")
 _PTX_KIND = 1
+_POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,9 +431,11 @@ def scan_sources(
     environ: Mapping[str, str] | None = None,
     on_total: Callable[[int], None] | None = None,
     on_file: Callable[[int], None] | None = None,
+    jobs: int | None = None,
 ) -> Scan:
     """Read every library of ``sources``. ``on_total(bytes)`` once the files are listed, then
-    ``on_file(bytes)`` after each (progress)."""
+    ``on_file(bytes)`` after each (progress). ``jobs``: worker processes (default: the CPUs this
+    process may use, at most 8; 1 reads in this process). The result does not depend on it."""
     env = os.environ if environ is None else environ
     plan: list[tuple[str, str, str, int]] = []  # (path, shown, package key, size)
     packages: dict[str, Package] = {}
@@ -466,12 +472,51 @@ def scan_sources(
         total = sum(item[3] for item in plan)
         if on_total is not None:
             on_total(total)
-        libraries = []
-        for path, shown, key, size in plan:
-            libraries.append(_library(path, shown, key, size))
-            if on_file is not None:
-                on_file(size)
+        libraries = _read_all(plan, jobs, on_file)
     return Scan(tuple(libraries), packages, len(plan), total)
+
+
+def default_jobs() -> int:
+    """Worker processes for a scan: the CPUs this process may use, at most 8."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
+def _read_one(item: tuple[str, str, str, int]) -> Library:
+    return _library(*item)
+
+
+def _read_all(
+    plan: Sequence[tuple[str, str, str, int]],
+    jobs: int | None,
+    on_file: Callable[[int], None] | None,
+) -> list[Library]:
+    """Every library of ``plan``, in ``plan``'s order. Files are independent, so with more than
+    one CPU they are read by a pool of forked workers, largest first (a 1 GB libtorch_cuda.so
+    should not start last)."""
+    workers = min(default_jobs() if jobs is None else max(1, jobs), len(plan))
+    small = sum(item[3] for item in plan) < _POOL_MIN_BYTES
+    if workers <= 1 or small or "fork" not in multiprocessing.get_all_start_methods():
+        out = []
+        for item in plan:
+            out.append(_library(*item))
+            if on_file is not None:
+                on_file(item[3])
+        return out
+    order = sorted(range(len(plan)), key=lambda i: -plan[i][3])
+    found: dict[int, Library] = {}
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {pool.submit(_read_one, plan[i]): i for i in order}
+        for future in as_completed(futures):
+            index = futures[future]
+            found[index] = future.result()
+            if on_file is not None:
+                on_file(plan[index][3])
+    return [found[i] for i in range(len(plan))]
 
 
 def _check_library(path: Path) -> None:

@@ -15,7 +15,7 @@ import click
 from rich.cells import cell_len
 from rich.markup import escape
 
-from capplan.cli.output import emit_json, err_console, make_table, out_console
+from capplan.cli.output import AsciiIntRange, emit_json, err_console, make_table, out_console
 from capplan.core.binaries.doctor import Cell, DoctorReport, Driver, Gpu, Package, diagnose
 from capplan.core.model.compat import is_jetson
 from capplan.core.model.drivers import version_key
@@ -55,9 +55,20 @@ def _kb() -> KnowledgeBase:
     metavar="VERSION",
     help="The NVIDIA driver version to check against (535.104.05) instead of the detected one.",
 )
+@click.option(
+    "--jobs",
+    "-j",
+    type=AsciiIntRange(1, 256),
+    metavar="N",
+    help="Read libraries with N worker processes (default: the CPUs available, at most 8).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (shape in docs/doctor.md).")
 def doctor(
-    paths: tuple[Path, ...], devices: tuple[str, ...], driver: str | None, as_json: bool
+    paths: tuple[Path, ...],
+    devices: tuple[str, ...],
+    driver: str | None,
+    jobs: int | None,
+    as_json: bool,
 ) -> None:
     """Check that the GPU libraries of an environment run on this machine's GPUs.
 
@@ -85,7 +96,7 @@ def doctor(
         for source in sources:
             err_console().print(f"capplan: checking {source.path} ({source.why})", markup=False,
                                 highlight=False, soft_wrap=True)  # fmt: skip
-    scan = _scan(sources)
+    scan = _scan(sources, jobs)
     report = diagnose(scan.libraries, scan.packages, gpus, facts)
     fixes = _plan_fixes(report, kb, facts)
     data = _json(
@@ -227,14 +238,15 @@ def _progress() -> Iterator[tuple[Any, Any]]:
         yield bar, task
 
 
-def _scan(sources: Sequence[Source]) -> Scan:
+def _scan(sources: Sequence[Source], jobs: int | None) -> Scan:
     from capplan.adapters.environment import scan_sources
 
     with _progress() as (bar, task):
         if bar is None:
-            return scan_sources(sources)
+            return scan_sources(sources, jobs=jobs)
         return scan_sources(
             sources,
+            jobs=jobs,
             on_total=lambda total: bar.update(task, total=total),
             on_file=lambda size: bar.advance(task, size),
         )
