@@ -1,4 +1,4 @@
-"""Benchmark: ``capplan doctor`` on a ~3 GB environment, against ``capplan inspect`` on the same tree.
+"""Benchmark: `capplan doctor` on a ~3 GB environment against `capplan inspect` on the same tree.
 
 Target (issue 22): an environment checked at least as fast as ``capplan inspect`` reads it, and at
 least 1 GB/s. The environment is a site-packages with torch 2.14.1 and NVIDIA's cu13 wheels
@@ -7,7 +7,9 @@ dist-info RECORDs are unpacked, once, into /tmp/capplan-bench/doctor-env (about 
 ``--env DIR`` to use another tree.
 
 Each command runs as a fresh process (page cache warm after a first untimed run); min and median
-wall time of ``--repeat`` runs are printed with GB/s and the doctor/inspect ratio.
+wall time of ``--repeat`` runs are printed with GB/s and the doctor/inspect ratio. ``doctor`` reads
+files with worker processes (one per CPU, at most 8); ``doctor -j1`` reads them in one process, as
+inspect does.
 Usage: ``python bench/bench_doctor.py [--env DIR] [--repeat N]``.
 """
 
@@ -57,9 +59,7 @@ def build_env() -> Path:
 
 
 def tree_bytes(root: Path) -> int:
-    return sum(
-        os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files
-    )
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files)
 
 
 def timed(args: list[str], repeat: int, ok: tuple[int, ...]) -> list[float]:
@@ -84,20 +84,18 @@ def main() -> None:
     args = parser.parse_args()
     env = args.env or build_env()
     size = tree_bytes(env)
+    doctor = ["doctor", str(env), "--json", "--device", "A100", "--device", "GTX 1080",
+              "--driver", "580.65.06"]  # fmt: skip
     rows = {
         "inspect": timed(["inspect", "--json", str(env)], args.repeat, (0, 12)),
-        "doctor": timed(
-            ["doctor", str(env), "--json", "--device", "A100", "--device", "GTX 1080",
-             "--driver", "580.65.06"],
-            args.repeat,
-            (0, 16),
-        ),  # fmt: skip
+        "doctor": timed(doctor, args.repeat, (0, 16)),
+        "doctor -j1": timed([*doctor, "--jobs", "1"], args.repeat, (0, 16)),
     }
     print(f"environment: {env} ({size / 1e9:.2f} GB), {args.repeat} runs each, fresh processes")
     for name, times in rows.items():
         low, mid = min(times), statistics.median(times)
         print(
-            f"{name:8} min {low:6.2f} s  median {mid:6.2f} s  "
+            f"{name:10} min {low:6.2f} s  median {mid:6.2f} s  "
             f"{size / 1e9 / low:5.2f} GB/s (best)  {size / 1e9 / mid:5.2f} GB/s (median)"
         )
     ratio = statistics.median(rows["doctor"]) / statistics.median(rows["inspect"])
