@@ -124,6 +124,8 @@ def test_cuda13_environment_cannot_run_on_pascal_or_volta(
         assert "CUDA 12" in verdict["fix"]
     torch_fix = _package(data, "torch")["verdicts"][0]["plan"]
     assert torch_fix is not None and f"torch-sm{cap.replace('.', '')}" in torch_fix
+    # The variant that fleet entry adds must come from CUDA 12 (13 has no code for the GPU).
+    assert "(CUDA 12." in torch_fix
 
 
 def test_table_groups_by_package_and_names_the_fix(capplan_cli: Any, real_env: Path) -> None:

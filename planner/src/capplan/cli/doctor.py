@@ -280,14 +280,19 @@ def _plan_fixes(
     from capplan.cli.planning import plan_with_settings
     from capplan.core.planning.select import driver_support, pick_variant
 
-    plan = plan_with_settings(None).plan
+    planned_config = plan_with_settings(None)
+    plan = planned_config.plan
     system = os.environ.get("CAPPLAN_SYSTEM", "").strip() or current_system()
-    mine = replace(plan, variants=tuple(v for v in plan.variants if v.system == system))
     support = driver_support(kb, driver.version)
+
+    def on_system(p: Any) -> Any:
+        return replace(p, variants=tuple(v for v in p.variants if v.system == system))
+
+    mine = on_system(plan)
     fixes: dict[tuple[str, int], str] = {}
+    missing: list[tuple[str, str, int]] = []  # (package, plan package, GPU index)
     for package, index in wanted:
-        gpu = report.gpus[index]
-        cap = gpu.capability
+        cap = report.gpus[index].capability
         planned = next((n for n in _plan_names(package) if n in plan.packages), None)
         if planned is None or cap is None:
             continue
@@ -299,10 +304,57 @@ def _plan_fixes(
                 f"nix build .#{pick.blocked.name} (with NVIDIA driver >= {pick.needs_driver})"
             )
         else:
-            fixes[(package.name, index)] = (
-                f"the plan has no {planned} variant for {cap} on {system}: add "
-                f'"{gpu.label.rsplit(" (", 1)[0]}" to [fleet] gpus in capplan.toml, then '
-                f"nix build .#{planned}-sm{cap.cmake}"
+            missing.append((package.name, planned, index))
+    if missing:
+        fixes.update(_fleet_fixes(planned_config, missing, report, kb, support, on_system, system))
+    return fixes
+
+
+def _fleet_fixes(
+    planned: Any,
+    missing: list[tuple[str, str, int]],
+    report: DoctorReport,
+    kb: KnowledgeBase,
+    support: Any,
+    on_system: Any,
+    system: str,
+) -> dict[tuple[str, int], str]:
+    """For GPUs the plan has no variant for: plan again with them in the fleet (by capability)
+    and name the variant that adds, or say why the plan still has none."""
+    from capplan.core.planning.planner import make_plan
+    from capplan.core.planning.select import pick_variant
+    from capplan.errors import CapplanError
+
+    config = planned.config
+    added = sorted({str(report.gpus[i].capability) for _, _, i in missing})
+    extra = tuple(c for c in added if c not in config.fleet.gpus)
+    fleet = config.fleet.model_copy(update={"gpus": (*config.fleet.gpus, *extra)})
+    where = "capplan.toml" if planned.config_file else "a capplan.toml (copy of the default plan)"
+    fixes: dict[tuple[str, int], str] = {}
+    try:
+        wider = on_system(make_plan(kb, config.model_copy(update={"fleet": fleet})))
+    except CapplanError as error:
+        for name, planned_name, index in missing:
+            fixes[(name, index)] = (
+                f"the plan has no {planned_name} variant for {report.gpus[index].capability}, "
+                f"and adding it to the fleet fails: {error.message}"
+            )
+        return fixes
+    for name, planned_name, index in missing:
+        cap = report.gpus[index].capability
+        assert cap is not None
+        pick = pick_variant(wider, planned_name, cap, kb, driver=support)
+        variant = pick.variant if pick.runnable else pick.blocked
+        if variant is not None:
+            fixes[(name, index)] = (
+                f'the plan has no {planned_name} variant for {cap} on {system}: add "{cap}" to '
+                f"[fleet] gpus in {where}, then nix build .#{variant.name}"
+                + (f" (CUDA {variant.cuda})" if variant.cuda else "")
+            )
+        else:
+            fixes[(name, index)] = (
+                f"the plan has no {planned_name} variant for {cap} on {system}, not even with "
+                f'"{cap}" in the fleet: {pick.verdict.reason}'
             )
     return fixes
 
@@ -440,21 +492,26 @@ def _print(data: dict[str, Any]) -> None:
         console.print(table)
     finally:
         console.width = width
-    problems = []
+    # One paragraph per package and reason: a driver too old says the same for every GPU.
+    groups: dict[tuple[str, str, str, str | None], list[tuple[str, str | None]]] = {}
     for package in data["packages"]:
         for index, verdict in enumerate(package["verdicts"]):
             if verdict["level"] in ("cannot-run", "ptx-jit"):
-                problems.append((package, gpus[index], verdict))
-    for package, gpu, verdict in problems:
-        word = "cannot run" if verdict["level"] == "cannot-run" else "runs only through PTX JIT"
+                key = (package["name"], verdict["level"], verdict["reason"], verdict["fix"])
+                groups.setdefault(key, []).append((gpus[index]["label"], verdict["plan"]))
+    for (name, level, reason, fix), where in groups.items():
+        word = "cannot run" if level == "cannot-run" else "runs only through PTX JIT"
+        on = ", ".join(label for label, _ in where)
         console.print(
-            f"[bold]{escape(package['name'])}[/bold] {word} on {escape(gpu['label'])}: "
-            f"{escape(verdict['reason'])}",
+            f"[bold]{escape(name)}[/bold] {word} on {escape(on)}: {escape(reason)}",
             highlight=False,
         )
-        for fix in (verdict["fix"], verdict["plan"]):
-            if fix:
-                console.print(f"  fix: {escape(fix)}", highlight=False)
+        if fix:
+            console.print(f"  fix: {escape(fix)}", highlight=False)
+        for label, plan in where:
+            if plan:
+                prefix = f"for {label}: " if len(where) > 1 else ""
+                console.print(f"  fix: {escape(prefix + plan)}", highlight=False)
     for major, names in data["mixed_cuda_majors"].items():
         console.print(
             f"mixed CUDA majors: CUDA {major} in {', '.join(names)}", highlight=False, markup=False
@@ -467,6 +524,16 @@ def _print(data: dict[str, Any]) -> None:
     )
 
 
+_CAUSE_WORDS = {
+    "dropped-arch": "arch dropped",
+    "device-code": "no code",
+    "driver-runtime": "driver",
+    "driver-ptx": "driver (PTX)",
+}
+
+
 def _level(verdict: dict[str, Any]) -> tuple[str, str]:
     text = verdict["level"] + (f" {verdict['via']}" if verdict["via"] else "")
+    if verdict.get("cause") in _CAUSE_WORDS:
+        text += f" ({_CAUSE_WORDS[verdict['cause']]})"
     return text, f"[{_STYLE[verdict['level']]}]{escape(text)}[/]"
