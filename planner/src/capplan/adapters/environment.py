@@ -77,16 +77,27 @@ class Scan:
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:
-    return os.pread(fd, size, offset) if size > 0 and offset >= 0 else b""
+    if size <= 0 or not 0 <= offset < 1 << 62:
+        return b""
+    return os.pread(fd, size, offset)
 
 
 def elf_dynamic(fd: int) -> tuple[tuple[str, ...], str | None]:
     """(DT_NEEDED names, DT_SONAME) of the ELF open at ``fd``; ((), None) when it has none or is
     malformed. Bounded: the header, the program headers, the dynamic segment and the strings."""
+    try:
+        return _elf_dynamic(fd)
+    except (OSError, OverflowError, ValueError, struct.error):
+        return (), None  # a damaged header: no claim about what the file links
+
+
+def _elf_dynamic(fd: int) -> tuple[tuple[str, ...], str | None]:
     head = _pread(fd, 64, 0)
     if len(head) < 52 or head[:4] != _ELF or head[4] not in (1, 2) or head[5] not in (1, 2):
         return (), None
     wide = head[4] == 2
+    if wide and len(head) < 64:
+        return (), None
     end = "<" if head[5] == 1 else ">"
     if wide:
         phoff, phentsize, phnum = (
