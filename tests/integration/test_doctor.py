@@ -247,7 +247,7 @@ def test_ptx_needs_a_driver_that_knows_its_isa(capplan_in: Any, built: dict[str,
         ("sm100f", "RTX 5090", "cannot-run"),  # 12.0 is another family
         ("sm86", "RTX 4090", "compatible"),  # same major, lower minor
         ("sm86", "Jetson AGX Orin", "cannot-run"),  # Jetson 8.7: exact SASS only
-        ("sm86", "MI300X", "other-vendor"),  # CUDA code on an AMD GPU
+        ("sm86", "MI300X", "cannot-run"),  # CUDA code, and the only GPU is an AMD one
     ],
 )
 def test_rule_edge_cases(
@@ -441,6 +441,11 @@ def test_amd_code_objects_against_amd_gpus(capplan_in: Any, tmp_path: Path) -> N
                          "--device", "A100")  # fmt: skip
     levels = [v["level"] for v in data["packages"][0]["verdicts"]]
     assert levels == ["native", "cannot-run", "other-vendor"]
+    assert code == int(ExitCode.WONT_RUN)
+    # With no AMD GPU at all, AMD code runs nowhere: that is a failure, not "another vendor".
+    code, data = _doctor(capplan_in, str(lib), "--device", "A100")
+    verdict = data["packages"][0]["verdicts"][0]
+    assert (verdict["level"], verdict["cause"]) == ("cannot-run", "vendor")
     assert code == int(ExitCode.WONT_RUN)
 
 

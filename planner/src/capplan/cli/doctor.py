@@ -529,6 +529,7 @@ _CAUSE_WORDS = {
     "device-code": "no code",
     "driver-runtime": "driver",
     "driver-ptx": "driver (PTX)",
+    "vendor": "other vendor",
 }
 
 

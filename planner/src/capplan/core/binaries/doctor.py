@@ -355,6 +355,15 @@ def _amd_cell(lib: Library, gpu: Gpu) -> Cell:
     return Cell(level, str(answer.via) if answer.via else None, answer.reason)
 
 
+def _no_gpu_of_its_vendor(lib: Library, cell: Cell) -> Cell:
+    """Other-vendor code is no failure beside a GPU of its own vendor; with none, it cannot run."""
+    if lib.amd and not lib.has_cuda_code:
+        return Cell("cannot-run", None, f"{cell.reason}; no AMD GPU here runs it",
+                    "a CUDA build of the package", "vendor")  # fmt: skip
+    return Cell("cannot-run", None, f"{cell.reason}; no NVIDIA GPU here runs it",
+                "a ROCm build of the package", "vendor")  # fmt: skip
+
+
 def _size(n: int) -> str:
     for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
         if n >= scale:
@@ -364,7 +373,7 @@ def _size(n: int) -> str:
 
 # Among libraries that cannot run, the cause a user must fix first: no code for the GPU at all
 # (no driver helps), then the driver.
-_CAUSES = ("driver-ptx", "driver-runtime", "device-code", "dropped-arch")
+_CAUSES = ("driver-ptx", "driver-runtime", "device-code", "dropped-arch", "vendor")
 
 
 def _severity(cell: Cell) -> tuple[int, int]:
@@ -437,6 +446,8 @@ def diagnose(
                     if gpu.vendor == "nvidia"
                     else _amd_cell(lib, gpu)
                 )
+            if row and all(c.level == "other-vendor" for c in row):
+                row = [_no_gpu_of_its_vendor(lib, c) for c in row]
             cells[lib.path] = tuple(row)
     majors: dict[int, set[str]] = {}
     for pkg, libs in grouped:
