@@ -462,3 +462,16 @@ def test_worker_processes_do_not_change_the_answer(capplan_cli: Any, real_env: P
 def test_bad_jobs_is_a_usage_error(capplan_in: Any, tmp_path: Path, value: str) -> None:
     result = capplan_in("doctor", str(tmp_path), "--device", "A100", "--jobs", value)
     _one_line(result, ExitCode.USAGE)
+
+
+def test_cuda_environment_on_an_amd_gpu_names_the_rocm_variant(
+    capplan_cli: Any, real_env: Path
+) -> None:
+    # A CUDA build holds no AMD code objects; capplan.toml's fleet lists the MI300X (gfx942), so
+    # the plan's ROCm variant of torch for it is the fix. nccl is CUDA-only (RCCL is AMD's).
+    code, data = _doctor(capplan_cli, str(real_env), "--device", "MI300X")
+    assert code == int(ExitCode.WONT_RUN)
+    torch = _package(data, "torch")["verdicts"][0]
+    assert (torch["level"], torch["cause"]) == ("cannot-run", "vendor")
+    assert torch["plan"] == "nix build .#torch-gfx942"
+    assert "CUDA-only" in _package(data, "nvidia-nccl-cu13")["verdicts"][0]["plan"]

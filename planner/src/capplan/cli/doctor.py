@@ -268,14 +268,16 @@ def _plan_fixes(
 ) -> dict[tuple[str, int], str]:
     """(package name, GPU index) -> what the plan offers, for NVIDIA GPUs where it cannot run.
     Plans lazily: only when something cannot run on an NVIDIA GPU."""
-    wanted = [
+    failing = [
         (package, index)
         for package, _ in report.packages
         for index, cell in enumerate(report.package_cells(package))
-        if cell.level == "cannot-run" and report.gpus[index].vendor == "nvidia"
+        if cell.level == "cannot-run"
     ]
-    if not wanted:
+    if not failing:
         return {}
+    wanted = [(p, i) for p, i in failing if report.gpus[i].vendor == "nvidia"]
+    amd_wanted = [(p, i) for p, i in failing if report.gpus[i].vendor == "amd"]
     from capplan.adapters.nix import current_system
     from capplan.cli.planning import plan_with_settings
     from capplan.core.planning.select import driver_support, pick_variant
@@ -307,6 +309,45 @@ def _plan_fixes(
             missing.append((package.name, planned, index))
     if missing:
         fixes.update(_fleet_fixes(planned_config, missing, report, kb, support, on_system, system))
+    if amd_wanted:
+        fixes.update(_amd_fixes(planned_config, amd_wanted, report, kb, system))
+    return fixes
+
+
+def _amd_fixes(
+    planned: Any,
+    wanted: list[tuple[Package, int]],
+    report: DoctorReport,
+    kb: KnowledgeBase,
+    system: str,
+) -> dict[tuple[str, int], str]:
+    """For AMD GPUs: the plan's ROCm variant for the GPU's processor, as ``detect`` picks it,
+    or this GPU's reason why the plan has none."""
+    from capplan.core.planning.select import amd_plans_by_system, pick_amd_on_machine
+
+    plan = planned.plan
+    plans = amd_plans_by_system(plan, system)
+    builds = kb.amd.builds if kb.amd is not None else {}
+    fixes: dict[tuple[str, int], str] = {}
+    for package, index in wanted:
+        target = report.gpus[index].target
+        name = next((n for n in _plan_names(package) if n in plan.packages), None)
+        if name is None or target is None:
+            continue
+        pick = pick_amd_on_machine(
+            plans,
+            name,
+            target,
+            system=system,
+            rocm_build=name in builds,
+            vendors=planned.config.packages[name].vendors,
+        )
+        if pick.variant is not None:
+            fixes[(package.name, index)] = f"nix build .#{pick.variant.name}"
+        else:
+            fixes[(package.name, index)] = (
+                f"the plan has no {name} variant for {target}: {pick.reason}"
+            )
     return fixes
 
 
