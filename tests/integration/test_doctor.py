@@ -396,6 +396,9 @@ def test_nix_store_path_is_one_package_named_by_its_store_name(
     (package,) = data["packages"]
     assert (package["name"], package["kind"]) == ("kernels-sm86-1.0", "nix")
     assert data["sources"] == [{"path": store_path, "kind": "nix"}]
+    # A folder inside the store path: the same store path's closure, the same package.
+    code, data = _doctor(capplan_in, f"{store_path}/lib", "--device", "RTX 3090")
+    assert [p["name"] for p in data["packages"]] == ["kernels-sm86-1.0"]
 
 
 def test_default_environment_is_the_python3_on_path(

@@ -250,13 +250,22 @@ def store_name(path: str) -> str:
 # --- discovery --------------------------------------------------------------------------------
 
 
+def _store_path_of(path: Path) -> Path:
+    """The store path holding ``path`` (``/nix/store/<hash>-name``, without a subpath)."""
+    text = str(path)
+    return Path(_STORE + text[len(_STORE) :].split("/", 1)[0]) if text.startswith(_STORE) else path
+
+
 def _nix_closure(path: Path, environ: Mapping[str, str]) -> list[Path] | None:
+    """The closure of the store path holding ``path``; None without nix-store, or when nix-store
+    does not know the path (a copy, a foreign store): then the path itself is checked."""
     tool = shutil.which("nix-store", path=environ.get("PATH"))
     if tool is None:
         return None
+    top = _store_path_of(path)
     try:
         done = subprocess.run(
-            [tool, "--query", "--requisites", str(path)],
+            [tool, "--query", "--requisites", str(top)],
             capture_output=True,
             text=True,
             timeout=120,
@@ -264,14 +273,13 @@ def _nix_closure(path: Path, environ: Mapping[str, str]) -> list[Path] | None:
         )
     except (OSError, subprocess.SubprocessError) as error:
         raise NixError(
-            f"nix-store --query --requisites {path} failed: {error}", hint="check nix"
+            f"nix-store --query --requisites {top} failed: {error}",
+            hint="check the Nix installation, or give a directory that is not a store path",
         ) from None
     if done.returncode != 0:
-        line = next((s for s in done.stderr.splitlines() if s.strip()), "no output")
-        raise NixError(
-            f"nix-store --query --requisites {path} exited {done.returncode}: {line.strip()[:200]}",
-            hint="give a valid store path, or the path of a directory inside it",
-        )
+        line = next((s for s in done.stderr.splitlines() if s.strip()), "no output").strip()
+        say(f"nix-store does not know {top} ({line[:160]}): checking the path itself")
+        return None
     return [Path(p) for p in sorted(done.stdout.split())]
 
 
@@ -470,7 +478,8 @@ def scan_sources(
                 plan.append((str(source.path), str(source.path), key, source.path.stat().st_size))
                 continue
             for root in roots:
-                owners, found = _owner_maps(root)
+                # A store path is the package a Nix user installed, whatever dist-info it holds.
+                owners, found = _owner_maps(root) if source.kind != "nix" else ({}, {})
                 packages.update(found)
                 shown_root = str(source.path) if root == source.path else str(root)
                 for path, size in _candidates(root):
