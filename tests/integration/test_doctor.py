@@ -478,3 +478,32 @@ def test_cuda_environment_on_an_amd_gpu_names_the_rocm_variant(
     assert (torch["level"], torch["cause"]) == ("cannot-run", "vendor")
     assert torch["plan"] == "nix build .#torch-gfx942"
     assert "CUDA-only" in _package(data, "nvidia-nccl-cu13")["verdicts"][0]["plan"]
+
+
+def test_detected_gpus_and_driver_without_device(
+    capplan_cli: Any, real_env: Path, tmp_path: Path
+) -> None:
+    # nvidia-smi (a fixture in NVIDIA's documented CSV format) reports an A100 on driver 535 and
+    # a GTX 1080: the detected driver (CUDA 12.2) cannot run libcudart.so.13; --driver overrides it.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\ncat <<'CSV'\nNVIDIA A100-SXM4-80GB, 8.0, 535.104.05\n"
+        "NVIDIA GeForce GTX 1080, 6.1, 535.104.05\nCSV\n"
+    )
+    smi.chmod(0o755)
+    sysfs = tmp_path / "sys"
+    sysfs.mkdir()
+    env = {
+        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        "CAPPLAN_NVML": "0",
+        "CAPPLAN_SYSFS_ROOT": str(sysfs),
+    }
+    code, data = _doctor(capplan_cli, str(real_env), env=env)
+    assert code == int(ExitCode.WONT_RUN)
+    assert [g["capability"] for g in data["gpus"]] == ["8.0", "6.1"]
+    assert data["driver"] == {"version": "535.104.05", "source": "detected", "runs_cuda": "12.9"}
+    a100, gtx = _package(data, "torch")["verdicts"]
+    assert a100["cause"] == "driver-runtime" and gtx["cause"] == "dropped-arch"
+    code, data = _doctor(capplan_cli, str(real_env), "--driver", DRIVER_13_0, env=env)
+    assert data["driver"]["source"] == "--driver"
+    assert _package(data, "torch")["verdicts"][0]["level"] == "native"

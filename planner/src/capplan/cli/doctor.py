@@ -41,7 +41,7 @@ def _kb() -> KnowledgeBase:
 
 
 @click.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, dir_okay=True))
+@click.argument("paths", nargs=-1, metavar="[PATH]...", type=click.Path(path_type=Path))
 @click.option(
     "--device",
     "devices",
@@ -177,6 +177,7 @@ def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
 
     amd_found, _ = detect_amd_gpus()
     gpus: list[Gpu] = []
+    unknown: list[str] = []
     driver: str | None = None
     try:
         found = detect_gpus(kb=kb)
@@ -188,10 +189,24 @@ def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
             matches = find_gpus(gpu.name, kb.gpus)
             cap = matches[0].model.capability if matches else None
         if cap is None or not kb.knows(cap.base):
+            unknown.append(gpu.name)
             continue
         gpus.append(_nvidia(gpu.name, cap, kb))
         driver = driver or gpu.driver
     gpus.extend(Gpu(f"{g.name} ({g.target})", "amd", target=g.target) for g in amd_found)
+    if unknown:
+        err_console().print(
+            f"capplan: skipping {', '.join(unknown)}: capability unknown to capplan "
+            "(give it with --device CAPABILITY)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if not gpus and unknown:
+        raise NoGpuError(
+            f"found {', '.join(unknown)}, whose capability capplan does not know",
+            hint="give the GPU's capability: --device 8.6 (nvidia-smi --query-gpu=compute_cap)",
+        )
     if not gpus:
         raise NoGpuError(
             "no GPU found on this machine (no NVIDIA GPU through NVML, nvidia-smi, sysfs or "
