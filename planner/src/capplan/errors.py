@@ -56,6 +56,7 @@ class ExitCode(IntEnum):
     GRAPH = 13  # dependency cycle or unknown dependency
     NIX = 14  # nix is missing or a nix command failed
     WRITE = 15  # an output file cannot be written (path, permissions, full disk); old file intact
+    WONT_RUN = 16  # `capplan doctor`: a library of the environment cannot run on a GPU given
 
 
 class CapplanError(Exception):

@@ -1,0 +1,590 @@
+"""Find the libraries of an environment and read what ``capplan doctor`` needs from each.
+
+An environment is a directory (a virtualenv or its site-packages, a conda prefix, any tree), a
+Nix store path (its whole closure when ``nix-store`` is there), a wheel, or one library. Every
+library is grouped into the package a user installed: a pip distribution (its dist-info
+``RECORD``), a conda package (``conda-meta/*.json``), a Nix store path, the wheel itself.
+
+Device code comes from inspect's reader (:func:`capplan.adapters.fatbin.inspect_paths`); the
+PTX entries' ISA versions are two 16-bit fields of their fatbin entry headers (at 0x18 minor and
+0x1A major, e.g. 9.0 for CUDA 13.0's PTX; checked with nvcc 13.0 here); ``DT_NEEDED`` and
+``DT_SONAME`` come from the ELF dynamic section, read with a few bounded ``pread`` calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from capplan.core.binaries.doctor import Library, Package, Ptx
+from capplan.errors import BinaryFormatError, InvalidInputError, NixError
+
+__all__ = [
+    "Scan",
+    "Source",
+    "default_jobs",
+    "default_sources",
+    "elf_dynamic",
+    "scan_sources",
+    "sources_for",
+]
+
+_LIB_NAME = re.compile(r"\.so(?:\.[0-9A-Za-z_]+)*$")
+_ELF = b"\x7fELF"
+_DT_NEEDED, _DT_STRTAB, _DT_SONAME, _DT_STRSZ = 1, 5, 14, 10
+_PT_LOAD, _PT_DYNAMIC = 1, 2
+_MAX_DYNAMIC = 1 << 20  # a dynamic section is a few hundred entries
+_MAX_STRTAB = 16 << 20
+_STORE = "/nix/store/"
+_STORE_NAME = re.compile(r"^[0-9a-df-np-sv-z]{32}-(.+)$")
+_PTX_KIND = 1
+_POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One thing to check: ``path`` of ``kind`` (dir, nix, wheel, file), and why it was chosen."""
+
+    path: Path
+    kind: str
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    libraries: tuple[Library, ...]
+    packages: Mapping[str, Package]
+    files: int  # ELF files read
+    bytes: int  # their total size
+
+
+# --- ELF dynamic section ----------------------------------------------------------------------
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    if size <= 0 or not 0 <= offset < 1 << 62:
+        return b""
+    return os.pread(fd, size, offset)
+
+
+def elf_dynamic(fd: int) -> tuple[tuple[str, ...], str | None]:
+    """(DT_NEEDED names, DT_SONAME) of the ELF open at ``fd``; ((), None) when it has none or is
+    malformed. Bounded: the header, the program headers, the dynamic segment and the strings."""
+    try:
+        return _elf_dynamic(fd)
+    except (OSError, OverflowError, ValueError, struct.error):
+        return (), None  # a damaged header: no claim about what the file links
+
+
+def _elf_dynamic(fd: int) -> tuple[tuple[str, ...], str | None]:
+    head = _pread(fd, 64, 0)
+    if len(head) < 52 or head[:4] != _ELF or head[4] not in (1, 2) or head[5] not in (1, 2):
+        return (), None
+    wide = head[4] == 2
+    if wide and len(head) < 64:
+        return (), None
+    end = "<" if head[5] == 1 else ">"
+    if wide:
+        phoff, phentsize, phnum = (
+            struct.unpack_from(end + "Q", head, 0x20)[0],
+            *struct.unpack_from(end + "HH", head, 0x36),
+        )
+        ph = struct.Struct(end + "IIQQQQQQ")
+        dyn = struct.Struct(end + "qQ")
+    else:
+        phoff, phentsize, phnum = (
+            struct.unpack_from(end + "I", head, 0x1C)[0],
+            *struct.unpack_from(end + "HH", head, 0x2A),
+        )
+        ph = struct.Struct(end + "IIIIIIII")
+        dyn = struct.Struct(end + "iI")
+    if phentsize < ph.size or not 0 < phnum <= 4096:
+        return (), None
+    table = _pread(fd, phentsize * phnum, phoff)
+    loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+    dynamic: tuple[int, int] | None = None
+    for i in range(phnum):
+        if (i + 1) * phentsize > len(table):
+            break
+        fields = ph.unpack_from(table, i * phentsize)
+        if wide:
+            p_type, _, p_offset, p_vaddr, _, p_filesz = fields[:6]
+        else:
+            p_type, p_offset, p_vaddr, _, p_filesz = fields[:5]
+        if p_type == _PT_LOAD:
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == _PT_DYNAMIC:
+            dynamic = (p_offset, min(p_filesz, _MAX_DYNAMIC))
+    if dynamic is None:
+        return (), None
+    raw = _pread(fd, dynamic[1], dynamic[0])
+    needed: list[int] = []
+    soname: int | None = None
+    strtab = strsz = 0
+    for off in range(0, len(raw) - dyn.size + 1, dyn.size):
+        tag, value = dyn.unpack_from(raw, off)
+        if tag == 0:
+            break
+        if tag == _DT_NEEDED:
+            needed.append(value)
+        elif tag == _DT_SONAME:
+            soname = value
+        elif tag == _DT_STRTAB:
+            strtab = value
+        elif tag == _DT_STRSZ:
+            strsz = value
+    file_off = next(
+        (
+            strtab - vaddr + offset
+            for vaddr, offset, size in loads
+            if vaddr <= strtab < vaddr + size
+        ),
+        None,
+    )
+    if file_off is None or not strsz:
+        return (), None
+    strings = _pread(fd, min(strsz, _MAX_STRTAB), file_off)
+
+    def text(index: int) -> str | None:
+        if not 0 <= index < len(strings):
+            return None
+        stop = strings.find(b"\0", index)
+        return strings[index : stop if stop >= 0 else len(strings)].decode("utf-8", "replace")
+
+    names = tuple(n for n in (text(i) for i in needed) if n)
+    return names, text(soname) if soname is not None else None
+
+
+# --- packages ---------------------------------------------------------------------------------
+
+
+def _dist_packages(site: Path, owners: dict[str, str], packages: dict[str, Package]) -> None:
+    """Owners of files under a site-packages directory, from each dist-info's RECORD."""
+    try:
+        entries = sorted(e for e in os.listdir(site) if e.endswith(".dist-info"))
+    except OSError:
+        return
+    for entry in entries:
+        name, _, version = entry[: -len(".dist-info")].rpartition("-")
+        if not name:
+            name, version = version, ""
+        key = f"pip:{name.lower().replace('_', '-')}"
+        packages[key] = Package(name.replace("_", "-"), version or None, "pip")
+        record = site / entry / "RECORD"
+        try:
+            with record.open(newline="", encoding="utf-8", errors="replace") as handle:
+                for row in csv.reader(handle):
+                    if row and row[0]:
+                        owners.setdefault(os.path.normpath(os.path.join(site, row[0])), key)
+        except (OSError, csv.Error):
+            continue
+
+
+def _conda_packages(prefix: Path, owners: dict[str, str], packages: dict[str, Package]) -> None:
+    meta = prefix / "conda-meta"
+    try:
+        names = sorted(n for n in os.listdir(meta) if n.endswith(".json"))
+    except OSError:
+        return
+    for name in names:
+        try:
+            data = json.loads((meta / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            continue
+        key = f"conda:{data['name']}"
+        version = data.get("version")
+        packages[key] = Package(
+            data["name"], version if isinstance(version, str) else None, "conda"
+        )
+        for rel in data.get("files") or ():
+            if isinstance(rel, str):
+                owners.setdefault(os.path.normpath(os.path.join(prefix, rel)), key)
+
+
+def _site_dirs(root: Path) -> list[Path]:
+    """site-packages directories at or under ``root`` (a venv, a conda prefix, a Nix output)."""
+    found = []
+    if any(n.endswith(".dist-info") for n in _listdir(root)):
+        found.append(root)
+    for lib in ("lib", "lib64"):
+        for entry in sorted(_listdir(root / lib)):
+            if entry.startswith("python"):
+                for sub in ("site-packages", "dist-packages"):
+                    candidate = root / lib / entry / sub
+                    if candidate.is_dir():
+                        found.append(candidate)
+    return found
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def store_name(path: str) -> str:
+    """``/nix/store/<hash>-python3.11-torch-2.5.1`` -> ``python3.11-torch-2.5.1``."""
+    base = path[len(_STORE) :].split("/", 1)[0] if path.startswith(_STORE) else Path(path).name
+    match = _STORE_NAME.match(base)
+    return match.group(1) if match else base
+
+
+# --- discovery --------------------------------------------------------------------------------
+
+
+def _store_path_of(path: Path) -> Path:
+    """The store path holding ``path`` (``/nix/store/<hash>-name``, without a subpath)."""
+    text = str(path)
+    return Path(_STORE + text[len(_STORE) :].split("/", 1)[0]) if text.startswith(_STORE) else path
+
+
+def _nix_closure(path: Path, environ: Mapping[str, str]) -> list[Path] | None:
+    """The closure of the store path holding ``path``; None without nix-store, or when nix-store
+    does not know the path (a copy, a foreign store): then the path itself is checked."""
+    tool = shutil.which("nix-store", path=environ.get("PATH"))
+    if tool is None:
+        return None
+    top = _store_path_of(path)
+    try:
+        done = subprocess.run(
+            [tool, "--query", "--requisites", str(top)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        raise NixError(
+            f"nix-store --query --requisites {top} failed: {error}",
+            hint="check the Nix installation, or give a directory that is not a store path",
+        ) from None
+    if done.returncode != 0:
+        line = next((s for s in done.stderr.splitlines() if s.strip()), "no output").strip()
+        say(f"nix-store does not know {top} ({line[:160]}): checking the path itself")
+        return None
+    return [Path(p) for p in sorted(done.stdout.split())]
+
+
+def sources_for(paths: Sequence[Path]) -> list[Source]:
+    """What each PATH is; InvalidInputError (exit 4) for a missing one, BinaryFormatError (12) for
+    one that is neither a directory nor a regular file."""
+    sources = []
+    for path in paths:
+        shown = str(path)
+        if not os.path.lexists(path) or not path.exists():
+            raise InvalidInputError(
+                f"no such file or directory: {shown}",
+                hint="give a virtualenv, site-packages, conda prefix, store path, wheel or library",
+            )
+        if path.is_dir():
+            kind = "nix" if str(path.resolve()).startswith(_STORE) else "dir"
+        elif path.is_file():
+            kind = "wheel" if path.suffix == ".whl" else "file"
+        else:
+            raise BinaryFormatError(
+                f"not a regular file or directory: {shown}", hint="give a file or a directory"
+            )
+        sources.append(Source(path, kind))
+    return sources
+
+
+def default_sources(environ: Mapping[str, str]) -> list[Source]:
+    """With no PATH: the site-packages of the ``python3`` on PATH, ``$CONDA_PREFIX`` when set, and
+    the current Nix profile when there is one."""
+    sources: list[Source] = []
+    python = shutil.which("python3", path=environ.get("PATH"))
+    if python is not None:
+        script = (
+            "import json, site, sysconfig; p = sysconfig.get_paths(); "
+            "print(json.dumps(sorted({p['purelib'], p['platlib']})))"
+        )
+        try:
+            done = subprocess.run(
+                [python, "-c", script], capture_output=True, text=True, timeout=30, check=False
+            )
+            dirs = json.loads(done.stdout) if done.returncode == 0 else []
+        except (OSError, subprocess.SubprocessError, ValueError):
+            dirs = []
+        for entry in dirs if isinstance(dirs, list) else []:
+            if isinstance(entry, str) and os.path.isdir(entry):
+                sources.append(Source(Path(entry), "dir", f"site-packages of {python}"))
+    conda = environ.get("CONDA_PREFIX", "").strip()
+    if conda and os.path.isdir(conda):
+        sources.append(Source(Path(conda), "dir", "$CONDA_PREFIX"))
+    home = environ.get("HOME", "").strip()
+    profile = Path(home) / ".nix-profile" if home else None
+    if profile is not None and profile.is_dir():
+        real = profile.resolve()
+        kind = "nix" if str(real).startswith(_STORE) else "dir"
+        sources.append(Source(real, kind, f"the current Nix profile ({profile})"))
+    seen: set[str] = set()
+    unique = []
+    for source in sources:
+        key = os.path.realpath(source.path)
+        if key not in seen:
+            seen.add(key)
+            unique.append(source)
+    return unique
+
+
+# --- scanning ---------------------------------------------------------------------------------
+
+
+def _candidates(root: Path) -> Iterator[tuple[str, int]]:
+    """Library-like regular files under ``root`` (sorted walk, each inode once): names ending in
+    ``.so``/``.so.N`` or executable files; directory symlinks are not followed."""
+    seen: set[tuple[int, int]] = set()
+    for directory, dirs, files in os.walk(root, followlinks=False):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(directory, name)
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(info.st_mode) or info.st_size < 64:
+                continue
+            if not (_LIB_NAME.search(name) or info.st_mode & 0o111):
+                continue
+            key = (info.st_dev, info.st_ino)
+            if key in seen:
+                continue
+            seen.add(key)
+            yield path, info.st_size
+
+
+def _ptx_details(fd: int, report: object) -> tuple[Ptx, ...]:
+    """The PTX entries of ``report`` with ISA version and size, read from their headers."""
+    located = getattr(report, "located", ())
+    found: dict[tuple[object, tuple[int, int] | None], Ptx] = {}
+    for loc in located:
+        base = getattr(loc, "base", 0)
+        for entry in loc.container.entries:
+            if entry.kind.value != "ptx":
+                continue
+            head = _pread(fd, 0x40, entry.offset - base)
+            isa: tuple[int, int] | None = None
+            size = entry.payload_size
+            if len(head) >= 0x40 and struct.unpack_from("<H", head, 0)[0] == _PTX_KIND:
+                minor, major = struct.unpack_from("<HH", head, 0x18)
+                isa = (major, minor) if 1 <= major <= 99 else None
+                if entry.compression != "none":
+                    (full,) = struct.unpack_from("<Q", head, 0x38)
+                    size = full if 0 < full < 1 << 34 else size
+            key = (entry.capability, isa)
+            old = found.get(key)
+            found[key] = Ptx(entry.capability, isa, size + (old.size if old else 0))
+    caps = {p.capability for p in found.values()}
+    for cap in getattr(report, "ptx", ()):
+        if cap not in caps:  # the reader saw it but no header detail: ISA unknown
+            found[(cap, None)] = Ptx(cap, None, 0)
+    return tuple(sorted(found.values(), key=lambda p: (p.capability, p.isa or (0, 0))))
+
+
+def _library(path: str, shown: str, package: str, size: int) -> Library:
+    from capplan.adapters.fatbin import inspect_paths
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as error:
+        return Library(shown, package, size=size, problems=(f"cannot read: {error.strerror}",))
+    try:
+        if _pread(fd, 4, 0) != _ELF:
+            return Library(shown, package, size=size)
+        needed, soname = elf_dynamic(fd)
+        try:
+            reports = inspect_paths([Path(path)])
+        except BinaryFormatError as error:
+            return Library(shown, package, needed=needed, soname=soname, size=size,
+                           problems=(error.one_line(),))  # fmt: skip
+        sass = tuple(sorted({c for r in reports for c in r.sass}))
+        amd = tuple(sorted({t for r in reports for t in r.amd}))
+        ptx = tuple(p for r in reports for p in _ptx_details(fd, r))
+        problems = tuple(p for r in reports for p in r.problems)
+        return Library(shown, package, sass, ptx, amd, needed, soname, size, problems)
+    finally:
+        os.close(fd)
+
+
+def _owner_maps(root: Path) -> tuple[dict[str, str], dict[str, Package]]:
+    owners: dict[str, str] = {}
+    packages: dict[str, Package] = {}
+    _conda_packages(root, owners, packages)
+    for site in _site_dirs(root):
+        _dist_packages(site, owners, packages)
+    return owners, packages
+
+
+def _fallback_package(root: Path, path: str, kind: str) -> tuple[str, Package]:
+    if kind == "nix" or path.startswith(_STORE):
+        top = _STORE + path[len(_STORE) :].split("/", 1)[0]
+        name = store_name(top)
+        return f"nix:{name}", Package(name, None, "nix")
+    rel = os.path.relpath(path, root)
+    first = rel.split(os.sep, 1)[0] if os.sep in rel else rel
+    name = f"{root.name}/{first}" if os.sep in rel else rel
+    return f"unowned:{name}", Package(name, None, "unowned")
+
+
+def scan_sources(
+    sources: Sequence[Source],
+    *,
+    environ: Mapping[str, str] | None = None,
+    on_total: Callable[[int], None] | None = None,
+    on_file: Callable[[int], None] | None = None,
+    jobs: int | None = None,
+) -> Scan:
+    """Read every library of ``sources``. ``on_total(bytes)`` once the files are listed, then
+    ``on_file(bytes)`` after each (progress). ``jobs``: worker processes (default: the CPUs this
+    process may use, at most 8; 1 reads in this process). The result does not depend on it."""
+    env = os.environ if environ is None else environ
+    plan: list[tuple[str, str, str, int]] = []  # (path, shown, package key, size)
+    packages: dict[str, Package] = {}
+    with contextlib.ExitStack() as stack:
+        for source in sources:
+            roots = [source.path]
+            if source.kind == "nix":
+                closure = _nix_closure(source.path.resolve(), env)
+                roots = closure if closure else [source.path]
+            if source.kind == "wheel":
+                tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="capplan-")))
+                key, package = _wheel_package(source.path)
+                packages[key] = package
+                for rel, size in _extract_wheel(source.path, tmp):
+                    plan.append((str(tmp / rel), f"{source.path}!{rel}", key, size))
+                continue
+            if source.kind == "file":
+                _check_library(source.path)
+                key = f"file:{source.path}"
+                packages[key] = Package(source.path.name, None, "file")
+                plan.append((str(source.path), str(source.path), key, source.path.stat().st_size))
+                continue
+            for root in roots:
+                # A store path is the package a Nix user installed, whatever dist-info it holds.
+                owners, found = _owner_maps(root) if source.kind != "nix" else ({}, {})
+                packages.update(found)
+                shown_root = str(source.path) if root == source.path else str(root)
+                for path, size in _candidates(root):
+                    owner = owners.get(os.path.normpath(path))
+                    if owner is None:
+                        owner, package = _fallback_package(root, path, source.kind)
+                        packages.setdefault(owner, package)
+                    shown = os.path.join(shown_root, os.path.relpath(path, root))
+                    plan.append((path, shown, owner, size))
+        total = sum(item[3] for item in plan)
+        if on_total is not None:
+            on_total(total)
+        libraries = _read_all(plan, jobs, on_file)
+    return Scan(tuple(libraries), packages, len(plan), total)
+
+
+def default_jobs() -> int:
+    """Worker processes for a scan: the CPUs this process may use, at most 8."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
+def _read_one(item: tuple[str, str, str, int]) -> Library:
+    return _library(*item)
+
+
+def _read_all(
+    plan: Sequence[tuple[str, str, str, int]],
+    jobs: int | None,
+    on_file: Callable[[int], None] | None,
+) -> list[Library]:
+    """Every library of ``plan``, in ``plan``'s order. Files are independent, so with more than
+    one CPU they are read by a pool of forked workers, largest first (a 1 GB libtorch_cuda.so
+    should not start last)."""
+    workers = min(default_jobs() if jobs is None else max(1, jobs), len(plan))
+    small = sum(item[3] for item in plan) < _POOL_MIN_BYTES
+    if workers <= 1 or small or "fork" not in multiprocessing.get_all_start_methods():
+        out = []
+        for item in plan:
+            out.append(_library(*item))
+            if on_file is not None:
+                on_file(item[3])
+        return out
+    order = sorted(range(len(plan)), key=lambda i: -plan[i][3])
+    found: dict[int, Library] = {}
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {pool.submit(_read_one, plan[i]): i for i in order}
+        for future in as_completed(futures):
+            index = futures[future]
+            found[index] = future.result()
+            if on_file is not None:
+                on_file(plan[index][3])
+    return [found[i] for i in range(len(plan))]
+
+
+def _check_library(path: Path) -> None:
+    """A library named directly must be a readable ELF file (exit 12 otherwise)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4)
+    except OSError as error:
+        raise BinaryFormatError(
+            f"cannot read {path}: {error.strerror or error}", hint="check the path's permissions"
+        ) from None
+    if head != _ELF:
+        shown = f"starts with bytes {head.hex()}" if head else "an empty file"
+        raise BinaryFormatError(
+            f"not an ELF library or a wheel: {path} ({shown})",
+            hint="give a .so, a .whl, or a directory such as a virtualenv or site-packages",
+        )
+
+
+def _wheel_package(path: Path) -> tuple[str, Package]:
+    parts = path.name[: -len(".whl")].split("-")
+    name = parts[0].replace("_", "-")
+    version = parts[1] if len(parts) > 1 else None
+    return f"pip:{name.lower()}", Package(name, version, "wheel")
+
+
+def _extract_wheel(path: Path, into: Path) -> list[tuple[str, int]]:
+    """Extract the wheel's library members (never anything else) into ``into``."""
+    out = []
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in sorted(archive.infolist(), key=lambda i: i.filename):
+                name = info.filename
+                if info.is_dir() or not _LIB_NAME.search(name) or info.file_size < 64:
+                    continue
+                parts = [p for p in name.split("/") if p not in ("", ".", "..")]
+                target = into.joinpath(*parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(info) as src, target.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 8 << 20)
+                out.append(("/".join(parts), info.file_size))
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as error:
+        raise BinaryFormatError(
+            f"{path} is not a readable wheel: {error}",
+            hint="check the download; a truncated wheel cannot be read",
+        ) from None
+    return out
+
+
+def say(message: str) -> None:
+    sys.stderr.write(f"capplan: {message}\n")

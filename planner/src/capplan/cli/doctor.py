@@ -1,0 +1,596 @@
+"""``capplan doctor``: will this environment's GPU libraries run on these GPUs, and if not, why
+and what to install instead. Documented in docs/doctor.md."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.cells import cell_len
+from rich.markup import escape
+
+from capplan.cli.output import AsciiIntRange, emit_json, err_console, make_table, out_console
+from capplan.core.binaries.doctor import Cell, DoctorReport, Driver, Gpu, Package, diagnose
+from capplan.core.model.compat import is_jetson
+from capplan.core.model.drivers import version_key
+from capplan.errors import ExitCode, InvalidInputError, NoGpuError, shorten
+
+if TYPE_CHECKING:
+    from capplan.adapters.environment import Scan, Source
+    from capplan.core.model.kb import KnowledgeBase
+
+__all__ = ["doctor"]
+
+_DRIVER = re.compile(r"[0-9]{1,5}(?:\.[0-9]{1,5}){0,3}")
+_PYTHON_PREFIX = re.compile(r"^python[0-9.]*-")
+_VERSION_SUFFIX = re.compile(r"-[0-9][^-]*$")
+_CU_SUFFIX = re.compile(r"-cu[0-9]{2,3}$")
+
+
+def _kb() -> KnowledgeBase:
+    from capplan.adapters.kb import load_kb
+
+    directory = os.environ.get("CAPPLAN_KB_DIR")
+    return load_kb(Path(directory) if directory else None)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, metavar="[PATH]...", type=click.Path(path_type=Path))
+@click.option(
+    "--device",
+    "devices",
+    multiple=True,
+    metavar="GPU",
+    help="A GPU to check against instead of the detected ones (repeatable): a name (RTX 3090, "
+    "MI300X), a capability (8.6) or an AMD processor (gfx1100).",
+)
+@click.option(
+    "--driver",
+    metavar="VERSION",
+    help="The NVIDIA driver version to check against (535.104.05) instead of the detected one.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=AsciiIntRange(1, 256),
+    metavar="N",
+    help="Read libraries with N worker processes (default: the CPUs available, at most 8).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (shape in docs/doctor.md).")
+def doctor(
+    paths: tuple[Path, ...],
+    devices: tuple[str, ...],
+    driver: str | None,
+    jobs: int | None,
+    as_json: bool,
+) -> None:
+    """Check that the GPU libraries of an environment run on this machine's GPUs.
+
+    PATH is a virtualenv or site-packages, a conda prefix, a Nix store path (its closure), a wheel
+    or a library; without PATH: the python3 on PATH's site-packages, $CONDA_PREFIX and the Nix
+    profile. Exit 0 when everything runs, 16 when a library cannot run on a GPU.
+    """
+    from capplan.adapters.environment import default_sources, sources_for
+
+    kb = _kb()
+    if driver is not None:
+        driver = _check_driver(driver)
+    gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
+    version = driver if driver is not None else detected_driver
+    facts = _driver_facts(kb, version)
+    if paths:
+        sources = sources_for(list(paths))
+    else:
+        sources = default_sources(os.environ)
+        if not sources:
+            raise InvalidInputError(
+                "no environment found: no python3 on PATH, no $CONDA_PREFIX, no Nix profile",
+                hint="give a PATH: a virtualenv, site-packages, conda prefix, store path or wheel",
+            )
+        for source in sources:
+            err_console().print(f"capplan: checking {source.path} ({source.why})", markup=False,
+                                highlight=False, soft_wrap=True)  # fmt: skip
+    scan = _scan(sources, jobs)
+    report = diagnose(scan.libraries, scan.packages, gpus, facts)
+    fixes = _plan_fixes(report, kb, facts)
+    data = _json(
+        report,
+        fixes,
+        facts,
+        "--driver" if driver else ("detected" if version else None),
+        sources,
+        scan,
+    )
+    if as_json:
+        emit_json(data)
+    else:
+        _print(data)
+    if not report.ok:
+        raise SystemExit(int(ExitCode.WONT_RUN))
+
+
+def _check_driver(text: str) -> str:
+    value = text.strip()
+    if not _DRIVER.fullmatch(value) or version_key(value)[0] == 0:
+        raise InvalidInputError(
+            f"--driver {shorten(text)!r} is not an NVIDIA driver version",
+            hint="give digits and dots as nvidia-smi prints them, e.g. --driver 535.104.05",
+        )
+    return value
+
+
+def _gpus(
+    devices: Sequence[str], kb: KnowledgeBase, *, need_driver: bool
+) -> tuple[list[Gpu], str | None]:
+    """The GPUs to judge against and the detected driver (None when unknown)."""
+    from capplan.core.model.gpus import resolve_known_device
+    from capplan.core.model.vendors import amd_entry
+
+    gpus: list[Gpu] = []
+    for text in devices:
+        amd = amd_entry(kb, text)
+        if amd is not None:
+            target, name = amd
+            gpus.append(Gpu(f"{name} ({target})" if name else str(target), "amd", target=target))
+            continue
+        cap, model = resolve_known_device(text, kb)
+        gpus.append(_nvidia(model.name if model else None, cap, kb))
+    if gpus:
+        return gpus, _detected_driver() if need_driver else None
+    return _detect(kb)
+
+
+def _nvidia(name: str | None, cap: Any, kb: KnowledgeBase) -> Gpu:
+    info = kb.capability(cap.base) if kb.knows(cap.base) else None
+    label = f"{name} ({cap})" if name else str(cap)
+    return Gpu(
+        label,
+        "nvidia",
+        capability=cap,
+        jetson=is_jetson(cap, kb),
+        arch=info.arch if info else "",
+        min_cuda=info.min_cuda if info else None,
+        max_cuda=info.max_cuda if info else None,
+    )
+
+
+def _detected_driver() -> str | None:
+    from capplan.adapters.gpu_detect import detect_gpus
+
+    try:
+        found = detect_gpus()
+    except NoGpuError:
+        return None
+    return next((g.driver for g in found if g.driver), None)
+
+
+def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
+    from capplan.adapters.amd_detect import detect_amd_gpus
+    from capplan.adapters.gpu_detect import detect_gpus
+    from capplan.core.model.gpus import find_gpus
+
+    amd_found, _ = detect_amd_gpus()
+    gpus: list[Gpu] = []
+    unknown: list[str] = []
+    driver: str | None = None
+    try:
+        found = detect_gpus(kb=kb)
+    except NoGpuError:
+        found = []
+    for gpu in found:
+        cap = gpu.capability
+        if cap is None:
+            matches = find_gpus(gpu.name, kb.gpus)
+            cap = matches[0].model.capability if matches else None
+        if cap is None or not kb.knows(cap.base):
+            unknown.append(gpu.name)
+            continue
+        gpus.append(_nvidia(gpu.name, cap, kb))
+        driver = driver or gpu.driver
+    gpus.extend(Gpu(f"{g.name} ({g.target})", "amd", target=g.target) for g in amd_found)
+    if unknown:
+        err_console().print(
+            f"capplan: skipping {', '.join(unknown)}: capability unknown to capplan "
+            "(give it with --device CAPABILITY)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if not gpus and unknown:
+        raise NoGpuError(
+            f"found {', '.join(unknown)}, whose capability capplan does not know",
+            hint="give the GPU's capability: --device 8.6 (nvidia-smi --query-gpu=compute_cap)",
+        )
+    if not gpus:
+        raise NoGpuError(
+            "no GPU found on this machine (no NVIDIA GPU through NVML, nvidia-smi, sysfs or "
+            "/proc/driver/nvidia, no AMD GPU through KFD or rocminfo), so there is nothing to "
+            "check against",
+            hint="name the GPUs to check for: --device 'RTX 3090' --device 8.6 --device gfx942",
+        )
+    return gpus, driver
+
+
+def _driver_facts(kb: KnowledgeBase, version: str | None) -> Driver:
+    minimum: dict[int, str] = {}
+    toolkit: dict[str, str] = {}
+    runs: Any = None
+    have = version_key(version) if version else None
+    for release in kb.cuda_releases:
+        need = min((release.min_driver, release.toolkit_driver), key=version_key)
+        major = release.version.major
+        if major not in minimum or version_key(need) < version_key(minimum[major]):
+            minimum[major] = need
+        toolkit[str(release.version)] = release.toolkit_driver
+        if (
+            have is not None
+            and version_key(need) <= have
+            and (runs is None or release.version > runs)
+        ):
+            runs = release.version
+    return Driver(version, minimum, toolkit, str(runs) if runs else None)
+
+
+@contextmanager
+def _progress() -> Iterator[tuple[Any, Any]]:
+    console = err_console()
+    if not console.is_terminal:
+        yield None, None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("checking libraries"), BarColumn(), DownloadColumn(), TimeElapsedColumn(),
+        console=console, transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("scan", total=None)
+        yield bar, task
+
+
+def _scan(sources: Sequence[Source], jobs: int | None) -> Scan:
+    from capplan.adapters.environment import scan_sources
+
+    with _progress() as (bar, task):
+        if bar is None:
+            return scan_sources(sources, jobs=jobs)
+        return scan_sources(
+            sources,
+            jobs=jobs,
+            on_total=lambda total: bar.update(task, total=total),
+            on_file=lambda size: bar.advance(task, size),
+        )
+
+
+# --- the fix from the plan --------------------------------------------------------------------
+
+
+def _plan_names(package: Package) -> list[str]:
+    name = package.name.lower()
+    if package.kind == "nix":
+        name = _VERSION_SUFFIX.sub("", _PYTHON_PREFIX.sub("", name))
+    bare = _CU_SUFFIX.sub("", name.removeprefix("nvidia-"))
+    return list(dict.fromkeys([name, bare]))
+
+
+def _plan_fixes(
+    report: DoctorReport, kb: KnowledgeBase, driver: Driver
+) -> dict[tuple[str, int], str]:
+    """(package name, GPU index) -> what the plan offers, for NVIDIA GPUs where it cannot run.
+    Plans lazily: only when something cannot run on an NVIDIA GPU."""
+    failing = [
+        (package, index)
+        for package, _ in report.packages
+        for index, cell in enumerate(report.package_cells(package))
+        if cell.level == "cannot-run"
+    ]
+    if not failing:
+        return {}
+    wanted = [(p, i) for p, i in failing if report.gpus[i].vendor == "nvidia"]
+    amd_wanted = [(p, i) for p, i in failing if report.gpus[i].vendor == "amd"]
+    from capplan.adapters.nix import current_system
+    from capplan.cli.planning import plan_with_settings
+    from capplan.core.planning.select import driver_support, pick_variant
+
+    planned_config = plan_with_settings(None)
+    plan = planned_config.plan
+    system = os.environ.get("CAPPLAN_SYSTEM", "").strip() or current_system()
+    support = driver_support(kb, driver.version)
+
+    def on_system(p: Any) -> Any:
+        return replace(p, variants=tuple(v for v in p.variants if v.system == system))
+
+    mine = on_system(plan)
+    fixes: dict[tuple[str, int], str] = {}
+    missing: list[tuple[str, str, int]] = []  # (package, plan package, GPU index)
+    for package, index in wanted:
+        cap = report.gpus[index].capability
+        planned = next((n for n in _plan_names(package) if n in plan.packages), None)
+        if planned is None or cap is None:
+            continue
+        pick = pick_variant(mine, planned, cap, kb, driver=support)
+        if pick.runnable and pick.variant is not None:
+            fixes[(package.name, index)] = f"nix build .#{pick.variant.name}"
+        elif pick.blocked is not None:
+            fixes[(package.name, index)] = (
+                f"nix build .#{pick.blocked.name} (with NVIDIA driver >= {pick.needs_driver})"
+            )
+        else:
+            missing.append((package.name, planned, index))
+    if missing:
+        fixes.update(_fleet_fixes(planned_config, missing, report, kb, support, on_system, system))
+    if amd_wanted:
+        fixes.update(_amd_fixes(planned_config, amd_wanted, report, kb, system))
+    return fixes
+
+
+def _amd_fixes(
+    planned: Any,
+    wanted: list[tuple[Package, int]],
+    report: DoctorReport,
+    kb: KnowledgeBase,
+    system: str,
+) -> dict[tuple[str, int], str]:
+    """For AMD GPUs: the plan's ROCm variant for the GPU's processor, as ``detect`` picks it,
+    or this GPU's reason why the plan has none."""
+    from capplan.core.planning.select import amd_plans_by_system, pick_amd_on_machine
+
+    plan = planned.plan
+    plans = amd_plans_by_system(plan, system)
+    builds = kb.amd.builds if kb.amd is not None else {}
+    fixes: dict[tuple[str, int], str] = {}
+    for package, index in wanted:
+        target = report.gpus[index].target
+        name = next((n for n in _plan_names(package) if n in plan.packages), None)
+        if name is None or target is None:
+            continue
+        pick = pick_amd_on_machine(
+            plans,
+            name,
+            target,
+            system=system,
+            rocm_build=name in builds,
+            vendors=planned.config.packages[name].vendors,
+        )
+        if pick.variant is not None:
+            fixes[(package.name, index)] = f"nix build .#{pick.variant.name}"
+        else:
+            fixes[(package.name, index)] = (
+                f"the plan has no {name} variant for {target}: {pick.reason}"
+            )
+    return fixes
+
+
+def _fleet_fixes(
+    planned: Any,
+    missing: list[tuple[str, str, int]],
+    report: DoctorReport,
+    kb: KnowledgeBase,
+    support: Any,
+    on_system: Any,
+    system: str,
+) -> dict[tuple[str, int], str]:
+    """For GPUs the plan has no variant for: plan again with them in the fleet (by capability)
+    and name the variant that adds, or say why the plan still has none."""
+    from capplan.core.planning.planner import make_plan
+    from capplan.core.planning.select import pick_variant
+    from capplan.errors import CapplanError
+
+    config = planned.config
+    added = sorted({str(report.gpus[i].capability) for _, _, i in missing})
+    extra = tuple(c for c in added if c not in config.fleet.gpus)
+    fleet = config.fleet.model_copy(update={"gpus": (*config.fleet.gpus, *extra)})
+    where = "capplan.toml" if planned.config_file else "a capplan.toml (copy of the default plan)"
+    fixes: dict[tuple[str, int], str] = {}
+    try:
+        wider = on_system(make_plan(kb, config.model_copy(update={"fleet": fleet})))
+    except CapplanError as error:
+        for name, planned_name, index in missing:
+            fixes[(name, index)] = (
+                f"the plan has no {planned_name} variant for {report.gpus[index].capability}, "
+                f"and adding it to the fleet fails: {error.message}"
+            )
+        return fixes
+    for name, planned_name, index in missing:
+        cap = report.gpus[index].capability
+        assert cap is not None
+        pick = pick_variant(wider, planned_name, cap, kb, driver=support)
+        variant = pick.variant if pick.runnable else pick.blocked
+        if variant is not None:
+            fixes[(name, index)] = (
+                f'the plan has no {planned_name} variant for {cap} on {system}: add "{cap}" to '
+                f"[fleet] gpus in {where}, then nix build .#{variant.name}"
+                + (f" (CUDA {variant.cuda})" if variant.cuda else "")
+            )
+        else:
+            fixes[(name, index)] = (
+                f"the plan has no {planned_name} variant for {cap} on {system}, not even with "
+                f'"{cap}" in the fleet: {pick.verdict.reason}'
+            )
+    return fixes
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def _cell_json(cell: Cell, plan_fix: str | None = None) -> dict[str, Any]:
+    data = cell.to_json()
+    data["plan"] = plan_fix
+    return data
+
+
+def _json(
+    report: DoctorReport,
+    fixes: dict[tuple[str, int], str],
+    driver: Driver,
+    driver_source: str | None,
+    sources: Sequence[Source],
+    scan: Scan,
+) -> dict[str, Any]:
+    gpus = [
+        {
+            "label": g.label,
+            "vendor": g.vendor,
+            "capability": str(g.capability) if g.capability else None,
+            "target": str(g.target) if g.target else None,
+            "arch": g.arch or None,
+            "jetson": g.jetson,
+            "cuda": f"{g.min_cuda}..{g.max_cuda or ''}" if g.min_cuda else None,
+        }
+        for g in report.gpus
+    ]
+    packages = []
+    for package, libs in report.packages:
+        summary = report.package_cells(package)
+        packages.append(
+            {
+                "name": package.name,
+                "version": package.version,
+                "kind": package.kind,
+                "cuda_majors": list(report.package_majors(package)),
+                "verdicts": [
+                    _cell_json(cell, fixes.get((package.name, i))) for i, cell in enumerate(summary)
+                ],
+                "libraries": [
+                    {
+                        "path": lib.path,
+                        "size": lib.size,
+                        "sass": [c.sm for c in lib.sass],
+                        "ptx": [
+                            {
+                                "arch": p.capability.compute,
+                                "isa": f"{p.isa[0]}.{p.isa[1]}" if p.isa else None,
+                                "size": p.size,
+                            }
+                            for p in lib.ptx
+                        ],
+                        "amd": [str(t) for t in lib.amd],
+                        "soname": lib.soname,
+                        "cuda_majors": list(lib.cuda_majors),
+                        "problems": list(lib.problems),
+                        "verdicts": [c.to_json() for c in report.cells[lib.path]],
+                    }
+                    for lib in libs
+                ],
+            }
+        )
+    return {
+        "ok": report.ok,
+        "gpus": gpus,
+        "driver": {
+            "version": driver.version,
+            "source": driver_source,
+            "runs_cuda": driver.runs_cuda,
+        },
+        "sources": [{"path": str(s.path), "kind": s.kind} for s in sources],
+        "scanned": {"files": scan.files, "bytes": scan.bytes},
+        "packages": packages,
+        "mixed_cuda_majors": {str(m): list(n) for m, n in report.mixed_majors.items()},
+    }
+
+
+_STYLE = {
+    "runs": "green",
+    "native": "green",
+    "compatible": "green",
+    "ptx-jit": "yellow",
+    "other-vendor": "dim",
+    "cannot-run": "bold red",
+}
+
+
+def _print(data: dict[str, Any]) -> None:
+    console = out_console()
+    gpus = data["gpus"]
+    drv = data["driver"]
+    if drv["version"]:
+        runs = (
+            f", runs CUDA up to {drv['runs_cuda']}"
+            if drv["runs_cuda"]
+            else ", runs no CUDA release capplan knows"
+        )
+        console.print(f"driver {escape(drv['version'])} ({drv['source']}{runs})", highlight=False)
+    else:
+        console.print(
+            "driver unknown: driver checks skipped (give --driver VERSION)", highlight=False
+        )
+    if not data["packages"]:
+        console.print(
+            f"no library with GPU code in {data['scanned']['files']} ELF files checked",
+            highlight=False,
+        )
+        return
+    labels = [g["label"] for g in gpus]
+    rows: list[list[tuple[str, str]]] = []  # (plain text, markup) per cell
+    for package in data["packages"]:
+        title = package["name"] + (f" {package['version']}" if package["version"] else "")
+        majors = ",".join(str(m) for m in package["cuda_majors"])
+        title += f" (CUDA {majors})" if majors else ""
+        rows.append([(title, escape(title)), ("", ""), *map(_level, package["verdicts"])])
+        for lib in package["libraries"]:
+            name = os.path.basename(lib["path"])
+            rows.append([("", ""), (name, escape(name)), *map(_level, lib["verdicts"])])
+    table = make_table("package", "library", *labels, whole=("package", "library", *labels))
+    for row in rows:
+        table.add_row(*[markup for _, markup in row])
+    # Every column is whole (names never cut): the table is as wide as its widest cells.
+    heads = ["package", "library", *labels]
+    widths = [max([cell_len(h), *(cell_len(r[i][0]) for r in rows)]) for i, h in enumerate(heads)]
+    need = sum(widths) + 3 * len(widths) + 1
+    width = console.width
+    console.width = max(width, need)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+    # One paragraph per package and reason: a driver too old says the same for every GPU.
+    groups: dict[tuple[str, str, str, str | None], list[tuple[str, str | None]]] = {}
+    for package in data["packages"]:
+        for index, verdict in enumerate(package["verdicts"]):
+            if verdict["level"] in ("cannot-run", "ptx-jit"):
+                key = (package["name"], verdict["level"], verdict["reason"], verdict["fix"])
+                groups.setdefault(key, []).append((gpus[index]["label"], verdict["plan"]))
+    for (name, level, reason, fix), where in groups.items():
+        word = "cannot run" if level == "cannot-run" else "runs only through PTX JIT"
+        on = ", ".join(label for label, _ in where)
+        console.print(
+            f"[bold]{escape(name)}[/bold] {word} on {escape(on)}: {escape(reason)}",
+            highlight=False,
+        )
+        if fix:
+            console.print(f"  fix: {escape(fix)}", highlight=False)
+        for label, plan in where:
+            if plan:
+                prefix = f"for {label}: " if len(where) > 1 else ""
+                console.print(f"  fix: {escape(prefix + plan)}", highlight=False)
+    for major, names in data["mixed_cuda_majors"].items():
+        console.print(
+            f"mixed CUDA majors: CUDA {major} in {', '.join(names)}", highlight=False, markup=False
+        )
+    ok = "everything runs" if data["ok"] else "something cannot run (exit 16)"
+    console.print(
+        f"{len(data['packages'])} packages, {data['scanned']['files']} ELF files "
+        f"({data['scanned']['bytes'] / 1e9:.2f} GB) checked: {ok}",
+        highlight=False,
+    )
+
+
+_CAUSE_WORDS = {
+    "dropped-arch": "arch dropped",
+    "device-code": "no code",
+    "driver-runtime": "driver",
+    "driver-ptx": "driver (PTX)",
+    "vendor": "other vendor",
+}
+
+
+def _level(verdict: dict[str, Any]) -> tuple[str, str]:
+    text = verdict["level"] + (f" {verdict['via']}" if verdict["via"] else "")
+    if verdict.get("cause") in _CAUSE_WORDS:
+        text += f" ({_CAUSE_WORDS[verdict['cause']]})"
+    return text, f"[{_STYLE[verdict['level']]}]{escape(text)}[/]"

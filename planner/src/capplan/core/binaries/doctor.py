@@ -1,0 +1,460 @@
+"""``capplan doctor``'s verdicts: will each library of an environment run on each GPU? Pure.
+
+The facts come from adapters (what a library holds and links, which GPUs and driver are there);
+this module only judges them, with the rules of ../shared/CUDA.md:
+
+- device code: :func:`capplan.core.model.compat.how_runs` (exact SASS > compatible SASS > family
+  > PTX JIT > cannot run, the Jetson rule) and, for AMD code objects, ``amd_how_runs``;
+- the CUDA runtime a library links (``libcudart.so.13`` in its ``DT_NEEDED``, or the
+  ``nvidia-*-cu13`` distribution it comes from) needs the major's minimum driver (11.x >=
+  450.80.02, 12.x >= 525.60.13, 13.x >= 580: minor-version compatibility);
+- PTX is JIT-compiled only by a driver that knows its ISA version (the driver of the toolkit that
+  emitted it), else CUDA error 222 "unsupported PTX version";
+- a CUDA major that dropped the GPU's architecture (CUDA 13 dropped Maxwell, Pascal and Volta)
+  holds no code for it: the fix is a build from a major that still supports it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from capplan.core.model.amd import AmdRunLevel, AmdTarget, amd_how_runs
+from capplan.core.model.capability import Capability
+from capplan.core.model.compat import RunLevel, how_runs
+from capplan.core.model.cuda import CudaVersion
+from capplan.core.model.drivers import version_key
+
+__all__ = [
+    "PTX_ISA_CUDA",
+    "Cell",
+    "DoctorReport",
+    "Driver",
+    "Gpu",
+    "Library",
+    "Package",
+    "Ptx",
+    "cuda_major_of_name",
+    "cuda_majors_linked",
+    "diagnose",
+    "isa_cuda",
+]
+
+# PTX ISA version -> the first CUDA release that emits it (NVIDIA, PTX ISA "Release Notes" table:
+# 7.0 CUDA 11.0 ... 7.8 CUDA 11.8, 8.0 CUDA 12.0 ... 8.5 CUDA 12.5 (12.6 also emits 8.5), 8.6
+# CUDA 12.7 (never released publicly: 12.8 is the first toolkit that shipped it), 8.7 CUDA 12.8,
+# 8.8 CUDA 12.9, 9.0 CUDA 13.0, 9.1 CUDA 13.1). The driver that JIT-compiles it must be at least
+# that toolkit's own driver (kb/cuda.json ``toolkit_driver``).
+PTX_ISA_CUDA: Mapping[tuple[int, int], str] = {
+    **{(7, m): f"11.{m}" for m in range(9)},
+    **{(8, m): f"12.{m}" for m in range(6)},
+    (8, 6): "12.8",
+    (8, 7): "12.8",
+    (8, 8): "12.9",
+    (9, 0): "13.0",
+    (9, 1): "13.1",
+}
+
+# Level names of the report, best first. ``other-vendor``: CUDA code on an AMD GPU or AMD code on
+# an NVIDIA one. It is not a failure by itself (a machine may hold both kinds of GPU).
+# ``runs``: a library without device code (it links the CUDA runtime only) on a driver that runs it.
+LEVELS = ("runs", "native", "compatible", "ptx-jit", "other-vendor", "cannot-run")
+
+_CUDART = re.compile(r"^libcudart\.so\.([0-9]+)(?:\.|$)")
+_CU_NAME = re.compile(r"(?:^|[-_/])cu([0-9]{2})(?:$|[-_./])")
+
+
+def cuda_majors_linked(needed: Iterable[str], soname: str | None = None) -> tuple[int, ...]:
+    """The CUDA runtime majors a library needs: ``libcudart.so.N`` in its DT_NEEDED, or its own
+    SONAME when it is the runtime itself."""
+    majors = set()
+    for name in [*needed, *([soname] if soname else [])]:
+        match = _CUDART.match(name)
+        if match:
+            majors.add(int(match.group(1)))
+    return tuple(sorted(majors))
+
+
+def cuda_major_of_name(name: str) -> int | None:
+    """The CUDA major a name or path promises: ``nvidia-cudnn-cu13`` -> 13, ``torch`` -> None."""
+    match = _CU_NAME.search(name.lower())
+    return int(match.group(1)) if match else None
+
+
+def isa_cuda(isa: tuple[int, int]) -> str | None:
+    return PTX_ISA_CUDA.get(isa)
+
+
+@dataclass(frozen=True, slots=True)
+class Ptx:
+    """One PTX entry: its target, its ISA version (None: unread) and its size in bytes."""
+
+    capability: Capability
+    isa: tuple[int, int] | None
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Library:
+    """What one library file holds and links (from inspect's reader and its dynamic section)."""
+
+    path: str
+    package: str
+    sass: tuple[Capability, ...] = ()
+    ptx: tuple[Ptx, ...] = ()
+    amd: tuple[AmdTarget, ...] = ()
+    needed: tuple[str, ...] = ()
+    soname: str | None = None
+    size: int = 0
+    problems: tuple[str, ...] = ()
+    major_hint: int | None = None  # a cuNN directory or distribution name (nvidia/cu13/lib)
+
+    @property
+    def has_cuda_code(self) -> bool:
+        return bool(self.sass or self.ptx)
+
+    @property
+    def linked_majors(self) -> tuple[int, ...]:
+        return cuda_majors_linked(self.needed, self.soname)
+
+    @property
+    def cuda_majors(self) -> tuple[int, ...]:
+        """The CUDA runtime majors it needs: linked, else the cuNN its path or package names."""
+        linked = self.linked_majors
+        if linked or self.major_hint is None or not (self.has_cuda_code or self.soname):
+            return linked
+        return (self.major_hint,)
+
+
+@dataclass(frozen=True, slots=True)
+class Package:
+    """What a user installed: a pip distribution, a conda package, a Nix store path, a file."""
+
+    name: str
+    version: str | None
+    kind: str  # pip, conda, nix, wheel, file, unowned
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """A GPU to judge against. NVIDIA: ``capability``; AMD: ``target``.
+
+    ``min_cuda``/``max_cuda``: the CUDA releases that support the capability (knowledge base);
+    ``max_cuda`` None: still supported by the newest.
+    """
+
+    label: str
+    vendor: str  # nvidia, amd
+    capability: Capability | None = None
+    target: AmdTarget | None = None
+    jetson: bool = False
+    arch: str = ""
+    min_cuda: CudaVersion | None = None
+    max_cuda: CudaVersion | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Driver:
+    """The NVIDIA driver (``version`` None: unknown) and the knowledge base's driver table."""
+
+    version: str | None
+    major_minimum: Mapping[int, str]  # CUDA major -> lowest driver (minor-version compatibility)
+    toolkit_driver: Mapping[str, str]  # CUDA release ("13.0") -> its toolkit's driver
+    runs_cuda: str | None = None  # the newest CUDA release this driver runs, for messages
+
+    @property
+    def key(self) -> tuple[int, ...] | None:
+        if self.version is None:
+            return None
+        try:
+            return version_key(self.version)
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One library on one GPU: a level of :data:`LEVELS`, why, and what fixes it."""
+
+    level: str
+    via: str | None
+    reason: str
+    fix: str | None = None
+    cause: str | None = (
+        None  # for cannot-run: device-code, dropped-arch, driver-runtime, driver-ptx
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "via": self.via,
+            "reason": self.reason,
+            "cause": self.cause,
+            "fix": self.fix,
+        }
+
+
+def _nvidia_cell(lib: Library, gpu: Gpu, driver: Driver) -> Cell:
+    assert gpu.capability is not None
+    device = gpu.capability
+    if not lib.has_cuda_code:
+        if lib.amd:
+            return Cell("other-vendor", None, "AMD code objects only; no CUDA device code")
+        return _driver_runtime(lib, gpu, driver) or Cell(
+            "runs", None, "no device code; links the CUDA runtime only"
+        )
+    verdict = how_runs(device, lib.sass, [p.capability for p in lib.ptx], jetson=gpu.jetson)
+    majors = lib.cuda_majors
+    if verdict.level is RunLevel.CANNOT_RUN:
+        verdict = replace(verdict, reason=_short_why(lib, device) or verdict.reason)
+        dropped = [m for m in majors if gpu.max_cuda is not None and m > gpu.max_cuda.major] or (
+            [] if majors or gpu.max_cuda is None else _majors_from_ptx(lib, gpu.max_cuda)
+        )
+        if dropped:
+            assert gpu.max_cuda is not None
+            return Cell(
+                "cannot-run",
+                None,
+                f"{verdict.reason}. CUDA {dropped[0]} dropped {gpu.arch or 'this architecture'}"
+                f" ({device}): CUDA {gpu.min_cuda}..{gpu.max_cuda} support it",
+                f"a CUDA {gpu.max_cuda.major} build (CUDA {gpu.max_cuda} is the newest that "
+                f"supports {device})",
+                "dropped-arch",
+            )
+        return Cell(
+            "cannot-run", None, verdict.reason, f"a build with SASS for {device}", "device-code"
+        )
+    blocked = _driver_runtime(lib, gpu, driver)
+    if blocked is not None:
+        return blocked
+    via = verdict.via
+    if verdict.level is RunLevel.PTX_JIT and via is not None:
+        ptx = max((p for p in lib.ptx if p.capability == via), key=lambda p: p.size)
+        size = _size(ptx.size)
+        ptx_cell = _driver_ptx(ptx, driver)
+        if ptx_cell is not None:
+            return ptx_cell
+        return Cell(
+            "ptx-jit",
+            via.compute,
+            f"no SASS runs on {device}; the driver JIT-compiles {size} of {via.compute} PTX "
+            "(PTX ISA " + (".".join(map(str, ptx.isa)) if ptx.isa else "unknown") + ") at first "
+            "start (minutes for hundreds of MB; cached afterwards), without arch-specific features",
+            f"a build with SASS for {device}",
+            None,
+        )
+    level = verdict.level.value
+    return Cell(level, str(via) if via else None, verdict.reason)
+
+
+def _short_why(lib: Library, device: Capability) -> str | None:
+    """One short reason when no SASS is for the device's major and no PTX is at or below it (the
+    common case of a build that dropped or never had an architecture); None otherwise."""
+    if any(s.major == device.major for s in lib.sass):
+        return None
+    if any(p.capability.major <= device.major for p in lib.ptx):
+        return None
+    sass = ", ".join(s.sm for s in lib.sass) or "none"
+    if lib.ptx:
+        low = min(p.capability for p in lib.ptx)
+        ptx = f"its PTX JITs only to devices >= {low.base} (lowest {low.compute})"
+    else:
+        ptx = "it holds no PTX to JIT from"
+    return f"nothing runs on {device}: no SASS for major {device.major} (SASS: {sass}) and {ptx}"
+
+
+def _majors_from_ptx(lib: Library, max_cuda: CudaVersion) -> list[int]:
+    """CUDA majors newer than ``max_cuda`` that emitted the library's PTX (no runtime linked)."""
+    majors = set()
+    for ptx in lib.ptx:
+        cuda = isa_cuda(ptx.isa) if ptx.isa else None
+        if cuda is not None and int(cuda.split(".")[0]) > max_cuda.major:
+            majors.add(int(cuda.split(".")[0]))
+    return sorted(majors)
+
+
+def _driver_runtime(lib: Library, gpu: Gpu, driver: Driver) -> Cell | None:
+    have = driver.key
+    if have is None:
+        return None
+    for major in lib.cuda_majors:
+        need = driver.major_minimum.get(major)
+        if need is None or version_key(need) <= have:
+            continue
+        runs = f" (it runs CUDA up to {driver.runs_cuda})" if driver.runs_cuda else ""
+        return Cell(
+            "cannot-run",
+            None,
+            f"driver {driver.version}{runs} is too old for libcudart.so.{major}: CUDA {major}.x "
+            f"needs driver >= {need} (minor-version compatibility); CUDA reports 'driver version "
+            "is insufficient for CUDA runtime version'",
+            f"NVIDIA driver >= {need}, or a CUDA {_older_major(driver)} build"
+            if _older_major(driver)
+            else f"NVIDIA driver >= {need}",
+            "driver-runtime",
+        )
+    return None
+
+
+def _older_major(driver: Driver) -> int | None:
+    return int(driver.runs_cuda.split(".")[0]) if driver.runs_cuda else None
+
+
+def _driver_ptx(ptx: Ptx, driver: Driver) -> Cell | None:
+    have = driver.key
+    if have is None or ptx.isa is None:
+        return None
+    isa = f"{ptx.isa[0]}.{ptx.isa[1]}"
+    cuda = isa_cuda(ptx.isa)
+    if cuda is None:
+        known = max(PTX_ISA_CUDA)
+        newest = driver.toolkit_driver.get(PTX_ISA_CUDA[known])
+        if ptx.isa <= known or newest is None or version_key(newest) <= have:
+            return None  # between known ISAs, or a driver newer than capplan knows: no claim
+        return Cell(
+            "cannot-run",
+            None,
+            f"only {ptx.capability.compute} PTX could run here, and its ISA {isa} is newer than "
+            f"PTX ISA {known[0]}.{known[1]}, which already needs driver >= {newest}; driver "
+            f"{driver.version} fails with CUDA error 222 'unsupported PTX version'",
+            f"a newer NVIDIA driver (> {newest}), or a build with SASS for this GPU",
+            "driver-ptx",
+        )
+    need = driver.toolkit_driver.get(cuda)
+    if need is None or version_key(need) <= have:
+        return None
+    return Cell(
+        "cannot-run",
+        None,
+        f"only {ptx.capability.compute} PTX could run here, and its ISA {isa} (CUDA {cuda}) needs "
+        f"driver >= {need} to JIT; driver {driver.version} fails with CUDA error 222 "
+        "'unsupported PTX version'",
+        f"NVIDIA driver >= {need}, or a build with SASS for this GPU",
+        "driver-ptx",
+    )
+
+
+def _amd_cell(lib: Library, gpu: Gpu) -> Cell:
+    assert gpu.target is not None
+    if not lib.amd:
+        if lib.has_cuda_code or lib.cuda_majors:
+            return Cell("other-vendor", None, "CUDA code only; an AMD GPU needs a ROCm build")
+        return Cell("other-vendor", None, "no AMD code objects")
+    answer = amd_how_runs(gpu.target, lib.amd)
+    if answer.level is AmdRunLevel.CANNOT_RUN:
+        return Cell(
+            "cannot-run",
+            None,
+            answer.reason,
+            f"a ROCm build for {gpu.target.processor}",
+            "device-code",
+        )
+    level = "native" if answer.level is AmdRunLevel.EXACT else "compatible"
+    return Cell(level, str(answer.via) if answer.via else None, answer.reason)
+
+
+def _no_gpu_of_its_vendor(lib: Library, cell: Cell) -> Cell:
+    """Other-vendor code is no failure beside a GPU of its own vendor; with none, it cannot run."""
+    if lib.amd and not lib.has_cuda_code:
+        return Cell("cannot-run", None, f"{cell.reason}; no AMD GPU here runs it",
+                    "a CUDA build of the package", "vendor")  # fmt: skip
+    return Cell("cannot-run", None, f"{cell.reason}; no NVIDIA GPU here runs it",
+                "a ROCm build of the package", "vendor")  # fmt: skip
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+# Among libraries that cannot run, the cause a user must fix first: no code for the GPU at all
+# (no driver helps), then the driver.
+_CAUSES = ("driver-ptx", "driver-runtime", "device-code", "dropped-arch", "vendor")
+
+
+def _severity(cell: Cell) -> tuple[int, int]:
+    cause = _CAUSES.index(cell.cause) + 1 if cell.cause in _CAUSES else 0
+    return LEVELS.index(cell.level), cause
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorReport:
+    """Every verdict, grouped by package; ``ok`` when nothing that applies cannot run."""
+
+    gpus: tuple[Gpu, ...]
+    packages: tuple[tuple[Package, tuple[Library, ...]], ...]
+    cells: Mapping[str, tuple[Cell, ...]]  # library path -> one cell per GPU, in gpus' order
+    mixed_majors: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.level == "cannot-run" for cells in self.cells.values() for c in cells)
+
+    def package_cells(self, package: Package) -> list[Cell]:
+        """One summary cell per GPU for ``package``: its worst library's."""
+        libs = dict(self.packages)[package]
+        summary: list[Cell] = []
+        for index in range(len(self.gpus)):
+            cells = [self.cells[lib.path][index] for lib in libs]
+            summary.append(max(cells, key=_severity))
+        return summary
+
+    def package_majors(self, package: Package) -> tuple[int, ...]:
+        libs = dict(self.packages)[package]
+        majors = {m for lib in libs for m in lib.cuda_majors}
+        hinted = cuda_major_of_name(package.name)
+        if hinted is not None:
+            majors.add(hinted)
+        return tuple(sorted(majors))
+
+
+def diagnose(
+    libraries: Sequence[Library],
+    packages: Mapping[str, Package],
+    gpus: Sequence[Gpu],
+    driver: Driver,
+) -> DoctorReport:
+    """Judge every library with GPU code (or a CUDA runtime link) on every GPU.
+
+    ``packages`` maps each library's ``package`` key to the package; the report keeps packages
+    in name order and libraries in path order.
+    """
+    relevant = [lib for lib in libraries if lib.has_cuda_code or lib.amd or lib.cuda_majors]
+    by_package: dict[str, list[Library]] = {}
+    for lib in relevant:
+        pkg = packages.get(lib.package)
+        hinted = cuda_major_of_name(lib.path) or (cuda_major_of_name(pkg.name) if pkg else None)
+        if hinted is not None and lib.major_hint is None:
+            lib = replace(lib, major_hint=hinted)
+        by_package.setdefault(lib.package, []).append(lib)
+    cells: dict[str, tuple[Cell, ...]] = {}
+    grouped: list[tuple[Package, tuple[Library, ...]]] = []
+    for key in sorted(
+        by_package, key=lambda k: (packages[k].name.lower(), k) if k in packages else (k, k)
+    ):
+        libs = tuple(sorted(by_package[key], key=lambda lib: lib.path))
+        grouped.append((packages.get(key, Package(key, None, "unowned")), libs))
+        for lib in libs:
+            row = []
+            for gpu in gpus:
+                row.append(
+                    _nvidia_cell(lib, gpu, driver)
+                    if gpu.vendor == "nvidia"
+                    else _amd_cell(lib, gpu)
+                )
+            if row and all(c.level == "other-vendor" for c in row):
+                row = [_no_gpu_of_its_vendor(lib, c) for c in row]
+            cells[lib.path] = tuple(row)
+    majors: dict[int, set[str]] = {}
+    for pkg, libs in grouped:
+        for lib in libs:
+            for major in lib.cuda_majors:
+                majors.setdefault(major, set()).add(pkg.name)
+    mixed = (
+        {m: tuple(sorted(names)) for m, names in sorted(majors.items())} if len(majors) > 1 else {}
+    )
+    return DoctorReport(tuple(gpus), tuple(grouped), cells, mixed)
