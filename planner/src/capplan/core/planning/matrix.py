@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capplan.core.planning.families import nix_keys
 from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.graph import JobGraph, build_job_graph
 from capplan.core.planning.plan import Plan, Variant
@@ -211,32 +212,11 @@ def plan_json(plan: Plan, dispatch: dict[str, Any] | None = None) -> dict[str, A
                 "system": v.system,
                 "package": v.package,
                 "attr": list(v.attr_path),
-                "capabilities": [str(c) for c in v.capabilities],
-                "cuda": None if v.cuda is None else str(v.cuda),
-                "cuda_set": v.cuda_set,
-                "forward_compat": v.forward_compat,
-                "gpu_targets": list(v.gpu_targets),
                 "independent": v.independent,
-                **_rocm_json(v),
+                # How Nix receives each family's targets.
+                **nix_keys(v),
             }
             for v in plan.variants
-        },
-    }
-
-
-def _rocm_json(v: Variant) -> dict[str, Any]:
-    """plan.json's AMD keys (only on AMD variants): the ROCm package set pkgs/variant.nix
-    imports (``rocm.scope``, ``rocm.scope_attr``, ``rocm.overrides``) and the targets."""
-    if v.rocm is None:
-        return {}
-    return {
-        "vendor": v.vendor,
-        "rocm": {
-            "scope": v.rocm.scope,
-            "scope_attr": v.rocm.scope_attr,
-            "targets": [str(t) for t in v.rocm.targets],
-            "overrides": {key: list(values) for key, values in v.rocm.overrides},
-            **({"arguments": dict(v.rocm.arguments)} if v.rocm.arguments else {}),
         },
     }
 

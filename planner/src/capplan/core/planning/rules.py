@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from capplan.core.model.capability import Capability
 from capplan.core.model.cuda import CudaVersion
+from capplan.core.model.families import cuda_limits_reason
 from capplan.core.model.kb import KnowledgeBase, Limits
 from capplan.core.planning.config import Config
 from capplan.core.planning.inputs import (
@@ -144,25 +145,7 @@ class Rules:
         return None
 
     def _limits(self, name: str, limits: Limits, cap: Capability, cuda: CudaVersion) -> str | None:
-        if cap.suffix not in limits.suffixes:
-            kind = {"a": "arch-specific", "f": "family-specific"}.get(cap.suffix, "baseline")
-            return f"{name} does not accept {kind} capabilities like {cap}"
-        if limits.allow_from:
-            base_pkg, _, version = limits.allow_from.partition("@")
-            release = self.kb.torch_release(version)
-            if cap not in release.supported:
-                return f"{cap} is not in {base_pkg} {release.version}'s supported_arches"
-        if limits.allow is not None and cap not in limits.allow:
-            return f"{cap} is not in {name}'s allowlist"
-        if cap in limits.exclude:
-            return f"{name} excludes {cap} ({limits.source})"
-        if limits.min is not None and cap.base < limits.min.base:
-            return f"{name} needs capability >= {limits.min}"
-        if limits.max is not None and cap.base > limits.max.base:
-            return f"{name} supports capabilities up to {limits.max}"
-        if limits.cuda is not None and cuda not in limits.cuda:
-            return f"{name} does not build with CUDA {cuda}"
-        return None
+        return cuda_limits_reason(self.kb, name, limits, cap, cuda)
 
     def first_cuda(
         self, package: str, caps: Iterable[Capability]
