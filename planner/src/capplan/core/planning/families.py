@@ -8,6 +8,7 @@ from typing import Any
 
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.planning.config import Config
+from capplan.core.planning.cpu import cpu_nix_keys
 from capplan.core.planning.cuda import CudaPlanning, cuda_nix_keys
 from capplan.core.planning.family import FamilyPlanning
 from capplan.core.planning.plan import Variant
@@ -25,7 +26,11 @@ def planning_families(kb: KnowledgeBase, config: Config) -> tuple[FamilyPlanning
 
 
 # Each family's plan.json keys of a variant (pkgs/variant.nix reads them).
-NIX_KEYS: tuple[Callable[[Variant], dict[str, Any]], ...] = (cuda_nix_keys, rocm_nix_keys)
+NIX_KEYS: tuple[Callable[[Variant], dict[str, Any]], ...] = (
+    cuda_nix_keys,
+    rocm_nix_keys,
+    cpu_nix_keys,
+)
 
 
 def nix_keys(v: Variant) -> dict[str, Any]:

@@ -263,6 +263,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "cuda": None if v.cuda is None else str(v.cuda),
                 "vendor": v.vendor,
                 "gfx_targets": [str(t) for t in v.rocm.targets] if v.rocm else [],
+                # The CPU target the variant is built for; None: generic CPU code.
+                "cpu": v.cpu.target if v.cpu is not None else None,
                 "rocm_scope": v.rocm.scope if v.rocm else None,
                 "ptx": [str(c) for c in v.ptx],
                 "gpu_targets": list(v.gpu_targets),
