@@ -99,6 +99,7 @@ FAMILY_MODULES = {
     "core/model/vendors.py",
     "core/model/gpus.py",
     "core/planning/cuda.py",
+    "core/planning/cpu.py",
     "core/planning/rocm.py",
     "core/planning/rocm_select.py",
     "adapters/amd_detect.py",

@@ -47,7 +47,7 @@ class CudaPlanning:
         self.family = CudaFamily(kb)
         # The CUDA rules see only what is theirs: packages built for NVIDIA, capabilities in
         # extra/exclude (``others``, the families claiming before this one, take the rest).
-        self.view = _cuda_view(config, others)
+        self.view = _cuda_view(kb, config, others)
         self.policy_cuda: tuple[CudaVersion, ...] = ()
         self.fleet: tuple[FleetGpu, ...] = ()
         self.closure: tuple[str, ...] = ()
@@ -64,6 +64,9 @@ class CudaPlanning:
 
     def fleet_labels(self) -> tuple[str, ...]:
         return tuple(g.label for g in self.fleet)
+
+    def knows(self, package: str) -> bool:
+        return package in self.kb.packages
 
     def check_vendors(self, package: str) -> None:
         return None
@@ -114,10 +117,11 @@ class CudaPlanning:
                 found.extend(Decision(p, gpu.label, "unserved", reason) for p in mine)
         return found
 
-    def plan(self, requested: Sequence[str], unserved: Sequence[Decision]) -> FamilyResult:
+    def plan(self, requested: Sequence[str], earlier: FamilyResult) -> FamilyResult:
         """Rules 1-7 once per system, each with the fleet GPUs that live there; names of the
         first system carry no suffix, the others end in "-<cpu>" (torch-sm87-aarch64).
-        ``unserved``: what the plan left unserved so far (an infeasible package names it)."""
+        ``earlier.unserved``: what the plan left unserved so far (an infeasible package names
+        it)."""
         kb, config, fleet = self.kb, self.view, self.fleet
         mine = self._requested(requested)
         systems = config.policy.planned_systems
@@ -142,7 +146,7 @@ class CudaPlanning:
             if fleet and kb.package(package).capability_dependent and package not in planned:
                 reasons = "; ".join(
                     f"{d.subject}: {d.reason}"
-                    for d in (*unserved, *result.unserved)
+                    for d in (*earlier.unserved, *result.unserved)
                     if d.package == package
                 )
                 raise InfeasibleError(
@@ -213,9 +217,9 @@ def cuda_nix_keys(v: Variant) -> dict[str, Any]:
     }
 
 
-def _cuda_view(config: Config, others: Sequence[TargetFamily[Any]]) -> Config:
-    """``config`` as the CUDA rules see it: packages built for NVIDIA, with only the
-    ``extra``/``exclude`` values no other family claims."""
+def _cuda_view(kb: KnowledgeBase, config: Config, others: Sequence[TargetFamily[Any]]) -> Config:
+    """``config`` as the CUDA rules see it: packages of kb/packages.json built for NVIDIA, with
+    only the ``extra``/``exclude`` values no other family claims."""
 
     def mine(text: str) -> bool:
         return not any(f.claims(text) for f in others)
@@ -228,7 +232,7 @@ def _cuda_view(config: Config, others: Sequence[TargetFamily[Any]]) -> Config:
             }
         )
         for name, user in config.packages.items()
-        if user.vendors is None or "nvidia" in user.vendors
+        if (user.vendors is None or "nvidia" in user.vendors) and name in kb.packages
     }
     return config.model_copy(update={"packages": packages})
 

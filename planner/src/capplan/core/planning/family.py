@@ -76,6 +76,11 @@ class FamilyPlanning(Protocol):
         """The fleet entries the family resolved."""
         ...
 
+    def knows(self, package: str) -> bool:
+        """Whether the family's knowledge base has the package (a package no family knows is
+        an unknown package)."""
+        ...
+
     def check_vendors(self, package: str) -> None: ...
 
     def check_target(self, package: str, key: str, text: str) -> None: ...
@@ -86,8 +91,9 @@ class FamilyPlanning(Protocol):
 
     def unplanned(self, requested: Sequence[str]) -> list[Decision]: ...
 
-    def plan(self, requested: Sequence[str], unserved: Sequence[Decision]) -> FamilyResult:
-        """``unserved``: what the families before this one left unserved."""
+    def plan(self, requested: Sequence[str], earlier: FamilyResult) -> FamilyResult:
+        """``earlier``: what the families before this one planned (variants, decisions) and
+        what the plan left unserved so far."""
         ...
 
     def costs(self, requested: Sequence[str], result: FamilyResult) -> CostPart: ...

@@ -221,6 +221,25 @@ def plan_json(plan: Plan, dispatch: dict[str, Any] | None = None) -> dict[str, A
     }
 
 
+def _cpu_costs(plan: Plan) -> dict[str, Any] | None:
+    c = plan.cpu_costs
+    if c is None:
+        return None
+    return {
+        "plan": {"jobs": c.plan_jobs, "minutes": c.plan_minutes, "size_mb": c.plan_size_mb},
+        "generic": {
+            "jobs": c.generic_jobs,
+            "minutes": c.generic_minutes,
+            "size_mb": c.generic_size_mb,
+        },
+        "every_level": {
+            "jobs": c.every_level_jobs,
+            "minutes": c.every_level_minutes,
+            "size_mb": c.every_level_size_mb,
+        },
+    }
+
+
 @gc_paused
 def plan_dict(plan: Plan) -> dict[str, Any]:
     """The whole plan as JSON data (``capplan plan --json``)."""
@@ -252,6 +271,16 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             for g in plan.amd_fleet
         ],
         "rocm_scope": plan.rocm_scope,
+        "cpu_fleet": [
+            {
+                "cpu": e.label,
+                "target": e.target,
+                "arch": e.arch,
+                "count": e.count,
+                "system": e.system,
+            }
+            for e in plan.cpu_fleet
+        ],
         "packages": list(plan.packages),
         "variants": [
             {
@@ -296,5 +325,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             },
             "naive": {"jobs": b.naive_jobs, "minutes": b.naive_minutes, "size_mb": b.naive_size_mb},
             "exact_jobs": b.exact_jobs,
+            # CPU-side packages against one generic build each and every package for every
+            # fleet CPU target; null when the plan has no CPU-side package.
+            "cpu": _cpu_costs(plan),
         },
     }

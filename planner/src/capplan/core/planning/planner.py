@@ -24,8 +24,9 @@ from typing import Any
 
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.planning.config import Config
+from capplan.core.planning.cpu import CpuModel
 from capplan.core.planning.families import planning_families
-from capplan.core.planning.family import CostPart, FamilyPlanning
+from capplan.core.planning.family import CostPart, FamilyPlanning, FamilyResult
 from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.inputs import (
     NIXPKGS_DEFAULT_CUDA,
@@ -47,11 +48,12 @@ __all__ = [
 
 # -- the plan -------------------------------------------------------------------------------------
 @gc_paused
-def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
+def make_plan(kb: KnowledgeBase, config: Config, *, cpu: CpuModel | None = None) -> Plan:
     """Plan every requested package for the fleet. Raises CapplanError subclasses on bad input.
 
-    One loop over the target families (:mod:`capplan.core.planning.family` lists the phases)."""
-    families = planning_families(kb, config)
+    One loop over the target families (:mod:`capplan.core.planning.family` lists the phases);
+    ``cpu``: the CPU target model and knowledge base (the CPU family plans nothing without)."""
+    families = planning_families(kb, config, cpu)
     for family in families:
         family.prepare()
     _claim_fleet(config, families)
@@ -75,9 +77,12 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
     for family in families:
         unserved.extend(family.unplanned(requested))
     results = []
+    earlier = FamilyResult(unserved=unserved)
     for family in families:
-        result = family.plan(requested, unserved)
+        result = family.plan(requested, earlier)
         unserved.extend(result.unserved)
+        earlier.variants.extend(result.variants)
+        earlier.decisions.extend(result.decisions)
         results.append(result)
     variants = tuple(sorted((v for r in results for v in r.variants), key=_variant_order))
     parts = [f.costs(requested, r) for f, r in zip(families, results, strict=True)]
@@ -98,7 +103,7 @@ def make_plan(kb: KnowledgeBase, config: Config) -> Plan:
         variants=variants,
         decisions=decisions,
         unserved=tuple(sorted(unserved, key=lambda d: (d.package, d.subject))),
-        baselines=_baselines(kb, config, variants, parts),
+        baselines=_baselines(kb, config, variants, parts, cpu),
         share=config.policy.share,
         **fields,
     )
@@ -119,7 +124,8 @@ def _check_package(
     kb: KnowledgeBase, config: Config, families: Sequence[FamilyPlanning], name: str
 ) -> None:
     """One requested package's settings, each bad value exit 4 with how to fix it."""
-    kb.package(name)
+    if not any(f.knows(name) for f in families):
+        kb.package(name)  # unknown to every family: exit 4 with the closest names
     user = config.packages[name]
     if user.vendors is not None and not user.vendors:
         raise InvalidInputError(
@@ -153,7 +159,11 @@ def _variant_order(v: Variant) -> tuple[object, ...]:
 
 
 def _baselines(
-    kb: KnowledgeBase, config: Config, variants: tuple[Variant, ...], parts: Sequence[CostPart]
+    kb: KnowledgeBase,
+    config: Config,
+    variants: tuple[Variant, ...],
+    parts: Sequence[CostPart],
+    cpu: CpuModel | None,
 ) -> Baselines:
     """The plan against both references, each family's part summed (:meth:`FamilyPlanning.costs`):
     nixpkgs' default builds and the naive one-variant-per-fleet-target plan."""
@@ -171,7 +181,7 @@ def _baselines(
             update={"policy": config.policy.model_copy(update={"share": "exact", "fat": "none"})}
         )
         try:
-            exact_jobs = len(make_plan(kb, exact_config).variants)
+            exact_jobs = len(make_plan(kb, exact_config, cpu=cpu).variants)
         except CapplanError:
             exact_jobs = 0
     else:

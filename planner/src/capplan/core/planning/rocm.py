@@ -628,6 +628,9 @@ class RocmPlanning:
     def _build(self, package: str) -> RocmBuild | None:
         return self.kb.amd.builds.get(package) if self.kb.amd is not None else None
 
+    def knows(self, package: str) -> bool:
+        return False  # every ROCm build is also in kb/packages.json (as before the seam)
+
     def check_vendors(self, package: str) -> None:
         vendors = self.config.packages[package].vendors
         if vendors is not None and "amd" in vendors and self._build(package) is None:
@@ -672,15 +675,25 @@ class RocmPlanning:
                     f"fleet.systems says otherwise), which is not in policy.systems "
                     f"({', '.join(systems)})"
                 )
-                found.extend(Decision(p, gpu.label, "unserved", reason) for p in requested)
+                found.extend(
+                    Decision(p, gpu.label, "unserved", reason) for p in self._gpu(requested)
+                )
         return found
 
-    def plan(self, requested: Sequence[str], unserved: Sequence[Decision]) -> FamilyResult:
+    def _gpu(self, requested: Sequence[str]) -> tuple[str, ...]:
+        """The requested GPU packages: a CPU-side package (core/planning/cpu.py) is no
+        ROCm family's business."""
+        amd = self.kb.amd
+        return tuple(
+            p for p in requested if p in self.kb.packages or (amd is not None and p in amd.builds)
+        )
+
+    def plan(self, requested: Sequence[str], earlier: FamilyResult) -> FamilyResult:
         result = FamilyResult()
         if self.kb.amd is None:
             return result
         systems = self.config.policy.planned_systems
-        rocm = plan_rocm(self.kb.amd, self.config, self.fleet, requested, systems)
+        rocm = plan_rocm(self.kb.amd, self.config, self.fleet, self._gpu(requested), systems)
         result.variants = rocm.variants
         result.decisions = rocm.decisions
         result.unserved = rocm.unserved
