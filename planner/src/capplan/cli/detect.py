@@ -199,8 +199,8 @@ def _variants_for(plan: Plan, system: str, cap: Any, jetson: bool) -> Plan:
     def usable(v: Any) -> bool:
         if v.system != system:
             return False
-        if not v.independent:
-            return True
+        if not v.independent or v.cuda is None:
+            return True  # no CUDA redistributables to match (AMD and CPU-side builds)
         return bool(v.jetson) == uses_jetson_redist(system, v.cuda, [(cap, jetson)])
 
     return replace(plan, variants=tuple(v for v in plan.variants if usable(v)))
