@@ -86,8 +86,11 @@ class Rules:
         key = (id(limits), cuda)
         entry = self._allowed.get(key)
         if entry is None or entry[0] is not limits:
+            kb = self.kb
             allowed = frozenset(
-                c for c in self._platform_caps(cuda) if self._limits(name, limits, c, cuda) is None
+                c
+                for c in self._platform_caps(cuda)
+                if cuda_limits_reason(kb, name, limits, c, cuda) is None
             )
             entry = self._allowed[key] = (limits, allowed)
         return entry[1]
@@ -117,7 +120,7 @@ class Rules:
         if reason:
             return reason
         pkg = self.kb.package(package)
-        reason = self._limits(package, pkg.limits, cap, cuda)
+        reason = cuda_limits_reason(self.kb, package, pkg.limits, cap, cuda)
         if reason:
             return reason
         if cap in self.user_excludes(package):
@@ -143,9 +146,6 @@ class Rules:
             span = f"{info.min_cuda}..{info.max_cuda or 'newest'}"
             return f"CUDA {cuda} does not support {cap} (supported by CUDA {span})"
         return None
-
-    def _limits(self, name: str, limits: Limits, cap: Capability, cuda: CudaVersion) -> str | None:
-        return cuda_limits_reason(self.kb, name, limits, cap, cuda)
 
     def first_cuda(
         self, package: str, caps: Iterable[Capability]
