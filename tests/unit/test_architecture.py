@@ -2,7 +2,9 @@
 
 core/ imports no I/O, clock or environment module and nothing from the adapters or the CLI;
 its modules live in the four theme sub-packages (model, planning, binaries, caches), and
-networkx stays inside the one graph module.
+networkx stays inside the one graph module. Vendor branches (``vendor == "amd"``) live only in
+the modules of a target family (DESIGN.md "As core/ grows: target families"): everything else
+asks the family seam (core/model/family.py, core/planning/family.py).
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import capplan
 import capplan.core
 
 CORE = Path(capplan.core.__file__).parent
+PACKAGE = Path(capplan.__file__).parent
 THEMES = {"model", "planning", "binaries", "caches"}
 # Modules that would bring I/O, a clock or the environment into core/.
 FORBIDDEN = {
@@ -85,3 +89,76 @@ def test_the_checker_sees_forbidden_imports(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("import os\nfrom capplan.adapters import files\n", encoding="utf-8")
     assert _imports(sample) == {"os", "capplan.adapters"}
+
+
+# The modules of one target family, which may branch on their vendor (paths under capplan/).
+FAMILY_MODULES = {
+    "core/model/families.py",
+    "core/model/amd.py",
+    "core/model/amd_kb.py",
+    "core/model/vendors.py",
+    "core/model/gpus.py",
+    "core/planning/cuda.py",
+    "core/planning/cpu.py",
+    "core/planning/rocm.py",
+    "core/planning/rocm_select.py",
+    "adapters/amd_detect.py",
+    "adapters/gpu_detect.py",
+    "adapters/system_detect.py",
+}
+# Vendor and family names as code compares them.
+VENDOR_WORDS = {"amd", "nvidia", "cuda", "rocm"}
+
+
+def _is_vendor_operand(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value.lower() in VENDOR_WORDS
+    if isinstance(node, ast.Attribute):
+        return node.attr == "vendor"
+    if isinstance(node, ast.Name):
+        return node.id == "vendor"
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+        return isinstance(key, ast.Constant) and key.value == "vendor"
+    return False
+
+
+def _vendor_branches(path: Path) -> list[str]:
+    """Comparisons with a vendor name or a ``vendor`` value: ``v.vendor == "amd"``,
+    ``"nvidia" in vendors``, ``entry["vendor"] != ...``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        and any(_is_vendor_operand(x) for x in (node.left, *node.comparators))
+    ]
+
+
+def test_vendor_branches_live_in_family_modules() -> None:
+    bad: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if "__pycache__" in path.parts or relative in FAMILY_MODULES:
+            continue
+        bad.extend(f"{relative} {found}" for found in _vendor_branches(path))
+    assert bad == []
+
+
+def test_family_modules_exist() -> None:
+    # A renamed family module must be renamed here too, not silently exempt a new file.
+    missing = sorted(m for m in FAMILY_MODULES if not (PACKAGE / m).is_file())
+    assert missing == []
+
+
+def test_the_checker_sees_vendor_branches(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        'if v.vendor == "amd":\n    pass\n'
+        'ok = "nvidia" in user.vendors\n'
+        'x = entry["vendor"] != other\n'
+        'fine = v.package == "torch" and v.system != "x86_64-linux"\n',
+        encoding="utf-8",
+    )
+    found = _vendor_branches(sample)
+    assert [f.split(":")[0] for f in found] == ["line 1", "line 3", "line 4"]

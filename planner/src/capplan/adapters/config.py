@@ -211,7 +211,12 @@ def _replace_fleet(data: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, 
     for key in ("count", "systems"):
         table = fleet.get(key)
         if isinstance(table, dict):
-            kept[key] = {k: v for k, v in table.items() if isinstance(gpus, list) and k in gpus}
+            # CPU counts stay: --gpu replaces the GPUs only.
+            cpus = fleet.get("cpus") if key == "count" else None
+            keep = {g for g in gpus if isinstance(g, str)} if isinstance(gpus, list) else set()
+            if isinstance(cpus, list):
+                keep |= {c for c in cpus if isinstance(c, str)}
+            kept[key] = {k: v for k, v in table.items() if k in keep}
     return {**data, "fleet": kept}
 
 

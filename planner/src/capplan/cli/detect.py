@@ -199,8 +199,8 @@ def _variants_for(plan: Plan, system: str, cap: Any, jetson: bool) -> Plan:
     def usable(v: Any) -> bool:
         if v.system != system:
             return False
-        if not v.independent:
-            return True
+        if not v.independent or v.cuda is None:
+            return True  # no CUDA redistributables to match (AMD and CPU-side builds)
         return bool(v.jetson) == uses_jetson_redist(system, v.cuda, [(cap, jetson)])
 
     return replace(plan, variants=tuple(v for v in plan.variants if usable(v)))
@@ -209,8 +209,10 @@ def _variants_for(plan: Plan, system: str, cap: Any, jetson: bool) -> Plan:
 def _print(report: list[dict[str, Any]]) -> None:
     console = out_console()
     for entry in report:
-        if entry["vendor"] == "amd":
-            _print_amd(console, entry)
+        # Each family prints its own GPUs (a report entry names its vendor).
+        printer = _FAMILY_PRINTERS.get(entry["vendor"])
+        if printer is not None:
+            printer(console, entry)
             continue
         if entry["driver"] is None:
             runs = "driver unknown"
@@ -273,3 +275,6 @@ def _print_amd(console: Any, entry: dict[str, Any]) -> None:
         f"{entry['overlay']} (e.g. torchWithRocm.override {{ {entry['overlay']} }})",
         markup=False,
     )
+
+
+_FAMILY_PRINTERS = {"amd": _print_amd}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,6 +15,7 @@ from capplan.cli.planning import (
     load_plan,
     policy_options,
 )
+from capplan.core.planning.cpu import is_cpu_side
 from capplan.core.planning.dispatch import DispatchCost, dispatch_cost, dispatch_packages
 from capplan.core.planning.matrix import plan_dict
 from capplan.core.planning.plan import Plan, Variant
@@ -74,7 +76,9 @@ def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
             caps = ", ".join(map(str, v.capabilities or (v.rocm.targets if v.rocm else ())))
             table.add_row(v.name, caps, _toolkit(v), ", ".join(map(str, v.ptx)) or "-", serves)
         print_table(console, table)
-    shared = [v for v in result.variants if v.independent]
+    # CPU-side builds (vendor None) get their own table; GPU packages' shared jobs stay here.
+    shared = [v for v in result.variants if v.independent and not is_cpu_side(v)]
+    _print_cpu(console, result)
     if shared:
         table = make_table(
             "job", "CUDA", "serves", title="capability-independent (one build each)", whole=("job",)
@@ -104,6 +108,7 @@ def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
         f"{b.naive_size_mb:g}",
     )
     console.print(costs)
+    _print_cpu_costs(console, result)
     if dispatch:
         sizes = make_table(
             "package",
@@ -129,3 +134,42 @@ def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
             f"share=compatible builds {sum(1 for v in result.variants if not v.fat)} "
             f"variants where exact builds {b.exact_jobs}"
         )
+
+
+def _print_cpu(console: Any, result: Plan) -> None:
+    """The CPU-side packages' builds: generic, per CPU level, or laid out by glibc-hwcaps."""
+    cpu_side = [v for v in result.variants if is_cpu_side(v)]
+    if not cpu_side:
+        return
+    table = make_table("build", "CPU", "serves", title="CPU-side packages", whole=("build",))
+    for v in cpu_side:
+        if v.cpu is None:
+            target = "generic"
+        elif v.cpu.target is None:
+            target = "glibc-hwcaps: " + ", ".join(level for level, _ in v.cpu.hwcaps)
+        else:
+            target = v.cpu.target
+        serves = ", ".join(f"{s.gpu} ({s.level.value})" for s in v.serves) or "-"
+        table.add_row(v.name, target, serves)
+    print_table(console, table)
+
+
+def _print_cpu_costs(console: Any, result: Plan) -> None:
+    c = result.cpu_costs
+    if c is None:
+        return
+    table = make_table("strategy", "jobs", "build minutes", "output MB", title="CPU-side costs")
+    table.add_row("this plan", str(c.plan_jobs), f"{c.plan_minutes:g}", f"{c.plan_size_mb:g}")
+    table.add_row(
+        "one generic build each",
+        str(c.generic_jobs),
+        f"{c.generic_minutes:g}",
+        f"{c.generic_size_mb:g}",
+    )
+    table.add_row(
+        "every package for every fleet CPU",
+        str(c.every_level_jobs),
+        f"{c.every_level_minutes:g}",
+        f"{c.every_level_size_mb:g}",
+    )
+    console.print(table)

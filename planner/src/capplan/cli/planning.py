@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from capplan.core.model.capability import Capability, Target
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
+    from capplan.core.planning.cpu import CpuModel
     from capplan.core.planning.plan import Plan
 
 __all__ = [
@@ -150,7 +151,18 @@ def plan_with_settings(
             highlight=False,
             soft_wrap=True,
         )
-    return Planned(make_plan(current_kb(), config), config, found)
+    kb = current_kb()
+    return Planned(make_plan(kb, config, cpu=_cpu_model(kb, config)), config, found)
+
+
+def _cpu_model(kb: KnowledgeBase, config: Config) -> CpuModel | None:
+    """The CPU model, loaded only for a plan that needs it (archspec reads its database at
+    import): one with fleet.cpus, or a package kb/packages.json does not have."""
+    if not config.fleet.cpus and all(p in kb.packages for p in config.packages):
+        return None
+    from capplan.adapters.cpu_archspec import load_cpu_model
+
+    return load_cpu_model()
 
 
 def load_plan(

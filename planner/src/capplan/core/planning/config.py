@@ -90,8 +90,14 @@ class FleetConfig(_Strict):
     """The GPUs to serve: names as nvidia-smi prints them, loose names, or capabilities."""
 
     gpus: tuple[StrictStr, ...] = Field(default=(), description="GPU names or capabilities")
+    cpus: tuple[StrictStr, ...] = Field(
+        default=(),
+        description="the CPUs of the fleet's machines: x86-64 psABI levels (x86-64-v3) or "
+        "microarchitectures as archspec names them (sapphirerapids, zen4, neoverse_v2); "
+        "packages that compile for one CPU level get a variant per level",
+    )
     count: dict[str, StrictInt] = Field(
-        default_factory=dict, description="optional weights: how many of each GPU"
+        default_factory=dict, description="optional weights: how many of each GPU or CPU"
     )
     systems: dict[str, StrictStr] = Field(
         default_factory=dict,
@@ -128,6 +134,11 @@ class PackageConfig(_Strict):
         default=(), description="capabilities or gfx targets to build beyond the fleet"
     )
     cuda: StrictStr | None = Field(default=None, description="pin this package to one CUDA version")
+    cpu: Literal["auto", "generic"] = Field(
+        default="auto",
+        description='"auto": per-level variants when the package compiles for one CPU level '
+        '(kb/cpu_packages.json) and the fleet has more than one; "generic": one generic build',
+    )
     vendors: tuple[Literal["nvidia", "amd"], ...] | None = Field(
         default=None,
         description='the GPU vendors to build this package for: ["nvidia"], ["amd"] or both '

@@ -108,11 +108,12 @@ def resolve_fleet(
                 system=gpu_system(label, info.jetson, model.systems if model else None, config),
             )
         )
-    unknown = sorted(set(config.fleet.count) - set(config.fleet.gpus))
+    unknown = sorted(set(config.fleet.count) - set(config.fleet.gpus) - set(config.fleet.cpus))
     if unknown:
         raise InvalidInputError(
-            f"fleet.count names '{shorten(unknown[0])}', which is not in fleet.gpus",
-            hint="add it to fleet.gpus or remove the count",
+            f"fleet.count names '{shorten(unknown[0])}', which is not in fleet.gpus"
+            + (" or fleet.cpus" if config.fleet.cpus else ""),
+            hint="add it to fleet.gpus (or fleet.cpus) or remove the count",
         )
     unknown = sorted(set(config.fleet.systems) - set(config.fleet.gpus))
     if unknown:

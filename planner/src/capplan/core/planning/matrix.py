@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capplan.core.planning.families import nix_keys
 from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.graph import JobGraph, build_job_graph
 from capplan.core.planning.plan import Plan, Variant
@@ -214,32 +215,30 @@ def plan_json(plan: Plan, dispatch: dict[str, Any] | None = None) -> dict[str, A
                 "system": v.system,
                 "package": v.package,
                 "attr": list(v.attr_path),
-                "capabilities": [str(c) for c in v.capabilities],
-                "cuda": None if v.cuda is None else str(v.cuda),
-                "cuda_set": v.cuda_set,
-                "forward_compat": v.forward_compat,
-                "gpu_targets": list(v.gpu_targets),
                 "independent": v.independent,
-                **_rocm_json(v),
+                # How Nix receives each family's targets.
+                **nix_keys(v),
             }
             for v in plan.variants
         },
     }
 
 
-def _rocm_json(v: Variant) -> dict[str, Any]:
-    """plan.json's AMD keys (only on AMD variants): the ROCm package set pkgs/variant.nix
-    imports (``rocm.scope``, ``rocm.scope_attr``, ``rocm.overrides``) and the targets."""
-    if v.rocm is None:
-        return {}
+def _cpu_costs(plan: Plan) -> dict[str, Any] | None:
+    c = plan.cpu_costs
+    if c is None:
+        return None
     return {
-        "vendor": v.vendor,
-        "rocm": {
-            "scope": v.rocm.scope,
-            "scope_attr": v.rocm.scope_attr,
-            "targets": [str(t) for t in v.rocm.targets],
-            "overrides": {key: list(values) for key, values in v.rocm.overrides},
-            **({"arguments": dict(v.rocm.arguments)} if v.rocm.arguments else {}),
+        "plan": {"jobs": c.plan_jobs, "minutes": c.plan_minutes, "size_mb": c.plan_size_mb},
+        "generic": {
+            "jobs": c.generic_jobs,
+            "minutes": c.generic_minutes,
+            "size_mb": c.generic_size_mb,
+        },
+        "every_level": {
+            "jobs": c.every_level_jobs,
+            "minutes": c.every_level_minutes,
+            "size_mb": c.every_level_size_mb,
         },
     }
 
@@ -275,6 +274,16 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             for g in plan.amd_fleet
         ],
         "rocm_scope": plan.rocm_scope,
+        "cpu_fleet": [
+            {
+                "cpu": e.label,
+                "target": e.target,
+                "arch": e.arch,
+                "count": e.count,
+                "system": e.system,
+            }
+            for e in plan.cpu_fleet
+        ],
         "packages": list(plan.packages),
         "variants": [
             {
@@ -286,6 +295,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "cuda": None if v.cuda is None else str(v.cuda),
                 "vendor": v.vendor,
                 "gfx_targets": [str(t) for t in v.rocm.targets] if v.rocm else [],
+                # The CPU target the variant is built for; None: generic CPU code.
+                "cpu": v.cpu.target if v.cpu is not None else None,
                 "rocm_scope": v.rocm.scope if v.rocm else None,
                 "ptx": [str(c) for c in v.ptx],
                 "gpu_targets": list(v.gpu_targets),
@@ -317,5 +328,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             },
             "naive": {"jobs": b.naive_jobs, "minutes": b.naive_minutes, "size_mb": b.naive_size_mb},
             "exact_jobs": b.exact_jobs,
+            # CPU-side packages against one generic build each and every package for every
+            # fleet CPU target; null when the plan has no CPU-side package.
+            "cpu": _cpu_costs(plan),
         },
     }

@@ -18,6 +18,9 @@ from capplan.core.model.cuda import CudaVersion
 __all__ = [
     "AmdFleetGpu",
     "Baselines",
+    "CpuCosts",
+    "CpuFleetEntry",
+    "CpuSpec",
     "Decision",
     "FleetGpu",
     "Plan",
@@ -48,6 +51,47 @@ class AmdFleetGpu:
     model: str | None  # the KB model name when the label named a GPU
     count: int = 1
     system: str = "x86_64-linux"  # ROCm jobs are x86_64-linux unless fleet.systems says
+
+
+@dataclass(frozen=True, slots=True)
+class CpuFleetEntry:
+    """One ``fleet.cpus`` entry as the user wrote it, resolved to a CPU target."""
+
+    label: str
+    target: str  # the canonical name: x86-64-v3, sapphirerapids, neoverse_v2
+    arch: str  # x86_64, aarch64
+    count: int = 1
+    system: str = "x86_64-linux"
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSpec:
+    """How a CPU variant is built (plan.json ``cpu``): for one target through the package's
+    own options (``mechanism = "override"``) or compiler flags (``"cflags"``), or, for a
+    ``<package>-hwcaps`` variant, the per-level builds laid out in ``lib/glibc-hwcaps``."""
+
+    target: str | None  # None: a hwcaps variant
+    arch: str
+    mechanism: str  # "override", "cflags" or "hwcaps"
+    override: tuple[tuple[str, object], ...] = ()  # package argument -> its JSON value
+    cflags: tuple[str, ...] = ()
+    hwcaps: tuple[tuple[str, str], ...] = ()  # psABI level -> the variant built for it
+
+
+@dataclass(frozen=True, slots=True)
+class CpuCosts:
+    """CPU-side builds priced three ways: this plan, one generic build per package, and every
+    package built for every fleet CPU target."""
+
+    plan_jobs: int = 0
+    plan_minutes: float = 0.0
+    plan_size_mb: float = 0.0
+    generic_jobs: int = 0
+    generic_minutes: float = 0.0
+    generic_size_mb: float = 0.0
+    every_level_jobs: int = 0
+    every_level_minutes: float = 0.0
+    every_level_size_mb: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +150,9 @@ class Variant(NamedTuple):
     # Built with a pre-SBSA Jetson capability set: nixpkgs then takes the Jetson
     # (linux-aarch64) redistributables, so such jobs never share them with SBSA jobs.
     jetson: bool = False
-    vendor: str = "nvidia"  # "nvidia" or "amd"
+    vendor: str | None = "nvidia"  # "nvidia" or "amd"; None for a CPU-side package's build
     rocm: RocmSpec | None = None  # set exactly for AMD variants
+    cpu: CpuSpec | None = None  # None: generic CPU code (nixpkgs' default)
 
     @property
     def targets(self) -> tuple[Target, ...]:
@@ -151,6 +196,8 @@ class Plan:
     rocm_scope: str = "package"
     # nixpkgs' default ROCm targets (clr.gpuTargets): what a shared ROCm build holds.
     amd_default_targets: tuple[AmdTarget, ...] = ()
+    cpu_fleet: tuple[CpuFleetEntry, ...] = ()
+    cpu_costs: CpuCosts | None = None  # None: the fleet lists no CPUs
     _index: dict[str, Variant] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from capplan.core.model.amd import AmdRunLevel, AmdTarget, amd_how_runs
 from capplan.core.model.amd_kb import (
@@ -38,12 +39,17 @@ from capplan.core.model.amd_kb import (
     RocmCost,
 )
 from capplan.core.model.compat import RunLevel
+from capplan.core.model.families import RocmFamily
+from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import X86_64, system_suffix
-from capplan.core.model.vendors import looks_like_gfx
+from capplan.core.model.vendors import amd_entry, looks_like_gfx
 from capplan.core.planning.config import Config
+from capplan.core.planning.family import CostPart, FamilyResult
+from capplan.core.planning.inputs import gpu_system
 from capplan.core.planning.plan import AmdFleetGpu, Decision, RocmSpec, Serve, Variant
+from capplan.errors import InvalidInputError, shorten
 
-__all__ = ["RocmPlan", "plan_rocm", "rocm_baselines"]
+__all__ = ["RocmPlan", "RocmPlanning", "plan_rocm", "rocm_baselines", "rocm_nix_keys"]
 
 _LEVEL = {AmdRunLevel.EXACT: RunLevel.NATIVE, AmdRunLevel.COMPATIBLE: RunLevel.COMPATIBLE}
 
@@ -574,3 +580,155 @@ def rocm_baselines(
             n_size += copies * size
             n_jobs += copies
     return d_min, d_size, d_jobs, n_min, n_size, n_jobs
+
+
+class RocmPlanning:
+    """The ROCm family's planning (:class:`~capplan.core.planning.family.FamilyPlanning`):
+    AMD fleet GPUs (claimed by :func:`~capplan.core.model.vendors.amd_entry`) served by gfx
+    variants, rules 1-5 above."""
+
+    fallback = False
+
+    def __init__(self, kb: KnowledgeBase, config: Config) -> None:
+        self.kb = kb
+        self.config = config
+        self.family = RocmFamily(kb.amd)
+        self.fleet: tuple[AmdFleetGpu, ...] = ()
+        self._claimed: dict[str, tuple[AmdTarget, str | None] | None] = {}
+
+    def prepare(self) -> None:
+        return None
+
+    def claims_gpu(self, label: str) -> bool:
+        # A bad gfx target, an ambiguous AMD name or a name no vendor knows is exit 4 here.
+        found = self._claimed[label] = amd_entry(self.kb, label)
+        return found is not None
+
+    def resolve_fleet(self, labels: Sequence[str]) -> None:
+        fleet: list[AmdFleetGpu] = []
+        for label in labels:
+            found = self._claimed.get(label) or amd_entry(self.kb, label)
+            assert found is not None
+            target, model = found
+            fleet.append(
+                AmdFleetGpu(
+                    label=label,
+                    target=target,
+                    model=model,
+                    count=self.config.fleet.count.get(label, 1),
+                    # A card in a server of either system; ROCm jobs default to x86_64-linux.
+                    system=gpu_system(label, False, (X86_64,), self.config),
+                )
+            )
+        self.fleet = tuple(fleet)
+
+    def fleet_labels(self) -> tuple[str, ...]:
+        return tuple(g.label for g in self.fleet)
+
+    def _build(self, package: str) -> RocmBuild | None:
+        return self.kb.amd.builds.get(package) if self.kb.amd is not None else None
+
+    def knows(self, package: str) -> bool:
+        return False  # every ROCm build is also in kb/packages.json (as before the seam)
+
+    def check_vendors(self, package: str) -> None:
+        vendors = self.config.packages[package].vendors
+        if vendors is not None and "amd" in vendors and self._build(package) is None:
+            raise InvalidInputError(
+                f"packages.{package}.vendors = {list(vendors)}: {package} is CUDA-only (nixpkgs "
+                "has no ROCm build of it)",
+                hint=f'set packages.{package}.vendors = ["nvidia"] or drop it',
+            )
+
+    def check_target(self, package: str, key: str, text: str) -> None:
+        self.family.parse(text)  # a bad target is exit 4 of its own
+        vendors = self.config.packages[package].vendors
+        build = self._build(package)
+        if build is not None and (vendors is None or "amd" in vendors):
+            return
+        why = (
+            f"{package} is CUDA-only (nixpkgs has no ROCm build of it)"
+            if build is None
+            else f"packages.{package}.vendors leaves out amd"
+        )
+        amd = self.kb.amd
+        raise InvalidInputError(
+            f"packages.{package}.{key} = '{shorten(text.strip())}': a ROCm gfx target, but {why}",
+            hint="gfx targets go to packages with a ROCm build ("
+            + ", ".join(sorted(amd.builds if amd else ()))
+            + f"); remove it from packages.{package}.{key}",
+        )
+
+    def check_package(self, package: str) -> None:
+        return None
+
+    def validate(self, requested: Sequence[str]) -> None:
+        return None
+
+    def unplanned(self, requested: Sequence[str]) -> list[Decision]:
+        systems = self.config.policy.planned_systems
+        found: list[Decision] = []
+        for gpu in self.fleet:
+            if gpu.system not in systems:
+                reason = (
+                    f"{gpu.label} lives on {gpu.system} (ROCm jobs run on x86_64-linux unless "
+                    f"fleet.systems says otherwise), which is not in policy.systems "
+                    f"({', '.join(systems)})"
+                )
+                found.extend(
+                    Decision(p, gpu.label, "unserved", reason) for p in self._gpu(requested)
+                )
+        return found
+
+    def _gpu(self, requested: Sequence[str]) -> tuple[str, ...]:
+        """The requested GPU packages: a CPU-side package (core/planning/cpu.py) is no
+        ROCm family's business."""
+        amd = self.kb.amd
+        return tuple(
+            p for p in requested if p in self.kb.packages or (amd is not None and p in amd.builds)
+        )
+
+    def plan(self, requested: Sequence[str], earlier: FamilyResult) -> FamilyResult:
+        result = FamilyResult()
+        if self.kb.amd is None:
+            return result
+        systems = self.config.policy.planned_systems
+        rocm = plan_rocm(self.kb.amd, self.config, self.fleet, self._gpu(requested), systems)
+        result.variants = rocm.variants
+        result.decisions = rocm.decisions
+        result.unserved = rocm.unserved
+        result.active_systems = tuple(sorted({v.system for v in rocm.variants}))
+        return result
+
+    def costs(self, requested: Sequence[str], result: FamilyResult) -> CostPart:
+        if self.kb.amd is None or not self.fleet:
+            return CostPart()
+        d_min, d_size, d_jobs, n_min, n_size, n_jobs = rocm_baselines(
+            self.kb.amd, self.config, self.fleet, tuple(self.config.packages)
+        )
+        return CostPart(d_min, d_size, d_jobs, n_min, n_size, n_jobs)
+
+    def plan_fields(self) -> dict[str, Any]:
+        amd = self.kb.amd
+        return {
+            "amd_fleet": self.fleet,
+            "rocm_scope": self.config.policy.rocm_scope,
+            "amd_default_targets": amd.nixpkgs_default_targets if amd is not None else (),
+        }
+
+
+def rocm_nix_keys(v: Variant) -> dict[str, Any]:
+    """plan.json's AMD keys (only on AMD variants): the ROCm package set pkgs/variant.nix
+    imports (``rocm.scope``, ``rocm.scope_attr``, ``rocm.overrides``) and the targets."""
+    if v.rocm is None:
+        return {}
+    return {
+        "vendor": v.vendor,
+        "rocm": {
+            "scope": v.rocm.scope,
+            "scope_attr": v.rocm.scope_attr,
+            "targets": [str(t) for t in v.rocm.targets],
+            "overrides": {key: list(values) for key, values in v.rocm.overrides},
+            **({"arguments": dict(v.rocm.arguments)} if v.rocm.arguments else {}),
+        },
+    }

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from capplan.core.model.capability import Capability
 from capplan.core.model.cuda import CudaVersion
+from capplan.core.model.families import cuda_limits_reason
 from capplan.core.model.kb import KnowledgeBase, Limits
 from capplan.core.planning.config import Config
 from capplan.core.planning.inputs import (
@@ -85,8 +86,11 @@ class Rules:
         key = (id(limits), cuda)
         entry = self._allowed.get(key)
         if entry is None or entry[0] is not limits:
+            kb = self.kb
             allowed = frozenset(
-                c for c in self._platform_caps(cuda) if self._limits(name, limits, c, cuda) is None
+                c
+                for c in self._platform_caps(cuda)
+                if cuda_limits_reason(kb, name, limits, c, cuda) is None
             )
             entry = self._allowed[key] = (limits, allowed)
         return entry[1]
@@ -116,7 +120,7 @@ class Rules:
         if reason:
             return reason
         pkg = self.kb.package(package)
-        reason = self._limits(package, pkg.limits, cap, cuda)
+        reason = cuda_limits_reason(self.kb, package, pkg.limits, cap, cuda)
         if reason:
             return reason
         if cap in self.user_excludes(package):
@@ -141,27 +145,6 @@ class Rules:
         if not info.supported_by(cuda):
             span = f"{info.min_cuda}..{info.max_cuda or 'newest'}"
             return f"CUDA {cuda} does not support {cap} (supported by CUDA {span})"
-        return None
-
-    def _limits(self, name: str, limits: Limits, cap: Capability, cuda: CudaVersion) -> str | None:
-        if cap.suffix not in limits.suffixes:
-            kind = {"a": "arch-specific", "f": "family-specific"}.get(cap.suffix, "baseline")
-            return f"{name} does not accept {kind} capabilities like {cap}"
-        if limits.allow_from:
-            base_pkg, _, version = limits.allow_from.partition("@")
-            release = self.kb.torch_release(version)
-            if cap not in release.supported:
-                return f"{cap} is not in {base_pkg} {release.version}'s supported_arches"
-        if limits.allow is not None and cap not in limits.allow:
-            return f"{cap} is not in {name}'s allowlist"
-        if cap in limits.exclude:
-            return f"{name} excludes {cap} ({limits.source})"
-        if limits.min is not None and cap.base < limits.min.base:
-            return f"{name} needs capability >= {limits.min}"
-        if limits.max is not None and cap.base > limits.max.base:
-            return f"{name} supports capabilities up to {limits.max}"
-        if limits.cuda is not None and cuda not in limits.cuda:
-            return f"{name} does not build with CUDA {cuda}"
         return None
 
     def first_cuda(

@@ -1,0 +1,129 @@
+"""The planner's CPU target model (:class:`capplan.core.planning.cpu.CpuModel`) from archspec,
+Spack's microarchitecture database (it reads its JSON data file at import: an adapter).
+
+Targets are spelled as users and compilers do: the x86-64 psABI levels as GCC and glibc name
+them (``x86-64-v3``), microarchitectures as archspec does (``sapphirerapids``, ``neoverse_v2``).
+Compatibility is archspec's partial order: a machine runs code built for itself or for any of
+its ancestors (a Sapphire Rapids runs x86-64-v4, -v3 and -v2 code; an x86-64-v3 machine does
+not run v4 code, it lacks AVX-512).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from capplan.core.planning.cpu import CpuPackagePolicy
+from capplan.errors import InvalidInputError, shorten
+
+__all__ = ["ArchspecCpuModel", "OverrideRule"]
+
+# The psABI levels glibc has hwcaps directories for (glibc 2.33 elf/dl-hwcaps).
+_PSABI = ("x86-64-v2", "x86-64-v3", "x86-64-v4")
+# The GCC version the flags are asked for: nixpkgs' default stdenv compiler (GCC 14).
+_GCC = "14.2"
+
+
+@dataclass(frozen=True, slots=True)
+class OverrideRule:
+    """A package argument set when the target has every feature in ``features`` (rules are
+    tried in order; the first that fits wins)."""
+
+    features: frozenset[str]
+    argument: str
+    value: object
+
+
+@dataclass
+class ArchspecCpuModel:
+    policies: Mapping[str, CpuPackagePolicy]
+    overrides: Mapping[str, Sequence[OverrideRule]] = field(default_factory=dict)
+    _targets: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        import archspec.cpu  # type: ignore[import-untyped]
+
+        self._targets = archspec.cpu.TARGETS
+
+    def _get(self, target: str) -> Any:
+        return self._targets[target.replace("-", "_")]
+
+    def _accepted(self) -> list[str]:
+        """The names capplan plans for: x86-64 and Arm targets (the systems it plans)."""
+        return sorted(
+            self._canonical(name)
+            for name, target in self._targets.items()
+            if target.family.name in ("x86_64", "aarch64")
+        )
+
+    @staticmethod
+    def _canonical(name: str) -> str:
+        return name.replace("_", "-") if name.startswith("x86_64") else name
+
+    def parse(self, text: str) -> str:
+        key = text.strip().lower().replace("-", "_")
+        if key in self._targets:
+            return self._canonical(key)
+        accepted = self._accepted()
+        close = difflib.get_close_matches(text.strip().lower(), accepted, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        raise InvalidInputError(
+            f"unknown CPU level or microarchitecture '{shorten(text.strip())}'",
+            hint=f"{hint}accepted names: {', '.join(accepted)}",
+        )
+
+    def arch(self, target: str) -> str:
+        return str(self._get(target).family.name)
+
+    def is_generic(self, target: str) -> bool:
+        found = self._get(target)
+        return bool(found.family == found)
+
+    def rank(self, target: str) -> tuple[object, ...]:
+        found = self._get(target)
+        return (len(found.ancestors), len(found.features), target)
+
+    def why_not(self, device: str, built: str) -> str | None:
+        have = self._get(device)
+        code = self._get(built)
+        if code == have or code in have.ancestors:
+            return None
+        if code.family != have.family:
+            return f"{built} is {code.family.name} code and {device} is a {have.family.name} CPU"
+        missing = sorted(set(code.features) - set(have.features))
+        if missing:
+            return f"{device} lacks {', '.join(missing)}, which {built} code may use"
+        return f"{built} is tuned for another microarchitecture than {device} (not its ancestor)"
+
+    def label(self, target: str) -> str:
+        return target.replace("_", "-")
+
+    def cflags(self, target: str) -> tuple[str, ...]:
+        found = self._get(target)
+        try:
+            flags = str(found.optimization_flags("gcc", _GCC))
+        except Exception:  # archspec raises its own error for a target GCC cannot name
+            flags = f"-march={target}"
+        return tuple(flags.split())
+
+    def psabi_level(self, target: str) -> str | None:
+        return target if target in _PSABI else None
+
+    def package(self, name: str) -> CpuPackagePolicy | None:
+        return self.policies.get(name)
+
+    def override(self, package: str, target: str) -> tuple[tuple[str, object], ...]:
+        features = set(self._get(target).features)
+        for rule in self.overrides.get(package, ()):
+            if rule.features <= features:
+                return ((rule.argument, rule.value),)
+        return ()
+
+
+def load_cpu_model() -> ArchspecCpuModel:
+    """The CPU model the CLI plans with: archspec's targets, and the CPU knowledge base's
+    package entries (none until kb/cpu_packages.json is read here: every package then keeps
+    generic CPU code, with that reason)."""
+    return ArchspecCpuModel(policies={})

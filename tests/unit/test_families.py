@@ -1,0 +1,77 @@
+"""The target-family seam (core/model/family.py, core/model/families.py): CUDA and ROCm answer
+the same questions through one interface, and agree with their own modules."""
+
+from __future__ import annotations
+
+import pytest
+
+from capplan.adapters.kb import load_kb
+from capplan.core.model.amd import AmdTarget, amd_how_runs
+from capplan.core.model.capability import Capability
+from capplan.core.model.compat import RunLevel, how_runs
+from capplan.core.model.families import CudaFamily, RocmFamily, family_for_text, gpu_families
+from capplan.errors import InvalidInputError
+
+KB = load_kb()
+CUDA = CudaFamily(KB)
+ROCM = RocmFamily(KB.amd)
+
+
+def test_each_spelling_goes_to_one_family_cuda_last() -> None:
+    families = gpu_families(KB)
+    assert [f.name for f in families] == ["rocm", "cuda"]
+    assert family_for_text(families, " GFX942 ").name == "rocm"
+    assert family_for_text(families, "sm_86").name == "cuda"
+    # A bad spelling is an error of the family that claims it.
+    assert family_for_text(families, "gfx9999").name == "rocm"
+    with pytest.raises(InvalidInputError, match="unknown AMD GPU target"):
+        ROCM.parse("gfx9999")
+    with pytest.raises(InvalidInputError):
+        CUDA.parse("sm_8")
+
+
+def test_parse_order_and_label() -> None:
+    caps = [CUDA.parse(t) for t in ("9.0a", "8.6", "sm_80")]
+    assert [CUDA.label(c) for c in sorted(caps, key=CUDA.sort_key)] == ["sm80", "sm86", "sm90a"]
+    gfx = [ROCM.parse(t) for t in ("gfx1100", "gfx11-generic", "gfx942")]
+    assert [ROCM.label(t) for t in sorted(gfx, key=ROCM.sort_key)] == [
+        "gfx942",
+        "gfx11-generic",
+        "gfx1100",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("device", "built"), [("8.6", ["8.0"]), ("8.6", ["8.6"]), ("9.0", ["8.6"]), ("8.7", ["8.6"])]
+)
+def test_cuda_runs_on_is_compat(device: str, built: list[str]) -> None:
+    d = Capability.parse(device)
+    b = [Capability.parse(x) for x in built]
+    answer = CUDA.runs_on(d, b)
+    jetson = KB.capability(d).jetson
+    expected = how_runs(d, b, (), jetson=jetson)
+    assert (answer.level, answer.reason) == (expected.level, expected.reason)
+    assert answer.runs == (expected.level is not RunLevel.CANNOT_RUN)
+
+
+def test_rocm_runs_on_maps_amd_levels() -> None:
+    exact = ROCM.runs_on(AmdTarget.parse("gfx942"), [AmdTarget.parse("gfx942")])
+    assert exact.level is RunLevel.NATIVE
+    compatible = ROCM.runs_on(AmdTarget.parse("gfx1101"), [AmdTarget.parse("gfx11-generic")])
+    assert compatible.level is RunLevel.COMPATIBLE
+    no = ROCM.runs_on(AmdTarget.parse("gfx1100"), [AmdTarget.parse("gfx942")])
+    assert not no.runs
+    assert no.reason == amd_how_runs(AmdTarget.parse("gfx1100"), [AmdTarget.parse("gfx942")]).reason
+
+
+def test_package_limits_from_each_knowledge_base() -> None:
+    # kb/packages.json: torch takes no family-specific capabilities; nccl excludes Jetson 8.7;
+    # tensorrt needs 7.5 or newer.
+    assert CUDA.package_limit("torch", Capability.parse("8.6")) is None
+    assert "family-specific" in (CUDA.package_limit("torch", Capability.parse("10.0f")) or "")
+    assert "excludes 8.7" in (CUDA.package_limit("nccl", Capability.parse("8.7")) or "")
+    assert ">= 7.5" in (CUDA.package_limit("tensorrt", Capability.parse("7.0")) or "")
+    assert CUDA.package_limit("tensorrt", Capability.parse("8.0")) is None
+    # magma-hip's own list leaves out gfx942 (ROCM.md); a CUDA-only package says so.
+    assert ROCM.package_limit("torch", AmdTarget.parse("gfx942")) is None
+    assert "CUDA-only" in (ROCM.package_limit("nccl", AmdTarget.parse("gfx942")) or "")
