@@ -291,8 +291,11 @@ def _plan_fixes(
     ]
     if not failing:
         return {}
-    wanted = [(p, i) for p, i in failing if report.gpus[i].vendor == "nvidia"]
-    amd_wanted = [(p, i) for p, i in failing if report.gpus[i].vendor == "amd"]
+    by_vendor: dict[str, list[tuple[Package, int]]] = {}
+    for p, i in failing:
+        by_vendor.setdefault(report.gpus[i].vendor, []).append((p, i))
+    wanted = by_vendor.get("nvidia", [])
+    amd_wanted = by_vendor.get("amd", [])
     from capplan.adapters.nix import current_system
     from capplan.cli.planning import plan_with_settings
     from capplan.core.planning.select import driver_support, pick_variant

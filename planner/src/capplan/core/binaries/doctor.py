@@ -17,7 +17,7 @@ this module only judges them, with the rules of ../shared/CUDA.md:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -336,7 +336,7 @@ def _driver_ptx(ptx: Ptx, driver: Driver) -> Cell | None:
     )
 
 
-def _amd_cell(lib: Library, gpu: Gpu) -> Cell:
+def _amd_cell(lib: Library, gpu: Gpu, driver: Driver | None = None) -> Cell:
     assert gpu.target is not None
     if not lib.amd:
         if lib.has_cuda_code or lib.cuda_majors:
@@ -353,6 +353,13 @@ def _amd_cell(lib: Library, gpu: Gpu) -> Cell:
         )
     level = "native" if answer.level is AmdRunLevel.EXACT else "compatible"
     return Cell(level, str(answer.via) if answer.via else None, answer.reason)
+
+
+# How each vendor's GPUs judge a library: the one place doctor's core chooses by vendor.
+_CELLS: dict[str, Callable[[Library, Gpu, Driver], Cell]] = {
+    "nvidia": _nvidia_cell,
+    "amd": _amd_cell,
+}
 
 
 def _no_gpu_of_its_vendor(lib: Library, cell: Cell) -> Cell:
@@ -441,11 +448,7 @@ def diagnose(
         for lib in libs:
             row = []
             for gpu in gpus:
-                row.append(
-                    _nvidia_cell(lib, gpu, driver)
-                    if gpu.vendor == "nvidia"
-                    else _amd_cell(lib, gpu)
-                )
+                row.append(_CELLS.get(gpu.vendor, _amd_cell)(lib, gpu, driver))
             if row and all(c.level == "other-vendor" for c in row):
                 row = [_no_gpu_of_its_vendor(lib, c) for c in row]
             cells[lib.path] = tuple(row)
