@@ -153,7 +153,7 @@ def test_hwcaps_serves_a_microarchitecture_with_the_level_it_runs() -> None:
 
 
 def test_one_target_one_build_and_the_baseline_is_generic() -> None:
-    plan = _plan(["x86-64-v3", "x86-64-v3"], {"gromacs": {}})
+    plan = _plan(["x86-64-v3", "X86_64_V3"], {"gromacs": {}})  # two spellings, one target
     assert [v.name for v in plan.variants] == ["gromacs-x86-64-v3"]
     plan = _plan(["x86-64"], {"gromacs": {}})
     assert [(v.name, v.cpu) for v in plan.variants] == [("gromacs", None)]

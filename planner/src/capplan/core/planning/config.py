@@ -86,6 +86,17 @@ class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _once(values: tuple[str, ...], what: str, hint: str = "") -> tuple[str, ...]:
+    """Refuse a list that names one entry twice: a repeated entry is a typo or a merge slip,
+    and saying nothing would hide it."""
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"{what} lists '{shorten(value)}' twice: list each entry once{hint}")
+        seen.add(value)
+    return values
+
+
 class FleetConfig(_Strict):
     """The GPUs to serve: names as nvidia-smi prints them, loose names, or capabilities."""
 
@@ -111,6 +122,16 @@ class FleetConfig(_Strict):
         for system in value.values():
             check_system(system)
         return value
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _once(value, "gpus", " (weights go in [fleet] count)")
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpus(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _once(value, "cpus", " (weights go in [fleet] count)")
 
     @field_validator("count")
     @classmethod
@@ -151,6 +172,16 @@ class PackageConfig(_Strict):
         if value is not None:
             check_attr_path(value)
         return value
+
+    @field_validator("exclude", "extra")
+    @classmethod
+    def _targets(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _once(value, "the target list")
+
+    @field_validator("vendors")
+    @classmethod
+    def _vendors(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if value is None else _once(value, "vendors")
 
 
 class PolicyConfig(_Strict):
@@ -201,6 +232,7 @@ class PolicyConfig(_Strict):
                 raise ValueError(f"runners_os key '{key}' must be one of {', '.join(sorted(keys))}")
             if not labels:
                 raise ValueError(f"runners_os '{key}' needs at least one runner label")
+            _once(labels, f"runners_os '{key}'")
             for label in labels:
                 if not _LABEL.fullmatch(label):
                     raise ValueError(
@@ -219,6 +251,11 @@ class PolicyConfig(_Strict):
     def _system(cls, value: str | None) -> str | None:
         return None if value is None else check_system(value)
 
+    @field_validator("cuda")
+    @classmethod
+    def _cuda(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if value is None else _once(value, "cuda")
+
     @field_validator("systems")
     @classmethod
     def _systems(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -235,6 +272,11 @@ class PolicyConfig(_Strict):
     @field_validator("runners")
     @classmethod
     def _runners(cls, value: int | dict[str, int]) -> int | dict[str, int]:
+        if isinstance(value, dict) and not value:
+            raise ValueError(
+                "runners is an empty table: give one number (runners = 4) or a count per "
+                'system (runners = { "x86_64-linux" = 8 })'
+            )
         counts = value.values() if isinstance(value, dict) else (value,)
         for system in value if isinstance(value, dict) else ():
             check_system(system)
@@ -280,6 +322,7 @@ class PolicyConfig(_Strict):
                     raise ValueError(f"fat group name '{name}' must be letters, digits, - or _")
                 if not members:
                     raise ValueError(f"fat group '{name}' is empty")
+                _once(members, f"fat group '{name}'")
         return value
 
 
