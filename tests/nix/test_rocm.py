@@ -243,6 +243,34 @@ def _rocm_paths(records: dict[str, Any], name: str) -> dict[str, Any]:
     return deps
 
 
+@pytest.mark.parametrize(
+    ("gpu", "scope"), [("MI50", "gfx906"), ("MI100", "gfx908"), ("MI300X", "gfx942")]
+)
+def test_stack_plan_rebuilds_composable_kernel_only_where_torch_links_it(
+    nix_repo: NixRunner, gpu: str, scope: str
+) -> None:
+    # torch links rocmPackages.composable_kernel only with an MFMA target in its scope
+    # (vendorComposableKernel in torch/source/default.nix); the stack plan agrees with the
+    # stand-in's torch in that scope.
+    from capplan.adapters.kb import load_kb
+    from capplan.core.planning.config import config_from_mapping
+    from capplan.core.planning.planner import make_plan
+
+    linked = nix_repo.expr_json(
+        f"let p = {rocm()}; in ((p.python3Packages.torch.override"
+        f" {{ rocmPackages = p.rocmPackages.{scope}; }}).drvAttrs.record"
+        ".rocmDependencies.composable_kernel != null)"
+    )
+    config = config_from_mapping(
+        {"fleet": {"gpus": [gpu]}, "packages": {"torch": {}}, "policy": {"rocm_scope": "stack"}},
+        origin="test",
+    )
+    plan = make_plan(load_kb(), config)
+    torch = plan.variant(f"torch-{scope}")
+    assert torch is not None
+    assert (f"composable_kernel-{scope}" in torch.needs) is linked
+
+
 def test_rocm_variants_build_from_the_plan(nix_rocm: NixRunner) -> None:
     names = [
         "torch-gfx942",

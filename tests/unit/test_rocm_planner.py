@@ -157,6 +157,23 @@ def test_stack_scope_refuses_composable_kernel_without_a_gfx9_target() -> None:
     assert plan.variant("rocblas-gfx1100") is not None
 
 
+def test_stack_scope_builds_no_composable_kernel_without_an_mfma_target() -> None:
+    # MI50 (gfx906) is gfx9, so its CK would evaluate, but torch vendors CK's headers there
+    # (no MFMA): no composable_kernel job, and the decision cites the recipe.
+    plan = make_plan(KB, config(["MI50"], rocm_scope="stack"))
+    torch = plan.variant("torch-gfx906")
+    assert torch is not None and torch.rocm is not None and torch.rocm.scope == "stack"
+    assert plan.variant("composable_kernel-gfx906") is None
+    assert "composable_kernel-gfx906" not in torch.needs
+    assert {"miopen-gfx906", "rocblas-gfx906", "magma-hip-gfx906"} <= set(torch.needs)
+    why = decisions(plan, "not linked")[("torch", "composable_kernel:gfx906")]
+    assert "vendorComposableKernel" in why and "torch/source/default.nix" in why
+    # An MFMA target beside it still gets its CK job.
+    both = make_plan(KB, config(["MI50", "MI100"], rocm_scope="stack"))
+    assert both.variant("composable_kernel-gfx908") is not None
+    assert both.variant("composable_kernel-gfx906") is None
+
+
 def test_stack_scope_falls_back_where_nixpkgs_has_no_per_target_scope() -> None:
     plan = make_plan(KB, config(["RX 6700 XT"], rocm_scope="stack"))
     torch = plan.variant("torch-gfx1031")

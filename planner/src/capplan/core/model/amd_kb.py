@@ -277,6 +277,17 @@ class StackLibrary(_Frozen):
     # False when it reads clr.gpuTargets rather than the scope's localGpuTargets (magma-hip):
     # a per-target scope then rebuilds it for the whole default list.
     reads_scope: bool = True
+    # The targets for which a consumer links this library at all; None: always. Off the list
+    # the consumer builds without it (torch vendors CK's headers when the scope has no MFMA
+    # target), so a per-target scope has nothing of it to rebuild. ``linked_why`` says so.
+    linked_for: tuple[str, ...] | None = None
+    linked_why: str | None = None
+
+    @model_validator(mode="after")
+    def _linked(self) -> StackLibrary:
+        if (self.linked_for is None) != (self.linked_why is None):
+            raise ValueError("linked_for and linked_why go together")
+        return self
 
 
 class AmdPackagesFile(_Frozen):

@@ -441,6 +441,15 @@ def _links(
                 f"{check.reason}: rocmPackages.{job.scope_attr} does not build it, so no job",
             )
             continue
+        if library.linked_for is not None and target.processor not in library.linked_for:
+            planner.decide(
+                package,
+                f"{lib_name}:{target}",
+                "not linked",
+                f"{library.linked_why}: {target} is not among them, so "
+                f"rocmPackages.{job.scope_attr} has no {lib_name} to rebuild for {job.name}",
+            )
+            continue
         lib_job_name = planner.name(lib_name, target.processor)
         lib_job = planner.jobs.get(lib_job_name)
         if lib_job is None:
