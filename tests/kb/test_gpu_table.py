@@ -168,7 +168,6 @@ def test_loose_names(query: str, name: str) -> None:
     [
         ("gt 640", ("3.0", "3.5")),
         ("GeForce GT 730", ("3.0", "3.5")),
-        ("gtx 750 ti", ("3.0", "5.0")),
     ],
 )
 def test_names_on_chips_of_different_capabilities_are_ambiguous(

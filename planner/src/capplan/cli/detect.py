@@ -13,7 +13,7 @@ from rich.markup import escape
 from capplan.cli.output import emit_json, make_table, out_console, print_table
 from capplan.cli.planning import Planned, config_option, current_kb, plan_with_settings
 from capplan.core.model.compat import RunLevel
-from capplan.core.model.gpus import find_gpus
+from capplan.core.model.gpus import unique_model
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import uses_jetson_redist
 from capplan.core.planning.plan import Plan, Variant
@@ -73,8 +73,9 @@ def detect(config_path: Path | None, as_json: bool) -> None:
     for gpu in found:
         cap = gpu.capability
         if cap is None:
-            matches = find_gpus(gpu.name, kb.gpus)
-            cap = matches[0].model.capability if matches else None
+            # The name's one model under the GPU name rule; an ambiguous name is no answer.
+            model = unique_model(gpu.name, kb.gpus)
+            cap = model.capability if model else None
         if cap is not None and not kb.knows(cap.base):
             cap = None  # a capability the knowledge base does not know: no answer is right
         driver = driver_support(kb, gpu.driver)

@@ -173,7 +173,7 @@ def _detected_driver() -> str | None:
 def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
     from capplan.adapters.amd_detect import detect_amd_gpus
     from capplan.adapters.gpu_detect import detect_gpus
-    from capplan.core.model.gpus import find_gpus
+    from capplan.core.model.gpus import unique_model
 
     amd_found, _ = detect_amd_gpus()
     gpus: list[Gpu] = []
@@ -186,8 +186,9 @@ def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
     for gpu in found:
         cap = gpu.capability
         if cap is None:
-            matches = find_gpus(gpu.name, kb.gpus)
-            cap = matches[0].model.capability if matches else None
+            # The name's one model under the GPU name rule; an ambiguous name is no answer.
+            model = unique_model(gpu.name, kb.gpus)
+            cap = model.capability if model else None
         if cap is None or not kb.knows(cap.base):
             unknown.append(gpu.name)
             continue

@@ -27,6 +27,7 @@ __all__ = [
     "parse_pci_id",
     "resolve_device",
     "resolve_known_device",
+    "unique_model",
 ]
 
 NVIDIA_VENDOR = "10de"
@@ -56,35 +57,70 @@ def normalise(name: str) -> tuple[str, ...]:
     return tuple(w for w in words if w and w not in _NOISE)
 
 
+@lru_cache(maxsize=16384)
+def _words_with_noise(name: str) -> frozenset[str]:
+    """Every word of a name, vendor and line words included ("Tesla", "Quadro", "TITAN")."""
+    return frozenset(w for w in re.split(r"[^a-z0-9.]+", name.lower()) if w and w != "nvidia")
+
+
+@lru_cache(maxsize=16384)
+def exact_key(name: str) -> str:
+    """A name as typed, with "NVIDIA", case, spacing and punctuation aside: "rtx3090",
+    "RTX 3090" and "NVIDIA RTX-3090" are one key; "Quadro RTX 6000" keeps its "quadro"."""
+    return "".join(w for w in re.split(r"[^a-z0-9.()]+", name.lower()) if w and w != "nvidia")
+
+
+# Match ranks (GpuMatch.score): an exact name or alias, then loose matches of curated models
+# (every word given, vendor and line words aside), then generated models (pci.ids names) and
+# names that only match once their chip qualifier is dropped ("GTX 750 Ti (GK106)").
+EXACT = 100.0
+_LOOSE = 80.0
+_GENERATED = 60.0
+
+
 @dataclass(frozen=True, slots=True)
 class GpuMatch:
     model: GpuModel
     score: float
     matched: str  # the name or alias that matched
 
+    @property
+    def exact(self) -> bool:
+        return self.score >= EXACT
+
 
 def find_gpus(query: str, models: Sequence[GpuModel]) -> list[GpuMatch]:
-    """Every model matching ``query``, best first (ties by capability then name).
+    """Every model matching ``query``, best first: exact names or aliases (``NVIDIA``, case
+    and spacing aside), then loose matches, curated models before generated and
+    chip-qualified ones; ties by capability then name.
 
-    A chip in parentheses (``GT 640 (GK208)``) keeps only the models built on that chip.
+    A chip in parentheses (``GT 640 (GK208)``) keeps only the models built on that chip. A query
+    of vendor or line words only (``Tesla``, ``Quadro``) matches the models named with them.
     """
     wanted = normalise(query)
-    if not wanted:
+    key = exact_key(query)
+    noise_only = not wanted
+    wanted_set = _words_with_noise(_CHIP_QUALIFIER.sub(" ", query)) if noise_only else set(wanted)
+    if not wanted_set:
         return []
     chips = {m.group(0)[1:-1].upper() for m in _CHIP_QUALIFIER.finditer(query)}
     results: list[GpuMatch] = []
     for model in models:
         if chips and not chips <= {c.upper() for c in model.chips}:
             continue
+        base = _GENERATED if model.pci_ids else _LOOSE
         best: GpuMatch | None = None
         for label in (model.name, *model.aliases):
-            words = normalise(label)
-            if words == wanted:
-                score = 100.0
-            elif set(wanted) <= set(words):
-                score = 80.0 - (len(words) - len(wanted))
+            if exact_key(label) == key:
+                score = EXACT
             else:
-                continue
+                words = _words_with_noise(label) if noise_only else normalise(label)
+                if not wanted_set <= set(words):
+                    continue
+                qualified = _CHIP_QUALIFIER.search(label) is not None and not chips
+                score = (_GENERATED if qualified else base) - min(len(words) - len(wanted_set), 19)
+                if not noise_only and tuple(words) == wanted:
+                    score += 0.5  # every word and no more: the closest loose match
             if best is None or score > best.score:
                 best = GpuMatch(model, score, label)
         if best is not None:
@@ -99,14 +135,63 @@ def suggestions(query: str, models: Sequence[GpuModel], limit: int = 3) -> list[
     return [labels[c] for c in close]
 
 
+def unique_model(query: str, models: Sequence[GpuModel]) -> GpuModel | None:
+    """The one model a name stands for under the rule of :func:`resolve_device`; None when it
+    matches nothing or models of different capabilities (a detected name is then no answer)."""
+    try:
+        return _pick(query, find_gpus(query, models))
+    except InvalidInputError:
+        return None
+
+
+def _pick(text: str, matches: list[GpuMatch]) -> GpuModel | None:
+    """The rule for one GPU: exact names win; without one, every loose match must agree on the
+    capability, or the name is ambiguous (exit 4 with one candidate per capability)."""
+    if not matches:
+        return None
+    exact = [m for m in matches if m.exact]
+    pool = exact or matches
+    caps = {m.model.capability for m in pool}
+    if len(caps) > 1:
+        per_cap: dict[Capability, GpuMatch] = {}
+        for match in pool:
+            per_cap.setdefault(match.model.capability, match)
+        shown = sorted(per_cap.values(), key=lambda m: m.model.capability.sort_key)
+        names = ", ".join(f"{m.model.name} ({m.model.capability})" for m in shown[:6])
+        more = f" and {len(shown) - 6} more" if len(shown) > 6 else ""
+        example = shown[-1].model
+        raise InvalidInputError(
+            f"GPU name '{shorten(text.strip())}' is ambiguous: it matches models of "
+            f"{len(shown)} capabilities: {names}{more}",
+            hint=_pick_hint(text.strip(), example),
+        )
+    return pool[0].model
+
+
+def _pick_hint(text: str, example: GpuModel) -> str:
+    if _CHIP_QUALIFIER.search(example.name) and example.chips:
+        how = f"add the chip, e.g. '{shorten(text, 60)} ({example.chips[0]})'"
+    else:
+        how = f"give a full model name such as '{_short_name(example)}'"
+    return (
+        f"{how}, a capability such as {example.capability}, or a PCI id ('capplan gpus --pci "
+        f"10de:XXXX', from 'lspci -nn -d 10de:'); 'capplan gpus \"{shorten(text, 60)}\"' lists "
+        "the candidates"
+    )
+
+
+def _short_name(model: GpuModel) -> str:
+    return model.aliases[0] if model.aliases else model.name
+
+
 def resolve_device(text: str, models: Sequence[GpuModel]) -> tuple[Capability, GpuModel | None]:
     """A capability (``8.6``, ``sm_86``) or a GPU name, to the device's capability."""
     try:
         return Capability.parse(text), None
     except InvalidInputError:
         pass
-    matches = find_gpus(text, models)
-    if not matches:
+    model = _pick(text, find_gpus(text, models))
+    if model is None:
         close = suggestions(text, models)
         hint = (
             "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
@@ -114,19 +199,7 @@ def resolve_device(text: str, models: Sequence[GpuModel]) -> tuple[Capability, G
             else "run 'capplan gpus' to list known GPUs, or give a capability like 8.6"
         )
         raise InvalidInputError(f"unknown GPU or capability '{shorten(text.strip())}'", hint=hint)
-    caps = {m.model.capability for m in matches if m.score == matches[0].score}
-    if len(caps) > 1:
-        names = ", ".join(f"{m.model.name} ({m.model.capability})" for m in matches[:4])
-        raise InvalidInputError(
-            f"GPU name '{shorten(text.strip())}' is ambiguous: {names}",
-            hint="add the chip, e.g. '" + _with_chip(text, matches[0].model) + "', give the PCI"
-            " id ('capplan gpus --pci 10de:XXXX', from 'lspci -nn -d 10de:'), or the capability",
-        )
-    return matches[0].model.capability, matches[0].model
-
-
-def _with_chip(text: str, model: GpuModel) -> str:
-    return f"{text.strip()} ({model.chips[0]})" if model.chips else text.strip()
+    return model.capability, model
 
 
 _PCI_RE = re.compile(r"(?:0x)?([0-9a-f]{4}):(?:0x)?([0-9a-f]{4})")
