@@ -125,7 +125,9 @@ def test_unreadable_file_a_directory(tmp_path: Path) -> None:
     (node / "class").unlink()
     (node / "class").mkdir()
     found, problems = read_sysfs(root)
-    assert found == [] and problems == ["0000:01:00.0: cannot read class (Is a directory)"]
+    assert found == [] and problems == [
+        "0000:01:00.0: cannot read class (a folder, not a regular file)"
+    ]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from capplan.adapters.files import open_regular
 from capplan.adapters.gpu_detect import SYSFS_ENV, find_tool, run_tool
 from capplan.core.model.amd import AmdTarget
 from capplan.errors import CapplanError
@@ -104,7 +105,7 @@ def read_kfd(root: Path) -> tuple[list[AmdDetectedGpu], list[str]]:
     for entry in entries:
         where = f"KFD node {entry.name}"
         try:
-            with (entry / "properties").open("rb") as handle:
+            with open_regular(entry / "properties") as handle:
                 raw = handle.read(_MAX_PROPERTIES + 1)
         except OSError as exc:
             notes.append(f"{where}: cannot read properties ({exc.strerror or exc}); skipped")

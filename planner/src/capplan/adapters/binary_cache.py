@@ -36,6 +36,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import requests
 from requests.adapters import HTTPAdapter
 
+from capplan.adapters.files import open_regular
 from capplan.core.caches.narinfo import NarInfo, parse_public_key, split_store_path
 from capplan.errors import CapplanError, ConfigError, DataError, InvalidInputError
 
@@ -538,7 +539,7 @@ def output_paths_from_jobs(path: Path) -> dict[str, list[str]]:
     """
     out: dict[str, list[str]] = {}
     try:
-        handle = path.open("rb")
+        handle = open_regular(path)
     except OSError as exc:
         raise DataError(
             f"cannot read jobs file {path}: {exc.strerror}", hint="check the path"

@@ -13,9 +13,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from capplan.adapters.files import read_bounded
 from capplan.core.model.suggest import closest
 from capplan.core.planning.config import Config, config_from_mapping
 from capplan.errors import ConfigError, shorten
+
+# A capplan.toml is a few KB; anything past 1 MiB is not one (and /dev/zero never ends).
+MAX_CONFIG_BYTES = 1024 * 1024
 
 __all__ = [
     "CONFIG_ENV",
@@ -93,7 +97,7 @@ def _quote(text: str, limit: int = 200) -> str:
 
 def _parse_toml(path: Path) -> dict[str, Any]:
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         raise ConfigError(
             f"config file not found: {path}", hint="pass an existing file to --config"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import multiprocessing
 import os
@@ -31,6 +32,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from capplan.adapters.files import open_regular, read_bounded, special_kind
 from capplan.core.binaries.doctor import Library, Package, Ptx
 from capplan.errors import BinaryFormatError, InvalidInputError, NixError
 
@@ -46,6 +48,9 @@ __all__ = [
 
 _LIB_NAME = re.compile(r"\.so(?:\.[0-9A-Za-z_]+)*$")
 _ELF = b"\x7fELF"
+# A RECORD or conda-meta JSON file: torch's RECORD is about 1 MB; anything past this is no
+# package metadata, and is left out as unreadable metadata is.
+MAX_METADATA_BYTES = 64 << 20
 _DT_NEEDED, _DT_STRTAB, _DT_SONAME, _DT_STRSZ = 1, 5, 14, 10
 _PT_LOAD, _PT_DYNAMIC = 1, 2
 _MAX_DYNAMIC = 1 << 20  # a dynamic section is a few hundred entries
@@ -187,10 +192,10 @@ def _dist_packages(site: Path, owners: dict[str, str], packages: dict[str, Packa
         packages[key] = Package(name.replace("_", "-"), version or None, "pip")
         record = site / entry / "RECORD"
         try:
-            with record.open(newline="", encoding="utf-8", errors="replace") as handle:
-                for row in csv.reader(handle):
-                    if row and row[0]:
-                        owners.setdefault(os.path.normpath(os.path.join(site, row[0])), key)
+            text = read_bounded(record, MAX_METADATA_BYTES).decode("utf-8", errors="replace")
+            for row in csv.reader(io.StringIO(text, newline="")):
+                if row and row[0]:
+                    owners.setdefault(os.path.normpath(os.path.join(site, row[0])), key)
         except (OSError, csv.Error):
             continue
 
@@ -203,7 +208,7 @@ def _conda_packages(prefix: Path, owners: dict[str, str], packages: dict[str, Pa
         return
     for name in names:
         try:
-            data = json.loads((meta / name).read_text(encoding="utf-8"))
+            data = json.loads(read_bounded(meta / name, MAX_METADATA_BYTES).decode("utf-8"))
         except (OSError, ValueError):
             continue
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
@@ -300,7 +305,8 @@ def sources_for(paths: Sequence[Path]) -> list[Source]:
             kind = "wheel" if path.suffix == ".whl" else "file"
         else:
             raise BinaryFormatError(
-                f"not a regular file or directory: {shown}", hint="give a file or a directory"
+                f"not a regular file or directory: {shown} is {special_kind(path)}",
+                hint="give a file or a directory",
             )
         sources.append(Source(path, kind))
     return sources
@@ -542,7 +548,7 @@ def _read_all(
 def _check_library(path: Path) -> None:
     """A library named directly must be a readable ELF file (exit 12 otherwise)."""
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             head = handle.read(4)
     except OSError as error:
         raise BinaryFormatError(

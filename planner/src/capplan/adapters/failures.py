@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from capplan.adapters.files import open_regular
 from capplan.core.planning.failures import (
     FailureRecord,
     check_drv,
@@ -48,7 +49,7 @@ MAX_JOBS_LINE = 1024 * 1024
 def read_record(path: Path, *, missing_ok: bool = False) -> FailureRecord:
     """The record at ``path``; an empty one when it does not exist and ``missing_ok``."""
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             data = handle.read(MAX_RECORD_BYTES + 1)
     except FileNotFoundError:
         if missing_ok:
@@ -117,7 +118,7 @@ def locked(path: Path) -> Iterator[None]:
 def read_log_tail(path: Path) -> tuple[str, ...]:
     """The last lines of a build log, reading at most its last ``MAX_LOG_BYTES``."""
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - MAX_LOG_BYTES))
             data = handle.read(MAX_LOG_BYTES)
@@ -149,7 +150,7 @@ def read_job_derivations(path: Path) -> dict[str, JobDerivation]:
     is left out; other bad lines are a DataError naming the line."""
     out: dict[str, JobDerivation] = {}
     try:
-        handle = path.open("rb")
+        handle = open_regular(path)
     except FileNotFoundError:
         raise InvalidInputError(
             f"no such jobs file: {path}", hint="give the JSON lines nix-eval-jobs printed"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, cast
 
+from capplan.adapters.files import special_kind
 from capplan.core.binaries import amdgpu, fatbin
 from capplan.core.model.amd import AmdTarget
 from capplan.core.model.capability import Capability
@@ -748,7 +749,8 @@ def inspect_paths(paths: Sequence[Path]) -> list[FileReport]:
         if not path.is_dir() and not path.is_file():
             # A FIFO or device would block or stream forever; nothing to map.
             raise BinaryFormatError(
-                f"not a regular file or directory: {shown}", hint="give a file or a directory"
+                f"not a regular file or directory: {shown} is {special_kind(path)}",
+                hint="give a file or a directory",
             )
         if path.is_dir():
             for name, file in _walk(path, shown):

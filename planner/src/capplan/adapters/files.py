@@ -1,15 +1,25 @@
-"""Atomic file writes: a temporary file in the same folder, fsync, then a rename.
+"""Atomic file writes, and bounded reads of the files a user names.
+
+Writes: a temporary file in the same folder, fsync, then a rename.
 
 The new file gets the mode a normal file would get (0666 minus the umask, so 0644 under umask
 022), or keeps the mode of the file it replaces. Any failure (a folder that is a file, /proc, a
 read-only or full file system) is a :class:`WriteError` naming the path and the OS's reason, and
 the old file is left as it was. SIGTERM and SIGHUP during the write remove the temporary file
 before the process ends, as an exception does.
+
+Reads (:func:`open_regular`, :func:`read_bounded`): every file capplan reads from a user (a
+config, a job list, a knowledge-base folder, /proc and sysfs, an environment's metadata) is
+opened without blocking and refused unless it is a regular file (a FIFO would hang the open, a
+character device such as /dev/zero would never end), and read up to a limit. Refusals are
+OSErrors whose ``strerror`` says what the file is, so every caller's existing "cannot read
+<path>: <reason>" line and exit code apply.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import stat
@@ -18,10 +28,32 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
+from typing import BinaryIO
 
 from capplan.errors import InvalidInputError, WriteError
 
-__all__ = ["atomic_write_text", "read_input_bytes"]
+__all__ = [
+    "MAX_INPUT_BYTES",
+    "MAX_PROC_BYTES",
+    "atomic_write_text",
+    "open_regular",
+    "read_bounded",
+    "read_input_bytes",
+    "special_kind",
+]
+
+# The default limit of :func:`read_bounded`: far above any config, source or metadata file
+# capplan reads (torch's cpp_extension.py is about 120 KB), far below what would hurt.
+MAX_INPUT_BYTES = 16 * 1024 * 1024
+# A /proc or sysfs file (a driver's version, a GPU's information, a KFD node's properties).
+MAX_PROC_BYTES = 256 * 1024
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 _SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
@@ -99,11 +131,59 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise SystemExit(128 + stop.signum) from None
 
 
-def read_input_bytes(path: Path, *, hint: str) -> bytes:
-    """The bytes of an input file the user named; exit 4 with ``hint`` when it is missing, or
-    with the OS's reason when it cannot be read."""
+def special_kind(path: Path | str) -> str:
+    """What a path that is neither a regular file nor a folder is ("a FIFO (named pipe)")."""
     try:
-        return path.read_bytes()
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "unreadable"
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """``path`` opened for binary reading, only if it is a regular file.
+
+    The open never blocks (O_NONBLOCK, so a FIFO without a writer cannot hang it); a folder is
+    IsADirectoryError, a FIFO, device or socket an OSError (EINVAL) whose strerror names it.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "a folder, not a regular file", str(path))
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise OSError(errno.EINVAL, f"{kind}, not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bounded(path: Path | str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them: a larger file is an
+    OSError (EFBIG) saying the limit, as :func:`open_regular` refuses what is no regular file."""
+    with open_regular(path) as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(
+            errno.EFBIG, f"larger than {_size(limit)}, the most capplan reads here", str(path)
+        )
+    return data
+
+
+def _size(n: int) -> str:
+    if n >= 1024 * 1024:
+        return f"{n // (1024 * 1024)} MiB"
+    return f"{n // 1024} KiB" if n >= 1024 else f"{n} bytes"
+
+
+def read_input_bytes(path: Path, *, hint: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of an input file the user named; exit 4 with ``hint`` when it is missing, or
+    with the OS's reason when it cannot be read (not a regular file, larger than ``limit``)."""
+    try:
+        return read_bounded(path, limit)
     except FileNotFoundError:
         raise InvalidInputError(f"no such file: {path}", hint=hint) from None
     except OSError as exc:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from capplan.adapters.files import MAX_PROC_BYTES, read_bounded
 from capplan.core.model.capability import Capability
 from capplan.core.model.gpus import REPORT_HINT, lookup_pci
 from capplan.core.model.kb import KnowledgeBase
@@ -181,7 +182,8 @@ def read_proc_driver(root: Path = PROC_ROOT) -> list[DetectedGpu]:
     """GPUs named by the kernel module under ``root`` (normally /proc/driver/nvidia)."""
     driver: str | None = None
     try:
-        match = _NVRM_RE.search((root / "version").read_text(errors="replace"))
+        version = read_bounded(root / "version", MAX_PROC_BYTES).decode(errors="replace")
+        match = _NVRM_RE.search(version)
         driver = match.group(1) if match else None
     except OSError:
         pass
@@ -193,7 +195,7 @@ def read_proc_driver(root: Path = PROC_ROOT) -> list[DetectedGpu]:
         return []
     for entry in entries:
         try:
-            info = (entry / "information").read_text(errors="replace")
+            info = read_bounded(entry / "information", MAX_PROC_BYTES).decode(errors="replace")
         except OSError:
             continue
         name = None
@@ -263,7 +265,7 @@ class SysfsGpu:
 
 def _hex_file(path: Path) -> int:
     """A sysfs hex attribute (``0x10de``); ValueError naming the file when it is not one."""
-    raw = path.read_bytes()
+    raw = read_bounded(path, MAX_PROC_BYTES)
     text = raw.decode("ascii", errors="strict").strip() if raw.isascii() else None
     if not text:
         raise ValueError(f"{path}: {'empty' if not raw.strip() else 'not text'}")

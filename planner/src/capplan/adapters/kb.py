@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from capplan.adapters.files import read_bounded
 from capplan.core.model.kb import (
     CapabilitiesFile,
     ChipsFile,
@@ -28,6 +29,9 @@ from capplan.errors import DataError
 __all__ = ["KB_FILES", "kb_path", "load_kb", "load_kb_file"]
 
 M = TypeVar("M", bound=BaseModel)
+
+# The largest KB file (pci.json) is about 0.5 MB; a --kb folder holding more is not a KB.
+MAX_KB_FILE_BYTES = 64 * 1024 * 1024
 
 KB_FILES: dict[str, type[BaseModel]] = {
     "capabilities.json": CapabilitiesFile,
@@ -51,7 +55,7 @@ def load_kb_file(name: str, model: type[M], directory: Path | None = None) -> M:
     path = kb_path(name, directory)
     label = f"kb/{name}" if directory is None else str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, MAX_KB_FILE_BYTES)
     except OSError as error:
         raise DataError(
             f"cannot read knowledge-base file {label}: {error.strerror or error}",

@@ -19,6 +19,7 @@ import platform
 from collections.abc import Mapping
 from pathlib import Path
 
+from capplan.adapters.files import MAX_PROC_BYTES, read_bounded
 from capplan.adapters.gpu_detect import DetectedGpu
 from capplan.core.model.capability import Capability
 from capplan.core.planning.config import SYSTEMS
@@ -59,7 +60,7 @@ def host_system(environ: Mapping[str, str], machine: str | None = None) -> str:
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_bytes().decode("utf-8", errors="replace")
+        return read_bounded(path, MAX_PROC_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None
 

@@ -31,7 +31,12 @@ import requests
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from capplan.adapters.files import read_input_bytes
+from capplan.adapters.files import (
+    MAX_INPUT_BYTES,
+    open_regular,
+    read_bounded,
+    read_input_bytes,
+)
 from capplan.errors import BinaryFormatError, InvalidInputError, NetworkError
 
 __all__ = [
@@ -106,8 +111,33 @@ def from_installed(*, distribution: str = "torch") -> TorchSource:
             hint="install torch, or use --wheel, --file or --version",
         )
     version = _public(dist.version) if dist is not None else _version_from_tree(path)
-    data = path.read_bytes()
+    try:
+        data = read_bounded(path)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
     return TorchSource(_decode(data, str(path)), f"installed {path}", version, len(data))
+
+
+def _bounded_body(response: requests.Response, url: str) -> bytes:
+    """A response body of at most MAX_INPUT_BYTES (a source file is about 120 KB): a server
+    that sends more, or says it will, is refused rather than read to the end."""
+    length = response.headers.get("Content-Length", "")
+    if length.isdigit() and int(length) > MAX_INPUT_BYTES:
+        raise NetworkError(
+            f"{url} sends {length} bytes, more than the {MAX_INPUT_BYTES} capplan reads for a "
+            "source file",
+            hint="check the URL; it should name torch/utils/cpp_extension.py",
+        )
+    body = bytearray()
+    for chunk in response.iter_content(chunk_size=65536):
+        body += chunk
+        if len(body) > MAX_INPUT_BYTES:
+            raise NetworkError(
+                f"{url} sends more than the {MAX_INPUT_BYTES} bytes capplan reads for a "
+                "source file",
+                hint="check the URL; it should name torch/utils/cpp_extension.py",
+            )
+    return bytes(body)
 
 
 def from_wheel(
@@ -131,7 +161,7 @@ def from_wheel(
             )
     path = Path(location)
     try:
-        handle = path.open("rb")
+        handle = open_regular(path)
     except FileNotFoundError:
         raise InvalidInputError(f"no such wheel: {path}", hint="give a .whl path or URL") from None
     except OSError as exc:
@@ -175,7 +205,8 @@ def from_version(
         )
     http = session or requests.Session()
     try:
-        response = http.get(url, timeout=timeout)
+        with http.get(url, timeout=timeout, stream=True) as response:
+            data = _bounded_body(response, url) if response.status_code == 200 else b""
     except requests.RequestException as exc:
         raise _network_error(url, exc) from None
     except ValueError as exc:  # urllib3/idna reject some hosts only when connecting
@@ -196,7 +227,6 @@ def from_version(
             f"downloading {url} failed: HTTP {response.status_code}",
             hint="try again later, or use --wheel/--file with a local copy",
         )
-    data = response.content
     origin = f"GitHub tag v{version}" if template == SOURCE_URL_TEMPLATE else f"url {url}"
     return TorchSource(_decode(data, url), origin, version, len(data), 1)
 
@@ -225,7 +255,7 @@ class HttpRangeFile(io.RawIOBase):
         self.bytes_read = 0
         self.requests = 0
         # The last byte tells the size through Content-Range and works where HEAD is refused.
-        response = self._get("bytes=-1")
+        response, _ = self._get("bytes=-1", 1)
         content_range = response.headers.get("Content-Range", "")
         total = content_range.rpartition("/")[2]
         if response.status_code != 206 or not total.isdigit():
@@ -238,11 +268,19 @@ class HttpRangeFile(io.RawIOBase):
         # Redirects (PyPI's file host answers through a CDN) are resolved once.
         self.url = response.url or url
 
-    def _get(self, byte_range: str) -> requests.Response:
+    def _get(self, byte_range: str, limit: int) -> tuple[requests.Response, bytes]:
+        """One range request and at most ``limit`` bytes of its body: a server that ignores
+        the range and sends the whole file is never read to the end."""
+        body = bytearray()
         try:
-            response = self._session.get(
-                self.url, headers={"Range": byte_range}, timeout=self.timeout
-            )
+            with self._session.get(
+                self.url, headers={"Range": byte_range}, timeout=self.timeout, stream=True
+            ) as response:
+                if response.status_code in (200, 206):
+                    for chunk in response.iter_content(chunk_size=min(limit, 1 << 20)):
+                        body += chunk
+                        if len(body) >= limit:
+                            break
         except requests.RequestException as exc:
             raise _network_error(self.url, exc) from None
         self.requests += 1
@@ -253,7 +291,7 @@ class HttpRangeFile(io.RawIOBase):
                 f"reading {self.url} failed: HTTP {response.status_code}",
                 hint="try again later, or download the wheel and pass its path",
             )
-        return response
+        return response, bytes(body[:limit])
 
     def readable(self) -> bool:
         return True
@@ -276,13 +314,12 @@ class HttpRangeFile(io.RawIOBase):
         wanted = min(len(buffer), self.size - self._pos)
         if wanted <= 0:
             return 0
-        response = self._get(f"bytes={self._pos}-{self._pos + wanted - 1}")
+        response, data = self._get(f"bytes={self._pos}-{self._pos + wanted - 1}", wanted)
         if response.status_code != 206:
             raise NetworkError(
                 f"{self.url} ignored a byte range request (HTTP {response.status_code})",
                 hint="download the wheel and pass its path to --wheel",
             )
-        data = response.content[:wanted]
         view = memoryview(buffer)
         view[: len(data)] = data
         self._pos += len(data)

@@ -17,7 +17,8 @@ from typing import Any
 import click
 from pydantic import BaseModel, ValidationError
 
-from capplan.adapters.files import atomic_write_text
+from capplan.adapters.files import atomic_write_text, read_bounded
+from capplan.adapters.kb import MAX_KB_FILE_BYTES
 from capplan.cli.output import err_console
 from capplan.errors import DataError
 
@@ -50,7 +51,7 @@ def apply_update(
     """Read kb/``name`` at ``path`` (``empty`` when missing), make the new text with ``update``,
     print the unified diff (to stderr under --json), and write it only with ``write``."""
     try:
-        old_text = path.read_text(encoding="utf-8")
+        old_text = read_bounded(path, MAX_KB_FILE_BYTES).decode("utf-8")
     except FileNotFoundError:
         old_text = json.dumps(empty)
     except OSError as exc:

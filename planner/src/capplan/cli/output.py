@@ -197,14 +197,19 @@ class AsciiIntRange(click.IntRange):
         return super().convert(value, param, ctx)
 
 
+# A committed plan.json or workflow: 20,000 packages give about 60 MB of plan.json.
+MAX_COMMITTED_BYTES = 512 * 1024 * 1024
+
+
 def check_committed(output: Path, text: str, *, fix: str) -> None:
     """``--check`` for a generated file: exit 11 (StaleError) with a unified diff when the file
     at ``output`` differs from ``text``, is missing or cannot be read; ``fix`` says how to
     regenerate it (``run 'capplan generate' and commit the result``)."""
+    from capplan.adapters.files import read_bounded
     from capplan.errors import StaleError
 
     try:
-        current = output.read_text(encoding="utf-8")
+        current = read_bounded(output, MAX_COMMITTED_BYTES).decode("utf-8")
     except FileNotFoundError:
         raise StaleError(f"{output} is missing", hint=fix) from None
     except (OSError, UnicodeDecodeError) as error:
