@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from click.testing import CliRunner, Result
@@ -27,6 +30,53 @@ def llvm16_tool(name: str) -> Path:
     if found is None:
         pytest.skip(f"{name}-16 not installed (scripts/setup --dev installs Debian's LLVM 16)")
     return Path(found)
+
+
+T = TypeVar("T")
+NOBODY = 65534  # nobody / nogroup on Debian
+
+
+def unprivileged(action: Callable[[], T]) -> T:
+    """``action()`` run as an unprivileged user: directly when the suite is not root, else in a
+    forked child that drops to nobody (setgroups, setgid, setuid) before it runs, so tests of
+    permission errors run under root too. The child uses the modules already imported (run the
+    action once as root first when it imports lazily); its result comes back pickled."""
+    if os.geteuid() != 0:
+        return action()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        os.close(read_end)
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            payload = pickle.dumps(("ok", action()))
+        except BaseException as error:
+            payload = pickle.dumps(("error", repr(error)))
+        with os.fdopen(write_end, "wb") as out:
+            out.write(payload)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as handle:
+        data = handle.read()
+    os.waitpid(pid, 0)
+    status, value = pickle.loads(data)
+    if status != "ok":
+        raise AssertionError(f"the unprivileged child failed: {value}")
+    return value  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A temporary folder any user can enter (pytest's own tmp_path is root's alone under
+    /tmp/pytest-of-root), for tests run through :func:`unprivileged`."""
+    folder = Path(tempfile.mkdtemp(prefix="capplan-open-"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -105,6 +105,24 @@ def test_an_oversized_config_is_refused(tmp_path: Path) -> None:
     assert rc == ExitCode.CONFIG and "larger than 1 MiB" in err, err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("matrix", "--skip-cached", "--cache", "http://127.0.0.1:9", "--jobs", "{p}"),
+        ("failures", "add", "{r}", "--attr", "torch-sm86", "--jobs", "{p}"),
+    ],
+    ids=["matrix --jobs", "failures add --jobs"],
+)
+def test_a_jobs_line_past_its_limit_is_refused_by_number(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_bytes(b"\n" + b'{"attr": "' + b"x" * (2 << 20) + b'"}\n')
+    record = tmp_path / "record.json"
+    rc, err = run(*(a.replace("{p}", str(jobs)).replace("{r}", str(record)) for a in args))
+    assert (rc, f"{jobs}:2:" in err, "longer than 1 MiB" in err) == (ExitCode.DATA, True, True), err
+
+
 def test_a_kb_folder_with_a_fifo_is_a_data_error(tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     shutil.copytree(REPO / "planner" / "src" / "capplan" / "kb", kb)
@@ -209,6 +227,6 @@ def test_open_regular_names_what_the_path_is(odd: dict[str, Path]) -> None:
 
 
 def test_the_limits_are_documented() -> None:
-    text = (REPO / "docs" / "reference" / "limits.md").read_text()
-    for limit in ("1 MiB", "16 MiB", "64 MiB", "256 KiB", "512 MiB"):
+    text = (REPO / "docs" / "limits.md").read_text()
+    for limit in ("1 MiB", "16 MiB", "32 MiB", "64 MiB", "256 KiB", "512 MiB"):
         assert limit in text, limit

@@ -4,7 +4,6 @@ graph, bad input gets one line and its exit code, --check/--output behave like g
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import Cli, unprivileged
 
 from capplan.errors import ExitCode
 
@@ -259,15 +259,23 @@ def test_bad_runners_os_is_a_config_error(
     assert fragment in err
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
-def test_unwritable_output_nonroot(capplan_in: Any, tmp_path: Path) -> None:
-    write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.nccl]\n')
-    locked = tmp_path / "locked"
+def test_unwritable_output_nonroot(open_tmp: Path) -> None:
+    # Run as nobody when the suite runs as root (root writes anywhere).
+    write(open_tmp, '[fleet]\ngpus = ["A100"]\n[packages.nccl]\n')
+    locked = open_tmp / "locked"
     locked.mkdir()
-    locked.chmod(0o500)
-    err = one_line_error(capplan_in("ci", "github", "--cache", "c", "--output",
-                                    "locked/w.yml"), ExitCode.WRITE)  # fmt: skip
-    assert "locked/w.yml" in err
+    locked.chmod(0o555)
+    run = Cli(open_tmp)
+    args = ("ci", "github", "--cache", "c", "--output")
+    assert run(*args, str(open_tmp / "warm.yml")).exit_code == 0  # imports what it needs
+    code, stderr = unprivileged(lambda: _outcome(run(*args, "locked/w.yml")))
+    assert code == ExitCode.WRITE, stderr
+    assert "locked/w.yml" in stderr and len(stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in locked.iterdir()) == []
+
+
+def _outcome(result: Any) -> tuple[int, str]:
+    return result.exit_code, result.stderr
 
 
 @pytest.mark.parametrize("target", ["file/w.yml", "folder"])

@@ -244,7 +244,7 @@ def test_matrix_json_flag(capplan_cli: object) -> None:
     assert flag.exit_code == 0 and flag.stdout == fmt.stdout
     helptext = " ".join(capplan_cli("matrix", "--help").stdout.split())  # type: ignore[operator]
     assert '{"matrices": [' in helptext
-    assert "matrices" in (REPO / "README.md").read_text()
+    assert "matrices" in (REPO / "docs" / "commands.md").read_text()
 
 
 # -- 12. closed stdout ---------------------------------------------------------------------------
@@ -419,8 +419,8 @@ def test_generate_cannot_write(capplan_cli: object, tmp_path: Path) -> None:
         err = one_line_error(capplan_cli("generate", "--output", target), ExitCode.WRITE)  # type: ignore[operator]
         assert "cannot write" in err
     assert blocker.read_text() == "x"
-    readme = (REPO / "README.md").read_text()
-    assert f"| {int(ExitCode.WRITE)} | write" in readme
+    codes = (REPO / "docs" / "exit-codes.md").read_text()
+    assert f"| {int(ExitCode.WRITE)} | write" in codes
 
 
 def test_generate_full_disk_keeps_the_old_file(

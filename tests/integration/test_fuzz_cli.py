@@ -8,7 +8,7 @@ documented code, and every failure with the one-line ``capplan: error:`` form.
 
 The profile is derandomized (the same inputs every run, no example database), so the test is
 reproducible and its runtime steady; the outcome counts are printed (``pytest -s``) and stated
-in README.md ("Testing").
+in docs/testing.md.
 """
 
 from __future__ import annotations

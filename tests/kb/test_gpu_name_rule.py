@@ -157,3 +157,24 @@ def test_a_fleet_with_an_exact_name_plans_it(tmp_path: Path, capplan_in: Any) ->
     assert result.exit_code == 0, result.stderr
     fleet = json.loads(result.stdout)["fleet"]
     assert {g["capability"] for g in fleet} >= {"5.0", "8.9"}
+
+
+# -- AMD names: the same rule on gfx targets ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "target"), [("MI300", "gfx942"), ("mi300x", "gfx942"), ("RX 7900 XTX", "gfx1100")]
+)
+def test_an_amd_name_of_one_target_resolves(query: str, target: str) -> None:
+    from capplan.core.model.vendors import amd_entry
+
+    found = amd_entry(KB, query)
+    assert found is not None and str(found[0]) == target
+
+
+@pytest.mark.parametrize("query", ["RX 7", "RX 6"])
+def test_an_amd_name_of_several_targets_is_ambiguous(query: str) -> None:
+    from capplan.core.model.vendors import amd_entry
+
+    with pytest.raises(InvalidInputError, match="ambiguous"):
+        amd_entry(KB, query)

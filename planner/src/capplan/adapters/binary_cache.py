@@ -36,7 +36,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import requests
 from requests.adapters import HTTPAdapter
 
-from capplan.adapters.files import open_regular
+from capplan.adapters.files import numbered_lines, open_regular
 from capplan.core.caches.narinfo import NarInfo, parse_public_key, split_store_path
 from capplan.errors import CapplanError, ConfigError, DataError, InvalidInputError
 
@@ -51,6 +51,8 @@ __all__ = [
 # Real narinfos are well under 10 KiB even with thousands of references; anything bigger is not
 # a narinfo and is not worth holding in memory.
 MAX_NARINFO_BYTES = 1 << 20
+# One nix-eval-jobs JSON line: a job with every output path is a few KB.
+MAX_JOBS_LINE = 1 << 20
 _MAX_REDIRECTS = 5
 _ABSENT_STATUSES = frozenset({404, 410})
 _PRESENT, _ABSENT, _FORBIDDEN = "present", "absent", "forbidden"
@@ -545,15 +547,18 @@ def output_paths_from_jobs(path: Path) -> dict[str, list[str]]:
             f"cannot read jobs file {path}: {exc.strerror}", hint="check the path"
         ) from exc
     with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
+        for number, line in numbered_lines(handle, MAX_JOBS_LINE):
 
             def bad(why: str, number: int = number) -> DataError:
                 return DataError(
                     f"{path}:{number}: {why}",
                     hint="give the JSON lines nix-eval-jobs prints (fields attr and outputs)",
                 )
+
+            if line is None:
+                raise bad(f"a line longer than {MAX_JOBS_LINE >> 20} MiB")
+            if not line.strip():
+                continue
 
             try:
                 job = json.loads(line)

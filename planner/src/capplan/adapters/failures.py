@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from capplan.adapters.files import open_regular
+from capplan.adapters.files import numbered_lines, open_regular
 from capplan.core.planning.failures import (
     FailureRecord,
     check_drv,
@@ -158,12 +158,7 @@ def read_job_derivations(path: Path) -> dict[str, JobDerivation]:
     except OSError as exc:
         raise DataError(f"cannot read jobs file {path}: {exc.strerror}") from None
     with handle:
-        number = 0
-        while True:
-            line = handle.readline(MAX_JOBS_LINE + 1)
-            if not line:
-                break
-            number += 1
+        for number, line in numbered_lines(handle, MAX_JOBS_LINE):
 
             def bad(why: str, number: int = number) -> DataError:
                 return DataError(
@@ -171,7 +166,7 @@ def read_job_derivations(path: Path) -> dict[str, JobDerivation]:
                     hint="give the JSON lines nix-eval-jobs prints (fields attr, drvPath, system)",
                 )
 
-            if len(line) > MAX_JOBS_LINE:
+            if line is None:
                 raise bad(f"a line longer than {MAX_JOBS_LINE >> 20} MiB")
             if not line.strip():
                 continue

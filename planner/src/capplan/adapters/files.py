@@ -36,6 +36,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_PROC_BYTES",
     "atomic_write_text",
+    "numbered_lines",
     "open_regular",
     "read_bounded",
     "read_input_bytes",
@@ -171,6 +172,18 @@ def read_bounded(path: Path | str, limit: int = MAX_INPUT_BYTES) -> bytes:
             errno.EFBIG, f"larger than {_size(limit)}, the most capplan reads here", str(path)
         )
     return data
+
+
+def numbered_lines(handle: BinaryIO, limit: int) -> Iterator[tuple[int, bytes | None]]:
+    """The lines of ``handle`` with their 1-based numbers, none read past ``limit`` bytes: a
+    longer line comes as ``(number, None)``, and the caller refuses it by its number."""
+    number = 0
+    while True:
+        line = handle.readline(limit + 1)
+        if not line:
+            return
+        number += 1
+        yield number, (line if len(line) <= limit else None)
 
 
 def _size(n: int) -> str:
