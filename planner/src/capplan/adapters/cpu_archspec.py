@@ -11,12 +11,14 @@ not run v4 code, it lacks AVX-512).
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from capplan.core.planning.cpu import CpuPackagePolicy
-from capplan.errors import InvalidInputError, shorten
+from capplan.errors import DataError, InvalidInputError, shorten
 
 __all__ = ["ArchspecCpuModel", "OverrideRule"]
 
@@ -122,8 +124,46 @@ class ArchspecCpuModel:
         return ()
 
 
-def load_cpu_model() -> ArchspecCpuModel:
+def load_cpu_model(directory: Path | None = None) -> ArchspecCpuModel:
     """The CPU model the CLI plans with: archspec's targets, and the CPU knowledge base's
-    package entries (none until kb/cpu_packages.json is read here: every package then keeps
-    generic CPU code, with that reason)."""
-    return ArchspecCpuModel(policies={})
+    package entries from ``kb/cpu_packages.json`` (``directory``, else ``CAPPLAN_KB_DIR``, else
+    the packaged file). A broken file, or an override rule naming a feature archspec does not
+    know (it would never match), is a DataError (exit 6)."""
+    from capplan.adapters.kb import load_kb_file
+    from capplan.core.model.cpu_kb import CpuPackagesFile
+
+    if directory is None:
+        env = os.environ.get("CAPPLAN_KB_DIR")
+        directory = Path(env) if env else None
+    data = load_kb_file("cpu_packages.json", CpuPackagesFile, directory)
+    model = ArchspecCpuModel(policies={})
+    known = {f for target in model._targets.values() for f in target.features}
+    policies: dict[str, CpuPackagePolicy] = {}
+    overrides: dict[str, list[OverrideRule]] = {}
+    for entry in data.packages:
+        policies[entry.package] = CpuPackagePolicy(
+            package=entry.package,
+            attr=entry.attr,
+            dispatch=entry.dispatch,
+            mechanism=entry.mechanism,
+            reason=entry.reason,
+            source=entry.source,
+            hwcaps=entry.hwcaps,
+            minutes=entry.minutes,
+            size_mb=entry.size_mb,
+        )
+        for rule in entry.overrides:
+            unknown = sorted(set(rule.features) - known)
+            if unknown:
+                raise DataError(
+                    f"knowledge-base file cpu_packages.json: package '{entry.package}': "
+                    f"override feature {', '.join(repr(f) for f in unknown)} is not an "
+                    "archspec feature name",
+                    hint="fix that entry",
+                )
+            overrides.setdefault(entry.package, []).append(
+                OverrideRule(frozenset(rule.features), rule.argument, rule.value)
+            )
+    model.policies = policies
+    model.overrides = overrides
+    return model

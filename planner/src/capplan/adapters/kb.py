@@ -102,7 +102,7 @@ def _describe(label: str, data: Any, error: ValidationError) -> str:
             break
         walked.append(f"[{part}]" if isinstance(part, int) else f".{part}")
         if isinstance(node, dict) and not entry:
-            for key in ("capability", "name", "version"):
+            for key in ("capability", "name", "version", "package"):
                 if isinstance(node.get(key), str):
                     entry = f" ({key} '{node[key]}')"
                     break
