@@ -8,6 +8,7 @@
 # stand-in in tests/nixpkgs.  Nix >= 2.8.
 let
   dispatchLib = import ./dispatch.nix;
+  hwcapsBuilder = ./hwcaps_builder.py;
   inherit (builtins)
     attrNames
     foldl'
@@ -35,10 +36,15 @@ let
       plan;
 
   /**
-    The vendor of a variant: plans written before AMD variants have no `vendor` key (NVIDIA).
+    The vendor of a variant: plans written before AMD variants have no `vendor` key (NVIDIA);
+    a CPU-side variant (a package no GPU family builds: generic, per CPU level, or `-hwcaps`)
+    has `"vendor": null` and is built in a plain package set.
   */
-  vendorOf = variant: variant.vendor or "nvidia";
+  vendorOf = variant: if variant ? vendor then variant.vendor else "nvidia";
   isAmd = variant: vendorOf variant == "amd";
+  isCpu = variant: vendorOf variant == null;
+  cpuOf = variant: variant.cpu or null;
+  isHwcaps = variant: isCpu variant && (cpuOf variant) ? hwcaps;
 
   /**
     A plan.json variant, checked for the keys this file reads about its vendor: one clear
@@ -83,13 +89,64 @@ let
           fail "an AMD variant takes its targets from rocm.overrides, not gpu_targets ${toJSON variant.gpu_targets}"
         else
           variant;
+      cpu = cpuOf variant;
+      checkCpu =
+        if rocm != null || (variant.capabilities or [ ]) != [ ] || (variant.gpu_targets or [ ]) != [ ] then
+          fail "a CPU-side variant (vendor null) takes no GPU targets, got capabilities ${toJSON (variant.capabilities or [ ])}, gpu_targets ${toJSON (variant.gpu_targets or [ ])}, rocm ${toJSON rocm}"
+        else if cpu == null then
+          variant
+        else if !(builtins.isAttrs cpu) then
+          fail "cpu must be null or an object, got ${toJSON cpu}"
+        else if cpu ? hwcaps then
+          (
+            if
+              !(builtins.isAttrs cpu.hwcaps)
+              || cpu.hwcaps == { }
+              || !(builtins.all builtins.isString (builtins.attrValues cpu.hwcaps))
+              || !(builtins.all (l: builtins.elem l hwcapsLevels) (attrNames cpu.hwcaps))
+            then
+              fail "cpu.hwcaps must map x86-64 psABI levels (${toJSON hwcapsLevels}) to variant names, got ${toJSON cpu.hwcaps}"
+            else
+              variant
+          )
+        else if !(builtins.isString (cpu.target or null)) then
+          fail "cpu.target must be a string, got ${toJSON (cpu.target or null)}"
+        else if !(builtins.elem (cpu.mechanism or null) [
+          "override"
+          "cflags"
+        ]) then
+          fail "cpu.mechanism is ${toJSON (cpu.mechanism or null)}, this overlay reads \"override\" or \"cflags\""
+        else if !(builtins.isAttrs (cpu.override or null)) then
+          fail "cpu.override must be an object of package arguments, got ${toJSON (cpu.override or null)}"
+        else if !(isStringList (cpu.cflags or null)) then
+          fail "cpu.cflags must be a list of strings, got ${toJSON (cpu.cflags or null)}"
+        else if cpu.mechanism == "override" && cpu.override == { } then
+          fail "cpu.mechanism \"override\" needs the package arguments in cpu.override"
+        else if cpu.mechanism == "cflags" && cpu.cflags == [ ] then
+          fail "cpu.mechanism \"cflags\" needs compiler flags in cpu.cflags"
+        else
+          variant;
     in
     if vendor == "nvidia" then
-      (if rocm == null then variant else fail "an NVIDIA variant has rocm ${toJSON rocm}, expected null")
+      (
+        if rocm != null then
+          fail "an NVIDIA variant has rocm ${toJSON rocm}, expected null"
+        else if cpuOf variant != null then
+          fail "an NVIDIA variant has cpu ${toJSON (cpuOf variant)}, expected null (CPU levels are planned for CPU-side packages only)"
+        else
+          variant
+      )
     else if vendor == "amd" then
-      checkRocm
+      (
+        if cpuOf variant != null then
+          fail "an AMD variant has cpu ${toJSON (cpuOf variant)}, expected null"
+        else
+          checkRocm
+      )
+    else if vendor == null then
+      checkCpu
     else
-      fail "vendor is ${toJSON vendor}, this overlay reads \"nvidia\" or \"amd\"";
+      fail "vendor is ${toJSON vendor}, this overlay reads \"nvidia\", \"amd\" or null (CPU-side)";
 
   /**
     The nixpkgs `config` of one variant: the base config with CUDA on and ROCm off (as real
@@ -113,7 +170,11 @@ let
   */
   variantConfig =
     baseConfig: variant:
-    if isAmd variant then
+    if isCpu variant then
+      # A CPU-side variant: the set's own config; its CPU target comes from its overlay, which
+      # touches that one package (never `gcc.arch`, which would rebuild the whole set).
+      baseConfig
+    else if isAmd variant then
       # An AMD variant: real `pkgsRocm` (variants.nix: `config = super.config // { cudaSupport =
       # false; rocmSupport = true; }`); ROCm is free software, so allowUnfree is left alone.
       # nixpkgs has no config key for GPU targets: they come from the overlays (rocmOverlays).
@@ -139,7 +200,14 @@ let
   */
   plainConfig =
     variant:
-    if isAmd variant then
+    if isCpu variant then
+      {
+        cpuTarget = (cpuOf variant).target or null;
+        cpuMechanism = (cpuOf variant).mechanism or (if isHwcaps variant then "hwcaps" else null);
+        cpuOverride = (cpuOf variant).override or { };
+        cpuCflags = (cpuOf variant).cflags or [ ];
+      }
+    else if isAmd variant then
       {
         cudaSupport = false;
         rocmSupport = true;
@@ -228,6 +296,83 @@ let
     ++ map (package: override package rocm.overrides.${package}) (attrNames rocm.overrides);
 
   /**
+    The glibc-hwcaps subdirectories glibc 2.33+ searches on x86-64 (elf/dl-hwcaps.h,
+    sysdeps/x86/dl-hwcaps): the psABI levels, best first at load time.
+  */
+  hwcapsLevels = [
+    "x86-64-v2"
+    "x86-64-v3"
+    "x86-64-v4"
+  ];
+
+  /**
+    The compiler flags of a `cflags` CPU variant added to one derivation's NIX_CFLAGS_COMPILE,
+    where the derivation keeps it: top level (as older recipes set it) or in `env` (as newer
+    ones do); make-derivation.nix refuses the same name in both, so the flags go where the
+    recipe has it, else into `env`.
+  */
+  addCflags =
+    flags: old:
+    let
+      join = before: toString ((if before == "" then [ ] else [ before ]) ++ flags);
+    in
+    if old ? NIX_CFLAGS_COMPILE then
+      { NIX_CFLAGS_COMPILE = join (toString old.NIX_CFLAGS_COMPILE); }
+    else
+      {
+        env = (old.env or { }) // {
+          NIX_CFLAGS_COMPILE = join (toString ((old.env or { }).NIX_CFLAGS_COMPILE or ""));
+        };
+      };
+
+  /**
+    The overlay of a CPU-level variant, from plan data only: the package at the variant's
+    `attr` rebuilt for its target, either through its own arguments (`mechanism = "override"`:
+    `gromacs.override { cpuAcceleration = "AVX2_256"; }`) or with compiler flags for that one
+    package (`mechanism = "cflags"`: `overrideAttrs` adding `-march=x86-64-v3` to
+    NIX_CFLAGS_COMPILE). A top-level attribute is replaced in the set; a Python package
+    (`python3Packages.NAME`) through `pythonPackagesExtensions`, so its dependents in the set
+    use it too. Nothing else rebuilds.
+  */
+  cpuOverlays =
+    name: variant:
+    let
+      cpu = cpuOf variant;
+      change =
+        package:
+        if cpu.mechanism == "override" then
+          package.override cpu.override
+        else
+          package.overrideAttrs (addCflags cpu.cflags);
+      attr = variant.attr;
+      fail = msg: throw "capplan: plan.json variant ${name}: ${msg} (regenerate overlays/plan.json with `capplan generate`)";
+    in
+    if cpu == null || isHwcaps variant then
+      [ ]
+    else if builtins.length attr == 1 then
+      [
+        (final: prev: {
+          ${builtins.head attr} =
+            if prev ? ${builtins.head attr} then
+              change prev.${builtins.head attr}
+            else
+              fail "this nixpkgs has no ${builtins.head attr}";
+        })
+      ]
+    else if builtins.length attr == 2 && builtins.head attr == "python3Packages" then
+      [
+        (final: prev: {
+          pythonPackagesExtensions = prev.pythonPackagesExtensions ++ [
+            (pyFinal: pyPrev: {
+              ${builtins.elemAt attr 1} = change pyPrev.${builtins.elemAt attr 1};
+            })
+          ];
+        })
+      ]
+    else
+      fail "a CPU-level variant's attr must be a top-level package or python3Packages.NAME, got ${toJSON attr}";
+
+  /**
     An AMD variant's instance has every package its rocm.overrides name (the overlay only
     overrides what exists, so a name nixpkgs lacks would otherwise be ignored in silence).
   */
@@ -249,7 +394,9 @@ let
   */
   variantOverlays =
     name: variant:
-    if isAmd variant then
+    if isCpu variant then
+      cpuOverlays name variant
+    else if isAmd variant then
       rocmOverlays name variant
     else if variant.gpu_targets == [ ] then
       [ ]
@@ -265,7 +412,16 @@ let
   */
   instanceKey =
     variant:
-    if isAmd variant then
+    if isCpu variant then
+      # Generic CPU-side builds and -hwcaps outputs share the plain set; each CPU-level
+      # variant has its own (its overlay changes one package).
+      toJSON [
+        variant.system
+        "cpu"
+        (if isHwcaps variant then null else (cpuOf variant))
+        (if (cpuOf variant) == null || isHwcaps variant then null else variant.attr)
+      ]
+    else if isAmd variant then
       toJSON [
         variant.system
         "amd"
@@ -291,8 +447,8 @@ let
     let
       default = pkgs.cudaPackages.cudaMajorMinorVersion;
     in
-    # An AMD variant (cuda null) is built in its ROCm instance itself: no CUDA to check.
-    if isAmd variant then
+    # An AMD or CPU-side variant (cuda null) is built in its instance itself: no CUDA to check.
+    if isAmd variant || isCpu variant then
       pkgs
     else if variant.cuda_set != null then
       pkgs.${variant.cuda_set}.pkgs
@@ -335,6 +491,31 @@ let
       substring n (stringLength name - n) name
     else
       name;
+
+  /**
+    A `<package>-hwcaps` output: the generic build in `lib/` and each level's build in
+    `lib/glibc-hwcaps/<level>/` (symlinks, laid out by hwcaps_builder.py with the set's
+    `python3`), so glibc 2.33+ loads the best build on every machine. Only shared libraries can
+    be chosen this way; the builder fails with the reason for a package without any.
+  */
+  mkHwcaps =
+    {
+      name,
+      pkgs,
+      generic,
+      levels,
+    }:
+    builtins.derivation {
+      inherit name;
+      inherit (pkgs.python3) system;
+      builder = "${pkgs.python3}/bin/python3";
+      args = [
+        "-IS"
+        hwcapsBuilder
+      ];
+      generic = "${generic}";
+      levels = toJSON (mapAttrs (_: p: "${p}") levels);
+    };
 
   /**
     All variants of a plan, lazily: one nixpkgs instance per distinct config, created only
@@ -435,7 +616,20 @@ let
         let
           pkgs = instances.${instanceKey selected.${name}};
         in
-        builtins.seq (checkInstance name variant pkgs) (selectPackage pkgs variant)
+        if isHwcaps variant then
+          mkHwcaps {
+            inherit name pkgs;
+            generic = selectPackage pkgs variant;
+            levels = mapAttrs (
+              level: member:
+              if packages ? ${member} && isCpu selected.${member} then
+                packages.${member}
+              else
+                throw "capplan: plan.json variant ${name}: cpu.hwcaps.${level} names ${toJSON member}, not a CPU-level variant of this system (regenerate overlays/plan.json with `capplan generate`)"
+            ) variant.cpu.hwcaps;
+          }
+        else
+          builtins.seq (checkInstance name variant pkgs) (selectPackage pkgs variant)
       ) valid;
       # Dispatch outputs (pkgs/dispatch.nix) of this system's variants: each Python variant's
       # environment is built with `python3.withPackages` in the variant's own package set; the

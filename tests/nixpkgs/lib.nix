@@ -55,7 +55,9 @@ rec {
     acc + optionalString (!assertion) ("\n- " + message)
   ) "";
 
-  # lib.customisation.makeOverridable, reduced to what callers of torch & co. use.
+  # lib.customisation.makeOverridable, reduced to what callers of torch & co. use: `override`,
+  # and `overrideAttrs` kept overridable (overrideResult: the result of `.overrideAttrs` still
+  # has `.override`, with the attribute change applied again after it).
   makeOverridable =
     f: args:
     let
@@ -63,7 +65,16 @@ rec {
       override =
         newArgs: makeOverridable f (args // (if builtins.isFunction newArgs then newArgs args else newArgs));
     in
-    result // { inherit override; };
+    result
+    // {
+      inherit override;
+    }
+    // (
+      if builtins.isAttrs result && result ? overrideAttrs then
+        { overrideAttrs = fdrv: makeOverridable (a: (f a).overrideAttrs fdrv) args; }
+      else
+        { }
+    );
 
   # lib.fixedPoints
   fix = f: let x = f x; in x;

@@ -125,23 +125,56 @@ let
       # assertions, as building with the real cudaPackages.backendStdenv does.
       backendStdenv ? null,
       namePrefix ? "",
+      # Files of the output, for packages whose output is a folder (a shared library's
+      # lib/libfoo.so.0): each holds the record. Without it the output is the record itself.
+      outputFiles ? [ ],
       ...
     }:
     let
       name = "${namePrefix}${pname}-${version}";
-      checked = builtins.seq (validity attrs name) (
-        if backendStdenv == null then true else builtins.seq backendStdenv.assertionsHold true
+      # make-derivation.nix: a name set in `env` and as a derivation argument is an error.
+      overlapping = builtins.filter (n: attrs ? ${n}) (builtins.attrNames env);
+      envChecked =
+        if overlapping == [ ] then
+          true
+        else
+          throw (
+            "The `env` attribute set cannot contain any attributes passed to derivation. The following attributes are overlapping:\n"
+            + builtins.concatStringsSep "\n" (
+              map (n: "  - ${n}: in `env`: ${builtins.toJSON env.${n}}; in derivation arguments: ${builtins.toJSON attrs.${n}}") overlapping
+            )
+          );
+      # The compiler flags the build would see (top level, as older recipes set them, or in
+      # `env`), recorded so tests can read what a CPU-level variant was built with.
+      cflags =
+        if attrs ? NIX_CFLAGS_COMPILE then
+          attrs.NIX_CFLAGS_COMPILE
+        else
+          env.NIX_CFLAGS_COMPILE or null;
+      fullRecord = record // (if cflags == null then { } else { NIX_CFLAGS_COMPILE = toString cflags; });
+      checked = builtins.seq envChecked (
+        builtins.seq (validity attrs name) (
+          if backendStdenv == null then true else builtins.seq backendStdenv.assertionsHold true
+        )
       );
       drv = derivation (
         env
+        // (if attrs ? NIX_CFLAGS_COMPILE then { NIX_CFLAGS_COMPILE = toString attrs.NIX_CFLAGS_COMPILE; } else { })
         // {
           inherit name system;
           builder = "/bin/sh";
           args = [
             "-c"
-            ''printf '%s\n' "$record" > "$out"''
+            (
+              if outputFiles == [ ] then
+                ''printf '%s\n' "$record" > "$out"''
+              else
+                builtins.concatStringsSep "\n" (
+                  map (f: ''/bin/mkdir -p "$(/usr/bin/dirname "$out/${f}")" && printf '%s\n' "$record" > "$out/${f}"'') outputFiles
+                )
+            )
           ];
-          record = builtins.toJSON record;
+          record = builtins.toJSON fullRecord;
         }
         // (if requiredSystemFeatures == [ ] then { } else { inherit requiredSystemFeatures; })
       );
@@ -171,8 +204,17 @@ let
           all = [ self ];
           inherit requiredSystemFeatures;
           drvAttrs = {
-            inherit name system record;
+            inherit name system;
+            record = fullRecord;
           };
+          # make-derivation.nix `overrideAttrs`: the same arguments changed by `f` (old
+          # attributes in; a function of them, or of final and previous ones, out).
+          overrideAttrs =
+            f:
+            let
+              changed = f attrs;
+            in
+            mkDerivation (attrs // (if builtins.isFunction changed then changed attrs else changed));
         };
     in
     self;

@@ -590,5 +590,10 @@ def cpu_json(spec: CpuSpec | None) -> dict[str, Any] | None:
 
 
 def cpu_nix_keys(v: Variant) -> dict[str, Any]:
-    """plan.json's CPU key, on every variant (pkgs/variant.nix reads ``cpu``)."""
-    return {"cpu": cpu_json(v.cpu)}
+    """plan.json's CPU key, on every variant (pkgs/variant.nix reads ``cpu``); a CPU-side
+    variant (no GPU vendor) also says ``"vendor": null``, so Nix builds it in a plain package
+    set rather than a CUDA one (plans before CPU levels had no such variant)."""
+    keys: dict[str, Any] = {"cpu": cpu_json(v.cpu)}
+    if v.vendor is None:
+        keys["vendor"] = None
+    return keys
