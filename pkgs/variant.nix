@@ -736,6 +736,7 @@ let
 in
 {
   inherit
+    addCflags
     checkPlan
     checkVariant
     variantConfig

@@ -96,20 +96,38 @@ def test_nix_build_cpu_variants_rebuild_only_their_package(
 
 
 def test_cflags_go_where_the_recipe_keeps_them(nix_cpu: tuple[NixRunner, dict[str, Any]]) -> None:
-    # make-derivation.nix refuses NIX_CFLAGS_COMPILE both in `env` and at top level; a recipe
-    # that sets it at top level gets the flags appended there, one with `env` in `env`.
+    # make-derivation.nix refuses NIX_CFLAGS_COMPILE both in `env` and at top level: the
+    # variant builder appends where the recipe keeps it, else puts it in `env`.
     runner, _ = nix_cpu
     got = runner.expr_json(
         f"""let
               p = import {runner.standin} {{ system = "{SYSTEM}"; }};
-              top = p.stdenv.mkDerivation {{ pname = "top"; version = "1"; NIX_CFLAGS_COMPILE = "-O3"; }};
-              inEnv = p.stdenv.mkDerivation {{ pname = "env"; version = "1"; env.NIX_CFLAGS_COMPILE = "-g"; }};
+              add = (import {runner.root}/pkgs/variant.nix).addCflags [ "-march=x86-64-v3" ];
+              mk = attrs: p.stdenv.mkDerivation ({{ pname = "x"; version = "1"; }} // attrs);
+              flags = d: (d.overrideAttrs add).drvAttrs.record.NIX_CFLAGS_COMPILE;
             in {{
-              top = (top.overrideAttrs (old: {{ NIX_CFLAGS_COMPILE = old.NIX_CFLAGS_COMPILE + " -march=x86-64-v3"; }})).drvAttrs.record.NIX_CFLAGS_COMPILE;
-              env = inEnv.drvAttrs.record.NIX_CFLAGS_COMPILE;
+              top = flags (mk {{ NIX_CFLAGS_COMPILE = "-O3"; }});
+              env = flags (mk {{ env.NIX_CFLAGS_COMPILE = "-g"; }});
+              none = flags (mk {{ }});
+              kept = ((mk {{ env.FOO = "1"; }}).overrideAttrs add).drvAttrs.record.NIX_CFLAGS_COMPILE;
             }}"""
     )
-    assert got == {"top": "-O3 -march=x86-64-v3", "env": "-g"}
+    assert got == {
+        "top": "-O3 -march=x86-64-v3",
+        "env": "-g -march=x86-64-v3",
+        "none": "-march=x86-64-v3",
+        "kept": "-march=x86-64-v3",
+    }
+    both = runner.expr(
+        f"""((import {runner.standin} {{ system = "{SYSTEM}"; }}).stdenv.mkDerivation {{
+              pname = "x"; version = "1"; NIX_CFLAGS_COMPILE = "-O3"; env.NIX_CFLAGS_COMPILE = "-g";
+            }}).drvPath""",
+        check=False,
+    )
+    assert both.returncode != 0
+    assert (
+        "The `env` attribute set cannot contain any attributes passed to derivation" in both.stderr
+    )
 
 
 def test_hwcaps_lays_out_per_level_builds(nix_cpu: tuple[NixRunner, dict[str, Any]]) -> None:
