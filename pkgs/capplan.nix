@@ -46,8 +46,8 @@ let
       requests
       rich
       packaging
-      pyelftools
       cryptography
+      archspec
     ];
 in
 python3Packages.buildPythonApplication {

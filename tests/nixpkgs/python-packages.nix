@@ -121,6 +121,7 @@ let
       rich = leaf "rich" "14.1.0";
       packaging = leaf "packaging" "25.0";
       pyelftools = leaf "pyelftools" "0.32";
+      archspec = leaf "archspec" "0.2.5";
       cryptography = leaf "cryptography" "45.0.6";
       pytest = leaf "pytest" "8.4.1";
       hypothesis = leaf "hypothesis" "6.136.0";

@@ -7,7 +7,7 @@ change.
 
 Files are mapped with mmap and scanned in place by :mod:`capplan.core.binaries.fatbin`; each
 container is
-attributed to the ELF section holding it (pyelftools reads the section table). Static archive
+attributed to the ELF section holding it (read from the section table with struct). Static archive
 members are scanned in place inside the archive's mapping; wheel members are read into memory
 from the zip (never extracted to disk). Nothing is decompressed beyond the zip layer: fatbin
 headers are never compressed.
@@ -19,12 +19,13 @@ import bisect
 import mmap
 import os
 import stat
+import struct
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any
 
 from capplan.adapters.files import special_kind
 from capplan.core.binaries import amdgpu, fatbin
@@ -194,41 +195,6 @@ class BinaryLimits:
 # --- ELF section table -------------------------------------------------------------------------
 
 
-class _Window:
-    """A read-only file-like view of ``buf[start:end]`` for pyelftools, without copying it."""
-
-    def __init__(self, buf: fatbin.Buffer, start: int, end: int) -> None:
-        self._buf = buf
-        self._start = start
-        self._end = end
-        self._pos = start
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        if whence == os.SEEK_SET:
-            self._pos = self._start + offset
-        elif whence == os.SEEK_CUR:
-            self._pos += offset
-        else:
-            self._pos = self._end + offset
-        self._pos = max(self._start, self._pos)
-        return self._pos - self._start
-
-    def tell(self) -> int:
-        return self._pos - self._start
-
-    def close(self) -> None:
-        # pyelftools' objects form reference cycles that hold the stream until a gc pass; drop
-        # the buffer now so a wheel member's memory is freed before the next one is read.
-        self._buf = b""
-        self._end = self._start = self._pos = 0
-
-    def read(self, size: int = -1) -> bytes:
-        stop = self._end if size is None or size < 0 else min(self._end, self._pos + size)
-        data = bytes(self._buf[self._pos : stop]) if stop > self._pos else b""
-        self._pos = max(self._pos, stop)
-        return data
-
-
 @dataclass(frozen=True, slots=True)
 class _Sections:
     starts: tuple[int, ...]
@@ -249,71 +215,122 @@ class _Sections:
 
 
 def _read_sections(buf: fatbin.Buffer, start: int, end: int) -> _Sections:
-    from elftools.common.utils import struct_parse
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import StringTableSection
-
     size = end - start
     spans: list[tuple[int, int, str]] = []
     problems: list[str] = []
     skip: list[tuple[int, int]] = []
-    window = _Window(buf, start, end)
     try:
-        elf = ELFFile(cast(IO[bytes], window))
-        # Read the raw headers rather than iter_sections(): building Section objects parses
-        # some sections eagerly (.gnu.hash: 70 ms on libtorch_cuda.so) and we need only spans.
-        names = elf.get_section(elf.get_shstrndx())
-        if not isinstance(names, StringTableSection):
-            raise ValueError("the section-name table is not a string table")
-        stream = elf.stream
-        for index in range(elf.num_sections()):
-            header = struct_parse(
-                elf.structs.Elf_Shdr, stream, elf["e_shoff"] + index * elf["e_shentsize"]
-            )
-            if header["sh_type"] == "SHT_NOBITS" or not header["sh_size"]:
+        for header in _section_headers(buf, start, end):
+            if header.type == _SHT_NOBITS or not header.size:
                 continue
-            name = names.get_string(header["sh_name"]) or "?"
-            offset, length = int(header["sh_offset"]), int(header["sh_size"])
+            name, offset, length = header.name, header.offset, header.size
             if offset + length > size:
                 problems.append(
                     f"section {name} ends {offset + length - size} bytes past the end of the "
                     "file (truncated?)"
                 )
             spans.append((offset, offset + length, name))
-            if header["sh_type"] in _NO_DEVICE_CODE_TYPES or (
-                header["sh_type"] == "SHT_PROGBITS"
-                and (int(header["sh_flags"]) & _SHF_EXECINSTR or name in _NO_DEVICE_CODE_NAMES)
+            if header.type in _NO_DEVICE_CODE_TYPES or (
+                header.type == _SHT_PROGBITS
+                and (header.flags & _SHF_EXECINSTR or name in _NO_DEVICE_CODE_NAMES)
             ):
                 skip.append((offset, min(offset + length, size)))
-    # pyelftools raises ELFError, and on corrupt tables struct/construct/Value errors too.
-    except Exception as error:
-        detail = " ".join(str(error).split()) or type(error).__name__
-        problems.append(f"ELF section table unreadable ({detail}); sections unknown")
-    finally:
-        window.close()
+    except (_ElfError, struct.error) as error:
+        problems.append(f"ELF section table unreadable ({error}); sections unknown")
     spans.sort()
     if any("unreadable" in p for p in problems):
         skip = []  # sections unknown: search everything
     return _Sections(tuple(s[0] for s in spans), tuple(spans), tuple(problems), tuple(sorted(skip)))
 
 
+class _ElfError(Exception):
+    """The ELF header or section table cannot be read (the message says where)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _SectionHeader:
+    name: str
+    type: int
+    flags: int
+    offset: int  # relative to the ELF start
+    size: int
+
+
+# Section header layouts (the ELF gABI), by EI_CLASS: sh_name, sh_type, sh_flags, sh_addr,
+# sh_offset, sh_size, sh_link, sh_info, sh_addralign, sh_entsize.
+_SHDR = {1: "IIIIIIIIII", 2: "IIQQQQIIQQ"}
+_SHN_XINDEX = 0xFFFF
+_MAX_SECTIONS = 1 << 20  # far above any real file; a corrupt count must not loop for ages
+
+
+def _section_headers(buf: fatbin.Buffer, start: int, end: int) -> list[_SectionHeader]:
+    """The section headers of the ELF file at ``buf[start:end]``, read with struct from the
+    header's e_shoff/e_shentsize/e_shnum/e_shstrndx (with the extended numbering in section 0
+    when e_shnum or e_shstrndx overflow). Only the table and the name strings are read."""
+    size = end - start
+    ident = bytes(buf[start : start + 16])
+    if len(ident) < 16 or ident[:4] != b"\x7fELF":
+        raise _ElfError("not an ELF header")
+    elf_class, encoding = ident[4], ident[5]
+    if elf_class not in _SHDR or encoding not in (1, 2):
+        raise _ElfError(f"unknown ELF class {elf_class} or data encoding {encoding}")
+    order = "<" if encoding == 1 else ">"
+    # e_shoff, then e_flags, e_ehsize, e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx.
+    layout, fields_at, header_size = (
+        (order + "QIHHHHHH", 40, 64) if elf_class == 2 else (order + "IIHHHHHH", 32, 52)
+    )
+    if size < header_size:
+        raise _ElfError("the ELF header is cut short")
+    shoff, _flags, _eh, _phentsize, _phnum, shentsize, shnum, shstrndx = struct.unpack_from(
+        layout, buf, start + fields_at
+    )
+    if shoff == 0:
+        return []  # no section table: nothing to name
+    entry = struct.Struct(order + _SHDR[elf_class])
+    if shentsize < entry.size:
+        raise _ElfError(f"section header size {shentsize} is smaller than {entry.size}")
+
+    def raw(index: int) -> tuple[int, ...]:
+        at = shoff + index * shentsize
+        if at + entry.size > size:
+            raise _ElfError(f"section header {index} lies past the end of the file")
+        return entry.unpack_from(buf, start + at)
+
+    if shnum == 0 or shstrndx == _SHN_XINDEX:
+        first = raw(0)
+        shnum = shnum or first[5]
+        if shstrndx == _SHN_XINDEX:
+            shstrndx = first[6]
+    if shnum > _MAX_SECTIONS:
+        raise _ElfError(f"{shnum} sections is not a real section count")
+    headers = [raw(index) for index in range(shnum)]
+    if not 0 <= shstrndx < shnum:
+        raise _ElfError(f"the section-name table index {shstrndx} is out of range")
+    _, names_type, _, _, names_offset, names_size, *_ = headers[shstrndx]
+    if names_type != _SHT_STRTAB:
+        raise _ElfError("the section-name table is not a string table")
+    if names_offset + names_size > size:
+        raise _ElfError("the section-name table lies past the end of the file")
+    names = bytes(buf[start + names_offset : start + names_offset + names_size])
+
+    def name_of(at: int) -> str:
+        stop = names.find(b"\0", at)
+        text = names[at : stop if stop >= 0 else len(names)] if at < len(names) else b""
+        return text.decode("utf-8", errors="replace") or "?"
+
+    return [_SectionHeader(name_of(h[0]), h[1], h[2], h[4], h[5]) for h in headers]
+
+
 # Section kinds that never hold fatbin containers or offload bundles: searching them (on
 # libtorch_cuda.so 150 MB of .text, .strtab, .symtab, .dynstr, .rela.dyn, .eh_frame) only costs.
+# (ELF gABI section types: SHT_SYMTAB, SHT_STRTAB, SHT_RELA, SHT_HASH, SHT_DYNAMIC, SHT_REL,
+# SHT_DYNSYM, and GNU's hash and symbol-version tables.)
 _NO_DEVICE_CODE_TYPES = frozenset(
-    {
-        "SHT_SYMTAB",
-        "SHT_STRTAB",
-        "SHT_DYNSYM",
-        "SHT_RELA",
-        "SHT_REL",
-        "SHT_HASH",
-        "SHT_GNU_HASH",
-        "SHT_GNU_versym",
-        "SHT_GNU_verneed",
-        "SHT_GNU_verdef",
-        "SHT_DYNAMIC",
-    }
+    {2, 3, 4, 5, 6, 9, 11, 0x6FFFFFF6, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF}
 )
+_SHT_PROGBITS = 1
+_SHT_STRTAB = 3
+_SHT_NOBITS = 8
 _NO_DEVICE_CODE_NAMES = frozenset({".eh_frame", ".eh_frame_hdr", ".gcc_except_table"})
 _SHF_EXECINSTR = 0x4
 

@@ -43,7 +43,7 @@ def inspect(paths: tuple[str, ...], as_json: bool, entries: bool) -> None:
     CCOB bundles, bare AMDGPU code objects) go in the AMD column. Exits 12 (bad-binary) after
     printing when a file is truncated or corrupt (its report is marked partial).
     """
-    # Imported here so `capplan --help` does not load pyelftools.
+    # Imported here so `capplan --help` does not load the binary readers.
     from capplan.adapters.fatbin import inspect_paths
 
     for path in paths:
