@@ -421,3 +421,18 @@ def test_verify_device_by_gpu_name(built: dict[str, Path]) -> None:
         ["verify", str(built["multi.o"]), "--expect", "8.6,9.0+PTX", "--device", "H100"]
     )
     assert code == 0 and "native" in out
+
+
+def test_a_folder_read_by_a_pool_of_workers_reports_as_one_process(
+    built: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The folder of real nvcc outputs is small, so the pool's size threshold is lowered to make
+    # two forked workers read it; the reports (order included) must not change.
+    import capplan.adapters.pool as pool
+
+    folder = next(iter(built.values())).parent
+    serial = [r.to_json() for r in inspect_paths([folder], jobs=1)]
+    monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pool, "default_jobs", lambda: 2)
+    parallel = [r.to_json() for r in inspect_paths([folder])]
+    assert parallel == serial and len(serial) >= 5

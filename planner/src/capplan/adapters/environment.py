@@ -17,7 +17,6 @@ import contextlib
 import csv
 import io
 import json
-import multiprocessing
 import os
 import re
 import shutil
@@ -28,11 +27,11 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 from capplan.adapters.files import open_regular, read_bounded, special_kind
+from capplan.adapters.pool import default_jobs, map_files
 from capplan.core.binaries.doctor import Library, Package, Ptx
 from capplan.errors import BinaryFormatError, InvalidInputError, NixError
 
@@ -58,7 +57,6 @@ _MAX_STRTAB = 16 << 20
 _STORE = "/nix/store/"
 _STORE_NAME = re.compile(r"^[0-9a-df-np-sv-z]{32}-(.+)$")
 _PTX_KIND = 1
-_POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,15 +500,6 @@ def scan_sources(
     return Scan(tuple(libraries), packages, len(plan), total)
 
 
-def default_jobs() -> int:
-    """Worker processes for a scan: the CPUs this process may use, at most 8."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, 8))
-
-
 def _read_one(item: tuple[str, str, str, int]) -> Library:
     return _library(*item)
 
@@ -520,29 +509,9 @@ def _read_all(
     jobs: int | None,
     on_file: Callable[[int], None] | None,
 ) -> list[Library]:
-    """Every library of ``plan``, in ``plan``'s order. Files are independent, so with more than
-    one CPU they are read by a pool of forked workers, largest first (a 1 GB libtorch_cuda.so
-    should not start last)."""
-    workers = min(default_jobs() if jobs is None else max(1, jobs), len(plan))
-    small = sum(item[3] for item in plan) < _POOL_MIN_BYTES
-    if workers <= 1 or small or "fork" not in multiprocessing.get_all_start_methods():
-        out = []
-        for item in plan:
-            out.append(_library(*item))
-            if on_file is not None:
-                on_file(item[3])
-        return out
-    order = sorted(range(len(plan)), key=lambda i: -plan[i][3])
-    found: dict[int, Library] = {}
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(_read_one, plan[i]): i for i in order}
-        for future in as_completed(futures):
-            index = futures[future]
-            found[index] = future.result()
-            if on_file is not None:
-                on_file(plan[index][3])
-    return [found[i] for i in range(len(plan))]
+    """Every library of ``plan``, in ``plan``'s order; files are independent, so with more than
+    one CPU a pool of forked workers reads them (adapters/pool.py)."""
+    return map_files(_read_one, plan, [item[3] for item in plan], jobs=jobs, on_done=on_file)
 
 
 def _check_library(path: Path) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from capplan.adapters.files import special_kind
+from capplan.adapters.pool import map_files
 from capplan.core.binaries import amdgpu, fatbin
 from capplan.core.model.amd import AmdTarget
 from capplan.core.model.capability import Capability
@@ -749,8 +750,10 @@ def _walk(root: Path, shown: str) -> list[tuple[str, Path]]:
     return [(c[2], c[3]) for c in sorted(chosen.values(), key=lambda c: c[1])]
 
 
-def inspect_paths(paths: Sequence[Path]) -> list[FileReport]:
-    """Reports for every ELF with device code under ``paths``, in the order given.
+def inspect_paths(paths: Sequence[Path], *, jobs: int | None = None) -> list[FileReport]:
+    """Reports for every ELF with device code under ``paths``, in the order given (``jobs``:
+    worker processes for a folder's files, default the CPUs available; the reports do not
+    depend on it).
 
     A file named directly is always reported (an ELF without device code gives an empty report);
     inside directories and wheels only files with device code (or problems) are. Names are the
@@ -770,17 +773,31 @@ def inspect_paths(paths: Sequence[Path]) -> list[FileReport]:
                 hint="give a file or a directory",
             )
         if path.is_dir():
-            for name, file in _walk(path, shown):
-                try:
-                    reports.extend(_inspect_file(file, name, explicit=False))
-                except BinaryFormatError as error:
-                    # One unreadable or corrupt file must not hide the rest of a store path.
-                    reports.append(
-                        FileReport(path=name, partial=True, problems=(error.one_line(),))
-                    )
+            files = _walk(path, shown)
+            # Files are independent: with several CPUs a pool of forked workers reads them.
+            sizes = [_size(f) for _, f in files]
+            for found in map_files(_inspect_walked, files, sizes, jobs=jobs):
+                reports.extend(found)
         else:
             reports.extend(_inspect_file(path, shown, explicit=True))
     return reports
+
+
+def _inspect_walked(item: tuple[str, Path]) -> list[FileReport]:
+    """One file met in a folder: its reports, or one partial report saying why it cannot be
+    read (one unreadable or corrupt file must not hide the rest of a store path)."""
+    name, file = item
+    try:
+        return _inspect_file(file, name, explicit=False)
+    except BinaryFormatError as error:
+        return [FileReport(path=name, partial=True, problems=(error.one_line(),))]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def binary_limits(

@@ -1,0 +1,67 @@
+"""Reading many files at once: a pool of forked workers for independent per-file work
+(``capplan inspect`` on a folder, ``capplan doctor`` on an environment).
+
+Files are handed out largest first (a 500 MB libtorch_cuda.so should not start last) and the
+results come back in the order given, so the output never depends on the number of workers.
+Below ``POOL_MIN_BYTES`` in all, or with one CPU, or where ``fork`` is unavailable, the work
+runs in this process: starting workers would cost more than it saves.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import TypeVar
+
+__all__ = ["POOL_MIN_BYTES", "default_jobs", "map_files"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+POOL_MIN_BYTES = 64 << 20
+
+
+def default_jobs() -> int:
+    """Worker processes for a scan: the CPUs this process may use, at most 8."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
+def map_files(
+    work: Callable[[T], R],
+    items: Sequence[T],
+    sizes: Sequence[int],
+    *,
+    jobs: int | None = None,
+    on_done: Callable[[int], None] | None = None,
+) -> list[R]:
+    """``[work(item) for item in items]``, with a pool of forked workers where that pays.
+
+    ``work`` must be a module-level function (it is sent to the workers by name); ``sizes``
+    are the items' byte counts (the pool threshold, the largest-first order, and what
+    ``on_done`` is told as each item finishes, for a progress bar)."""
+    workers = min(default_jobs() if jobs is None else max(1, jobs), len(items))
+    small = sum(sizes) < POOL_MIN_BYTES
+    if workers <= 1 or small or "fork" not in multiprocessing.get_all_start_methods():
+        out = []
+        for item, size in zip(items, sizes, strict=True):
+            out.append(work(item))
+            if on_done is not None:
+                on_done(size)
+        return out
+    order = sorted(range(len(items)), key=lambda i: -sizes[i])
+    found: dict[int, R] = {}
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {pool.submit(work, items[i]): i for i in order}
+        for future in as_completed(futures):
+            index = futures[future]
+            found[index] = future.result()
+            if on_done is not None:
+                on_done(sizes[index])
+    return [found[i] for i in range(len(items))]
