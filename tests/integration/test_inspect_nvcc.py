@@ -436,3 +436,34 @@ def test_a_folder_read_by_a_pool_of_workers_reports_as_one_process(
     monkeypatch.setattr(pool, "default_jobs", lambda: 2)
     parallel = [r.to_json() for r in inspect_paths([folder])]
     assert parallel == serial and len(serial) >= 5
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+@pytest.mark.parametrize("spill", [False, True], ids=["in memory", "temporary file"])
+def test_a_wheel_reports_its_members_as_the_files_themselves(
+    built: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    compression: int,
+    spill: bool,
+) -> None:
+    # Stored members are inspected in place in a mapping of the wheel; deflated ones in memory
+    # or, past the size limit (lowered here), through a temporary file: the same reports.
+    import capplan.adapters.fatbin as adapter
+
+    if spill:
+        monkeypatch.setattr(adapter, "_IN_MEMORY_MEMBER", 0)
+    wheel = tmp_path / "demo-1.0-py3-none-any.whl"
+    names = sorted(built)
+    with zipfile.ZipFile(wheel, "w", compression=compression) as archive:
+        archive.writestr("demo/README.txt", "not a binary\n")
+        for name in names:
+            archive.write(built[name], f"demo/lib/{built[name].name}")
+    from_wheel = {r.path.split("!", 1)[1]: _names(r) for r in inspect_paths([wheel])}
+    direct = {
+        "demo/lib/" + r.path[len(str(built[n].parent)) + 1 :]: _names(r)
+        for n in names
+        for r in inspect_paths([built[n]])
+    }
+    assert from_wheel == {k: v for k, v in direct.items() if any(v.values())}
+    assert len(from_wheel) >= 5

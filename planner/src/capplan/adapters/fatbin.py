@@ -18,8 +18,10 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
+import shutil
 import stat
 import struct
+import tempfile
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from capplan.adapters.files import special_kind
+from capplan.adapters.files import open_regular, special_kind
 from capplan.adapters.pool import map_files
 from capplan.core.binaries import amdgpu, fatbin
 from capplan.core.model.amd import AmdTarget
@@ -55,6 +57,9 @@ _FATBIN_SECTIONS = frozenset({".nv_fatbin", "__nv_relfatbin"})
 NO_SECTION = "(none)"
 _PAGE = mmap.PAGESIZE
 _WHEEL_CHUNK = 8 << 20
+# A deflated wheel member up to this size is inflated in memory; a larger one into a temporary
+# file that is mapped and released as the scan passes (memory stays bounded).
+_IN_MEMORY_MEMBER = 48 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -627,54 +632,94 @@ def _inspect_blob(
     raise BinaryFormatError(f"unsupported content in {name}")
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytearray:
-    """A member's bytes, read in chunks into one buffer.
-
-    Members are deflated: reading one into memory is the only way to scan it without writing it
-    to disk. ``ZipFile.read`` would briefly hold the member twice (chunks, then their join).
-    """
-    data = bytearray(info.file_size)
-    view = memoryview(data)
-    pos = 0
-    with archive.open(info) as member:
-        while pos < len(data):
-            chunk = member.read(min(_WHEEL_CHUNK, len(data) - pos))
-            if not chunk:
-                break
-            view[pos : pos + len(chunk)] = chunk
-            pos += len(chunk)
-    view.release()
-    del data[pos:]
-    return data
-
-
 def _inspect_wheel(path: Path, name: str) -> list[FileReport]:
-    reports: list[FileReport] = []
+    """Every ELF, archive, fatbin or bundle member of a wheel, read member by member (in a
+    pool of workers where that pays): a member stored uncompressed is inspected in place in a
+    mapping of the wheel; a deflated one is inflated in memory when small, else into an
+    anonymous temporary file that is mapped and its pages dropped as the scan passes, so memory
+    stays bounded whatever the member's size."""
     try:
         with zipfile.ZipFile(path) as archive:
             infos = sorted(
                 (i for i in archive.infolist() if not i.is_dir() and i.file_size >= 16),
                 key=lambda i: i.filename,
             )
+            members: list[tuple[str, str, str, str]] = []
+            sizes: list[int] = []
             for info in infos:
                 with archive.open(info) as member:
                     head = member.read(_SNIFF)
                 kind = _sniff(head, 0, len(head))
-                if kind not in ("elf", "ar", "fatbin", "bundle"):
-                    continue
-                data = _read_member(archive, info)
-                reports.extend(
-                    _inspect_blob(
-                        data, 0, len(data), f"{name}!{info.filename}", kind, keep_empty=False
-                    )
-                )
-                del data  # one member in memory at a time: the next may be as large
+                if kind in ("elf", "ar", "fatbin", "bundle"):
+                    members.append((str(path), name, info.filename, kind))
+                    sizes.append(info.file_size)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
-        raise BinaryFormatError(
-            f"{name} is not a readable wheel/zip: {error}",
-            hint="check the download; a truncated wheel cannot be read",
-        ) from None
+        raise _unreadable_wheel(name, str(error)) from None
+    reports: list[FileReport] = []
+    for found in map_files(_inspect_wheel_member, members, sizes):
+        if isinstance(found, str):
+            raise _unreadable_wheel(name, found)
+        reports.extend(found)
     return reports
+
+
+def _unreadable_wheel(name: str, why: str) -> BinaryFormatError:
+    return BinaryFormatError(
+        f"{name} is not a readable wheel/zip: {why}",
+        hint="check the download; a truncated wheel cannot be read",
+    )
+
+
+def _inspect_wheel_member(item: tuple[str, str, str, str]) -> list[FileReport] | str:
+    """One wheel member's reports, or why the wheel cannot be read (a string: it crosses
+    from a worker process intact)."""
+    path, name, filename, kind = item
+    shown = f"{name}!{filename}"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            info = archive.getinfo(filename)
+            if info.compress_type == zipfile.ZIP_STORED:
+                start = _stored_data_offset(archive, info)
+                with (
+                    open_regular(path) as handle,
+                    mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+                ):
+                    if start + info.file_size > len(mapped):
+                        return f"member {filename} runs past the end of the file"
+                    return _inspect_blob(
+                        mapped, start, start + info.file_size, shown, kind, keep_empty=False
+                    )
+            if info.file_size <= _IN_MEMORY_MEMBER:
+                with archive.open(info) as member:
+                    data = member.read()
+                return _inspect_blob(data, 0, len(data), shown, kind, keep_empty=False)
+            with tempfile.TemporaryFile(prefix="capplan-member-") as spill:
+                with archive.open(info) as member:
+                    shutil.copyfileobj(member, spill, _WHEEL_CHUNK)
+                size = spill.tell()
+                if size == 0:
+                    return []
+                spill.flush()
+                with mmap.mmap(spill.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                    return _inspect_blob(mapped, 0, size, shown, kind, keep_empty=False)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
+        return str(error)
+    except OSError as error:
+        return f"cannot unpack {filename} to a temporary file ({error.strerror or error})"
+
+
+def _stored_data_offset(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
+    """Where a stored member's bytes start: after its local file header (30 bytes, then the
+    name and the extra field, whose lengths the local header gives)."""
+    handle = archive.fp
+    if handle is None:
+        raise zipfile.BadZipFile("the archive is closed")
+    handle.seek(info.header_offset)
+    local = handle.read(30)
+    if len(local) < 30 or local[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"bad local header for {info.filename}")
+    name_length, extra_length = struct.unpack("<HH", local[26:30])
+    return int(info.header_offset) + 30 + int(name_length) + int(extra_length)
 
 
 def _inspect_file(path: Path, name: str, *, explicit: bool) -> list[FileReport]:
