@@ -21,7 +21,6 @@ import os
 import shutil
 import stat
 import struct
-import tempfile
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -693,6 +692,8 @@ def _inspect_wheel_member(item: tuple[str, str, str, str]) -> list[FileReport] |
                 with archive.open(info) as member:
                     data = member.read()
                 return _inspect_blob(data, 0, len(data), shown, kind, keep_empty=False)
+            import tempfile  # only large deflated wheel members need it
+
             with tempfile.TemporaryFile(prefix="capplan-member-") as spill:
                 with archive.open(info) as member:
                     shutil.copyfileobj(member, spill, _WHEEL_CHUNK)

@@ -9,10 +9,8 @@ runs in this process: starting workers would cost more than it saves.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TypeVar
 
 __all__ = ["POOL_MIN_BYTES", "default_jobs", "map_files"]
@@ -32,6 +30,12 @@ def default_jobs() -> int:
     return max(1, min(cpus, 8))
 
 
+def _can_fork() -> bool:
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
 def map_files(
     work: Callable[[T], R],
     items: Sequence[T],
@@ -46,14 +50,17 @@ def map_files(
     are the items' byte counts (the pool threshold, the largest-first order, and what
     ``on_done`` is told as each item finishes, for a progress bar)."""
     workers = min(default_jobs() if jobs is None else max(1, jobs), len(items))
-    small = sum(sizes) < POOL_MIN_BYTES
-    if workers <= 1 or small or "fork" not in multiprocessing.get_all_start_methods():
+    if workers <= 1 or sum(sizes) < POOL_MIN_BYTES or not _can_fork():
         out = []
         for item, size in zip(items, sizes, strict=True):
             out.append(work(item))
             if on_done is not None:
                 on_done(size)
         return out
+    # Imported here: a single file, the common case, never pays for multiprocessing's import.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     order = sorted(range(len(items)), key=lambda i: -sizes[i])
     found: dict[int, R] = {}
     context = multiprocessing.get_context("fork")
