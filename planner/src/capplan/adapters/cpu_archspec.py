@@ -93,7 +93,9 @@ class ArchspecCpuModel:
         if code == have or code in have.ancestors:
             return None
         if code.family != have.family:
-            return f"{built} is {code.family.name} code and {device} is a {have.family.name} CPU"
+            family = have.family.name
+            article = "an" if family[0] in "aeiou" else "a"
+            return f"{built} is {code.family.name} code and {device} is {article} {family} CPU"
         missing = sorted(set(code.features) - set(have.features))
         if missing:
             return f"{device} lacks {', '.join(missing)}, which {built} code may use"

@@ -94,13 +94,15 @@ def elf_dynamic(fd: int) -> tuple[tuple[str, ...], str | None]:
         return (), None  # a damaged header: no claim about what the file links
 
 
-def _elf_dynamic(fd: int) -> tuple[tuple[str, ...], str | None]:
+def _program_headers(fd: int) -> tuple[str, bool, list[tuple[int, int, int, int]]] | None:
+    """(byte order, 64-bit, [(p_type, p_offset, p_vaddr, p_filesz)]) of the ELF open at
+    ``fd``; None when its header is not a readable ELF header. Bounded: 4096 entries at most."""
     head = _pread(fd, 64, 0)
     if len(head) < 52 or head[:4] != _ELF or head[4] not in (1, 2) or head[5] not in (1, 2):
-        return (), None
+        return None
     wide = head[4] == 2
     if wide and len(head) < 64:
-        return (), None
+        return None
     end = "<" if head[5] == 1 else ">"
     if wide:
         phoff, phentsize, phnum = (
@@ -108,19 +110,16 @@ def _elf_dynamic(fd: int) -> tuple[tuple[str, ...], str | None]:
             *struct.unpack_from(end + "HH", head, 0x36),
         )
         ph = struct.Struct(end + "IIQQQQQQ")
-        dyn = struct.Struct(end + "qQ")
     else:
         phoff, phentsize, phnum = (
             struct.unpack_from(end + "I", head, 0x1C)[0],
             *struct.unpack_from(end + "HH", head, 0x2A),
         )
         ph = struct.Struct(end + "IIIIIIII")
-        dyn = struct.Struct(end + "iI")
     if phentsize < ph.size or not 0 < phnum <= 4096:
-        return (), None
+        return None
     table = _pread(fd, phentsize * phnum, phoff)
-    loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
-    dynamic: tuple[int, int] | None = None
+    out: list[tuple[int, int, int, int]] = []
     for i in range(phnum):
         if (i + 1) * phentsize > len(table):
             break
@@ -129,6 +128,19 @@ def _elf_dynamic(fd: int) -> tuple[tuple[str, ...], str | None]:
             p_type, _, p_offset, p_vaddr, _, p_filesz = fields[:6]
         else:
             p_type, p_offset, p_vaddr, _, p_filesz = fields[:5]
+        out.append((p_type, p_offset, p_vaddr, p_filesz))
+    return end, wide, out
+
+
+def _elf_dynamic(fd: int) -> tuple[tuple[str, ...], str | None]:
+    found = _program_headers(fd)
+    if found is None:
+        return (), None
+    end, wide, headers = found
+    dyn = struct.Struct(end + ("qQ" if wide else "iI"))
+    loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+    dynamic: tuple[int, int] | None = None
+    for p_type, p_offset, p_vaddr, p_filesz in headers:
         if p_type == _PT_LOAD:
             loads.append((p_vaddr, p_offset, p_filesz))
         elif p_type == _PT_DYNAMIC:
@@ -171,6 +183,74 @@ def _elf_dynamic(fd: int) -> tuple[tuple[str, ...], str | None]:
 
     names = tuple(n for n in (text(i) for i in needed) if n)
     return names, text(soname) if soname is not None else None
+
+
+# GNU property notes (the x86-64 psABI, "Program Property"; binutils' elf/common.h):
+# NT_GNU_PROPERTY_TYPE_0 notes named "GNU" in PT_GNU_PROPERTY (or PT_NOTE) segments; the
+# property GNU_PROPERTY_X86_ISA_1_NEEDED is a 4-byte bit set of the micro-architecture levels
+# the object's code needs (`ld -z x86-64-v3` records it; GCC with -mneeded too).
+_PT_NOTE = 4
+_PT_GNU_PROPERTY = 0x6474E553
+_NT_GNU_PROPERTY_TYPE_0 = 5
+_GNU_PROPERTY_X86_ISA_1_NEEDED = 0xC0008002
+_ISA_LEVELS = ((8, "x86-64-v4"), (4, "x86-64-v3"), (2, "x86-64-v2"), (1, "x86-64"))
+_MAX_NOTES = 64 << 10
+
+
+def elf_x86_isa_needed(fd: int) -> str | None:
+    """The highest x86-64 level (``x86-64-v3``) the ELF open at ``fd`` records as needed in
+    its GNU property note; None when it records none (most binaries: their level is unknown, not
+    baseline) or the file is not a readable ELF. Bounded: the program headers and 64 KiB of
+    notes."""
+    try:
+        return _elf_x86_isa_needed(fd)
+    except (OSError, OverflowError, ValueError, struct.error):
+        return None
+
+
+def _elf_x86_isa_needed(fd: int) -> str | None:
+    found = _program_headers(fd)
+    if found is None:
+        return None
+    end, wide, headers = found
+    segments = [h for h in headers if h[0] == _PT_GNU_PROPERTY] or [
+        h for h in headers if h[0] == _PT_NOTE
+    ]
+    align = 8 if wide else 4
+    bits = 0
+    for _, offset, _, size in segments:
+        data = _pread(fd, min(size, _MAX_NOTES), offset)
+        pos = 0
+        while pos + 12 <= len(data):
+            namesz, descsz, kind = struct.unpack_from(end + "III", data, pos)
+            name_at = pos + 12
+            # The descriptor and the next note start at the segment's alignment, counted from
+            # the note's start (glibc's ELF_NOTE_DESC_OFFSET / ELF_NOTE_NEXT_OFFSET).
+            desc_at = pos + _align(12 + namesz, align)
+            next_note = pos + _align(desc_at - pos + descsz, align)
+            if next_note > len(data) or next_note <= pos:
+                break
+            if kind == _NT_GNU_PROPERTY_TYPE_0 and data[name_at : name_at + namesz] == b"GNU\0":
+                bits |= _isa_bits(data[desc_at : desc_at + descsz], end, align)
+            pos = next_note
+    return next((name for bit, name in _ISA_LEVELS if bits & bit), None)
+
+
+def _align(n: int, align: int) -> int:
+    return (n + align - 1) // align * align
+
+
+def _isa_bits(desc: bytes, end: str, align: int) -> int:
+    """GNU_PROPERTY_X86_ISA_1_NEEDED's bits in one note's properties (pr_type, pr_datasz,
+    data padded to the alignment)."""
+    pos = 0
+    while pos + 8 <= len(desc):
+        pr_type, pr_size = struct.unpack_from(end + "II", desc, pos)
+        data_at = pos + 8
+        if pr_type == _GNU_PROPERTY_X86_ISA_1_NEEDED and pr_size >= 4:
+            return int(struct.unpack_from(end + "I", desc, data_at)[0])
+        pos = data_at + _align(pr_size, align)
+    return 0
 
 
 # --- packages ---------------------------------------------------------------------------------
@@ -414,16 +494,18 @@ def _library(path: str, shown: str, package: str, size: int) -> Library:
         if _pread(fd, 4, 0) != _ELF:
             return Library(shown, package, size=size)
         needed, soname = elf_dynamic(fd)
+        level = elf_x86_isa_needed(fd)
         try:
             reports = inspect_paths([Path(path)])
         except BinaryFormatError as error:
             return Library(shown, package, needed=needed, soname=soname, size=size,
-                           problems=(error.one_line(),))  # fmt: skip
+                           problems=(error.one_line(),), cpu_level=level)  # fmt: skip
         sass = tuple(sorted({c for r in reports for c in r.sass}))
         amd = tuple(sorted({t for r in reports for t in r.amd}))
         ptx = tuple(p for r in reports for p in _ptx_details(fd, r))
         problems = tuple(p for r in reports for p in r.problems)
-        return Library(shown, package, sass, ptx, amd, needed, soname, size, problems)
+        return Library(shown, package, sass, ptx, amd, needed, soname, size, problems,
+                       cpu_level=level)  # fmt: skip
     finally:
         os.close(fd)
 

@@ -46,20 +46,19 @@ def detect(config_path: Path | None, as_json: bool) -> None:
     kb = current_kb()
     system = host_system(os.environ)
     amd_found, amd_notes = detect_amd_gpus()
+    no_gpu: NoGpuError | None = None
     try:
         found = detect_gpus(kb=kb)
     except NoGpuError as error:
         # A Jetson without (a working) nvidia-smi: its device tree names the module.
         module = jetson_from_device_tree(Path(os.environ.get(ROOT_ENV) or "/"))
-        if module is not None:
-            found = [module]
-        elif amd_found:
-            found = []  # an AMD-only machine: not "no GPU"
-        else:
+        found = [module] if module is not None else []
+        if module is None and not amd_found:
             why = "; ".join(amd_notes[:3]) or "no KFD GPU node and no rocminfo"
-            raise NoGpuError(
+            # Not yet an error: a plan with per-CPU-level builds still has an answer here.
+            no_gpu = NoGpuError(
                 f"{error.message}; no AMD GPU found either ({why})", hint=error.hint
-            ) from None
+            )
     except (UnicodeError, ValueError) as error:
         raise DataError(
             f"nvidia-smi printed output that is not text: {error}",
@@ -69,6 +68,9 @@ def detect(config_path: Path | None, as_json: bool) -> None:
     environ = {k: v for k, v in os.environ.items() if k != SYSTEM_ENV}
     planned = plan_with_settings(config_path, environ=environ)
     plan = planned.plan
+    cpu = _cpu_entry(plan)
+    if no_gpu is not None and not cpu["variants"]:
+        raise no_gpu
     report: list[dict[str, Any]] = []
     for gpu in found:
         cap = gpu.capability
@@ -109,11 +111,58 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         report.append(entry)
     report.extend(_amd_entries(amd_found, system, planned, kb))
     if as_json:
-        emit_json({"gpus": report, "notes": amd_notes})
+        emit_json({"gpus": report, "notes": amd_notes, "cpu": cpu})
         return
     _print(report)
+    _print_cpu(cpu)
     for note in amd_notes:
         out_console().print(f"note: {note}", markup=False)
+
+
+def _cpu_entry(plan: Plan) -> dict[str, Any]:
+    """This machine's CPU (``/proc/cpuinfo`` under CAPPLAN_ROOT) and, for each package the
+    plan builds per CPU level on this system, the build to use; None when no CPU is known."""
+    from capplan.adapters.cpu_archspec import ArchspecCpuModel
+    from capplan.adapters.cpu_detect import detect_cpu
+    from capplan.core.planning.cpu import pick_cpu_variants
+
+    found, why = detect_cpu()
+    if found is None:
+        return {"microarchitecture": None, "note": why, "variants": {}, "how": {}}
+    # The CPU's own architecture names the system whose builds it runs (a Grace machine's
+    # aarch64 builds, whatever the host running this reports).
+    cpu_system = f"{found.arch}-linux"
+    picks = pick_cpu_variants(
+        plan.variants, cpu_system, found.microarchitecture, ArchspecCpuModel(policies={})
+    )
+    entry = found.to_json()
+    entry["variants"] = {p.package: p.variant.name if p.variant else None for p in picks}
+    entry["how"] = {
+        p.package: {
+            "reason": p.reason,
+            "command": f"nix build .#{p.variant.name}" if p.variant else None,
+        }
+        for p in picks
+    }
+    return entry
+
+
+def _print_cpu(cpu: dict[str, Any]) -> None:
+    console = out_console()
+    if cpu["microarchitecture"] is None:
+        console.print(f"CPU unknown ({cpu['note']})", markup=False, highlight=False)
+        return
+    level = f", {cpu['level']}" if cpu.get("level") else ""
+    console.print(
+        f"CPU {cpu['microarchitecture']} ({cpu['model'] or cpu['arch']}{level}) from "
+        f"{cpu['source']}",
+        markup=False,
+        highlight=False,
+    )
+    for package, name in cpu["variants"].items():
+        how = cpu["how"][package]
+        use = f"use {name} ({how['command']}): " if name else ""
+        console.print(f"  {package}: {use}{how['reason']}", markup=False, highlight=False)
 
 
 def _entry(

@@ -16,7 +16,15 @@ from rich.cells import cell_len
 from rich.markup import escape
 
 from capplan.cli.output import AsciiIntRange, emit_json, err_console, make_table, out_console
-from capplan.core.binaries.doctor import Cell, DoctorReport, Driver, Gpu, Package, diagnose
+from capplan.core.binaries.doctor import (
+    Cell,
+    CpuFacts,
+    DoctorReport,
+    Driver,
+    Gpu,
+    Package,
+    diagnose,
+)
 from capplan.core.model.compat import is_jetson
 from capplan.core.model.drivers import version_key
 from capplan.errors import ExitCode, InvalidInputError, NoGpuError, shorten
@@ -62,12 +70,19 @@ def _kb() -> KnowledgeBase:
     metavar="N",
     help="Read libraries with N worker processes (default: the CPUs available, at most 8).",
 )
+@click.option(
+    "--cpu",
+    metavar="CPU",
+    help="The CPU to check libraries' recorded x86-64 levels against instead of the detected one "
+    "(/proc/cpuinfo): a level (x86-64-v3) or a microarchitecture (haswell, sapphirerapids).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (shape in docs/doctor.md).")
 def doctor(
     paths: tuple[Path, ...],
     devices: tuple[str, ...],
     driver: str | None,
     jobs: int | None,
+    cpu: str | None,
     as_json: bool,
 ) -> None:
     """Check that the GPU libraries of an environment run on this machine's GPUs.
@@ -81,6 +96,7 @@ def doctor(
     kb = _kb()
     if driver is not None:
         driver = _check_driver(driver)
+    cpu_facts, cpu_note = _cpu_facts(cpu)
     gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
     version = driver if driver is not None else detected_driver
     facts = _driver_facts(kb, version)
@@ -97,7 +113,7 @@ def doctor(
             err_console().print(f"capplan: checking {source.path} ({source.why})", markup=False,
                                 highlight=False, soft_wrap=True)  # fmt: skip
     scan = _scan(sources, jobs)
-    report = diagnose(scan.libraries, scan.packages, gpus, facts)
+    report = diagnose(scan.libraries, scan.packages, gpus, facts, cpu_facts)
     fixes = _plan_fixes(report, kb, facts)
     data = _json(
         report,
@@ -107,12 +123,42 @@ def doctor(
         sources,
         scan,
     )
+    data["cpu"] = _cpu_json(report, scan, cpu_note)
     if as_json:
         emit_json(data)
     else:
+        _print_cpu(data)
         _print(data)
     if not report.ok:
         raise SystemExit(int(ExitCode.WONT_RUN))
+
+
+_X86_LEVELS = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
+
+
+def _cpu_facts(text: str | None) -> tuple[CpuFacts | None, str | None]:
+    """The CPU to judge recorded x86-64 levels against: ``--cpu``, else this machine's
+    (/proc/cpuinfo under CAPPLAN_ROOT); (None, why) when neither is known."""
+    from capplan.adapters.cpu_archspec import ArchspecCpuModel
+    from capplan.adapters.cpu_detect import detect_cpu
+
+    model = ArchspecCpuModel(policies={})
+    if text is not None:
+        name, source = model.parse(text), "--cpu"
+        if model.arch(name) not in ("x86_64", "aarch64"):
+            raise InvalidInputError(
+                f"--cpu {shorten(text.strip())!r} is a {model.arch(name)} CPU: capplan checks "
+                "x86_64 and aarch64 machines",
+                hint="give an x86-64 level (x86-64-v3) or an x86_64 or aarch64 microarchitecture",
+            )
+    else:
+        found, why = detect_cpu()
+        if found is None:
+            return None, why
+        name, source = found.microarchitecture, "detected"
+    blocked = {level: model.why_not(name, level) for level in _X86_LEVELS}
+    runs = [level for level in _X86_LEVELS if blocked[level] is None]
+    return CpuFacts(name, runs[-1] if runs else None, blocked, source), None
 
 
 def _check_driver(text: str) -> str:
@@ -420,6 +466,55 @@ def _fleet_fixes(
 
 
 # --- output -----------------------------------------------------------------------------------
+
+
+def _cpu_json(report: DoctorReport, scan: Scan, note: str | None) -> dict[str, Any] | None:
+    """The CPU check: what the CPU is, how many libraries record their x86-64 level, and those
+    this CPU does not run (docs/doctor.md, "CPU levels")."""
+    cpu = report.cpu
+    if cpu is None:
+        return {"name": None, "note": note}
+    owners = {lib.path: pkg.name for pkg, libs in report.packages for lib in libs}
+    names = {key: pkg.name for key, pkg in scan.packages.items()}
+    return {
+        "name": cpu.name,
+        "level": cpu.level,
+        "source": cpu.source,
+        "libraries_recording_level": report.cpu_recorded,
+        "libraries_without_level": report.cpu_unrecorded,
+        "cannot_run": [
+            {
+                "path": lib.path,
+                "package": owners.get(lib.path) or names.get(lib.package, lib.package),
+                "needs": lib.cpu_level,
+                **cell.to_json(),
+            }
+            for lib, cell in report.cpu_cannot_run
+        ],
+    }
+
+
+def _print_cpu(data: dict[str, Any]) -> None:
+    cpu = data.get("cpu")
+    if not cpu:
+        return
+    console = out_console()
+    if cpu["name"] is None:
+        console.print(f"CPU unknown: CPU levels not checked ({cpu['note']}; give --cpu)",
+                      highlight=False, markup=False)  # fmt: skip
+        return
+    level = f", runs {cpu['level']}" if cpu["level"] else ""
+    console.print(
+        f"CPU {cpu['name']} ({cpu['source']}{level}): {cpu['libraries_recording_level']} "
+        f"libraries record their x86-64 level, {cpu['libraries_without_level']} record none "
+        "(their level is unknown)",
+        highlight=False,
+        markup=False,
+    )
+    for lib in cpu["cannot_run"]:
+        console.print(f"[bold]{escape(lib['package'])}[/bold] {escape(lib['path'])} cannot run "
+                      f"on this CPU: {escape(lib['reason'])}", highlight=False)  # fmt: skip
+        console.print(f"  fix: {escape(lib['fix'])}", highlight=False)
 
 
 def _cell_json(cell: Cell, plan_fix: str | None = None) -> dict[str, Any]:

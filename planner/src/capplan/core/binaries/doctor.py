@@ -30,6 +30,7 @@ from capplan.core.model.drivers import version_key
 __all__ = [
     "PTX_ISA_CUDA",
     "Cell",
+    "CpuFacts",
     "DoctorReport",
     "Driver",
     "Gpu",
@@ -110,6 +111,9 @@ class Library:
     size: int = 0
     problems: tuple[str, ...] = ()
     major_hint: int | None = None  # a cuNN directory or distribution name (nvidia/cu13/lib)
+    # The x86-64 level its ELF note records as needed (GNU_PROPERTY_X86_ISA_1_NEEDED:
+    # "x86-64-v3"); None: it records none, so its level is unknown (most binaries).
+    cpu_level: str | None = None
 
     @property
     def has_cuda_code(self) -> bool:
@@ -378,6 +382,43 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+@dataclass(frozen=True, slots=True)
+class CpuFacts:
+    """The machine's CPU as doctor judges it: its name (``sapphirerapids``), the x86-64 level it
+    runs (None: not x86-64), and for each x86-64 level whether it runs code built for it (None)
+    or why not (the features it lacks), from the CPU target model (archspec)."""
+
+    name: str
+    level: str | None
+    blocked: Mapping[str, str | None]
+    source: str  # detected, --cpu
+
+
+def cpu_cells(libraries: Sequence[Library], cpu: CpuFacts) -> tuple[tuple[Library, Cell], ...]:
+    """Libraries whose recorded x86-64 level this CPU does not run, each with its verdict.
+    A library that records no level is not judged: its level is unknown, not baseline."""
+    out: list[tuple[Library, Cell]] = []
+    for lib in libraries:
+        why = cpu.blocked.get(lib.cpu_level) if lib.cpu_level else None
+        if why is None:
+            continue
+        out.append(
+            (
+                lib,
+                Cell(
+                    "cannot-run",
+                    None,
+                    f"built for {lib.cpu_level} (its ELF note GNU_PROPERTY_X86_ISA_1_NEEDED): "
+                    f"{why}; the loader refuses it or it dies on an illegal instruction",
+                    f"a build for {cpu.level or cpu.name} or lower (capplan plans per-level "
+                    "builds from [fleet] cpus)",
+                    "cpu-level",
+                ),
+            )
+        )
+    return tuple(sorted(out, key=lambda pair: pair[0].path))
+
+
 # Among libraries that cannot run, the cause a user must fix first: no code for the GPU at all
 # (no driver helps), then the driver.
 _CAUSES = ("driver-ptx", "driver-runtime", "device-code", "dropped-arch", "vendor")
@@ -396,10 +437,15 @@ class DoctorReport:
     packages: tuple[tuple[Package, tuple[Library, ...]], ...]
     cells: Mapping[str, tuple[Cell, ...]]  # library path -> one cell per GPU, in gpus' order
     mixed_majors: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    cpu: CpuFacts | None = None
+    cpu_cannot_run: tuple[tuple[Library, Cell], ...] = ()
+    cpu_recorded: int = 0  # libraries whose ELF records an x86-64 level
+    cpu_unrecorded: int = 0  # ELF libraries that record none (level unknown)
 
     @property
     def ok(self) -> bool:
-        return not any(c.level == "cannot-run" for cells in self.cells.values() for c in cells)
+        gpu_ok = not any(c.level == "cannot-run" for cells in self.cells.values() for c in cells)
+        return gpu_ok and not self.cpu_cannot_run
 
     def package_cells(self, package: Package) -> list[Cell]:
         """One summary cell per GPU for ``package``: its worst library's."""
@@ -424,8 +470,10 @@ def diagnose(
     packages: Mapping[str, Package],
     gpus: Sequence[Gpu],
     driver: Driver,
+    cpu: CpuFacts | None = None,
 ) -> DoctorReport:
-    """Judge every library with GPU code (or a CUDA runtime link) on every GPU.
+    """Judge every library with GPU code (or a CUDA runtime link) on every GPU, and, with
+    ``cpu``, every library that records its x86-64 level on the machine's CPU.
 
     ``packages`` maps each library's ``package`` key to the package; the report keeps packages
     in name order and libraries in path order.
@@ -460,4 +508,16 @@ def diagnose(
     mixed = (
         {m: tuple(sorted(names)) for m, names in sorted(majors.items())} if len(majors) > 1 else {}
     )
-    return DoctorReport(tuple(gpus), tuple(grouped), cells, mixed)
+    if cpu is None:
+        return DoctorReport(tuple(gpus), tuple(grouped), cells, mixed)
+    recorded = sum(1 for lib in libraries if lib.cpu_level)
+    return DoctorReport(
+        tuple(gpus),
+        tuple(grouped),
+        cells,
+        mixed,
+        cpu,
+        cpu_cells(libraries, cpu),
+        recorded,
+        len(libraries) - recorded,
+    )

@@ -56,10 +56,12 @@ __all__ = [
     "CpuFamily",
     "CpuModel",
     "CpuPackagePolicy",
+    "CpuPick",
     "CpuPlanning",
     "cpu_json",
     "cpu_nix_keys",
     "is_cpu_side",
+    "pick_cpu_variants",
 ]
 
 # Where a CPU architecture's builds run (archspec's family names).
@@ -597,3 +599,59 @@ def cpu_nix_keys(v: Variant) -> dict[str, Any]:
     if v.vendor is None:
         keys["vendor"] = None
     return keys
+
+
+@dataclass(frozen=True, slots=True)
+class CpuPick:
+    """For one package with per-level builds on this system: the build to use on a CPU (None
+    when none of them runs there) and why."""
+
+    package: str
+    variant: Variant | None
+    reason: str
+
+
+def pick_cpu_variants(
+    variants: Sequence[Variant], system: str, cpu: str, model: CpuModel
+) -> tuple[CpuPick, ...]:
+    """The best per-level build of each CPU-side package for a machine whose CPU is ``cpu``
+    (an archspec name or a level): among the package's variants for one CPU target on
+    ``system``, those the CPU runs, highest target first (a ``-hwcaps`` output is named in the
+    reason: it picks by itself at load time)."""
+    levels: dict[str, list[Variant]] = {}
+    hwcaps: dict[str, Variant] = {}
+    for v in variants:
+        if v.system != system or v.cpu is None:
+            continue
+        if v.cpu.mechanism == "hwcaps":
+            hwcaps[v.package] = v
+        elif v.cpu.target is not None:
+            levels.setdefault(v.package, []).append(v)
+    picks: list[CpuPick] = []
+    for package in sorted(levels):
+        runnable = [
+            v
+            for v in levels[package]
+            if v.cpu is not None
+            and v.cpu.target is not None
+            and model.why_not(cpu, v.cpu.target) is None
+        ]
+        also = f"; {hwcaps[package].name} picks by itself at load time" if package in hwcaps else ""
+        if not runnable:
+            whys = sorted(
+                f"{v.name}: {model.why_not(cpu, v.cpu.target)}"
+                for v in levels[package]
+                if v.cpu is not None and v.cpu.target is not None
+            )
+            reason = f"no per-level build runs here ({'; '.join(whys)})"
+            picks.append(
+                CpuPick(package, None, f"{reason}: use a generic build, or add it to fleet.cpus")
+            )
+            continue
+        best = max(
+            runnable, key=lambda v: model.rank(v.cpu.target) if v.cpu and v.cpu.target else ()
+        )
+        target = best.cpu.target if best.cpu else None
+        how = "built for it" if target == cpu else f"{cpu} runs {target} code"
+        picks.append(CpuPick(package, best, f"{how}{also}"))
+    return tuple(picks)
