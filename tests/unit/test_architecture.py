@@ -103,6 +103,7 @@ FAMILY_MODULES = {
     "core/planning/rocm.py",
     "core/planning/rocm_select.py",
     "adapters/amd_detect.py",
+    "adapters/cpu_detect.py",  # archspec's CPU vendors ("generic", "GenuineIntel")
     "adapters/gpu_detect.py",
     "adapters/system_detect.py",
 }
