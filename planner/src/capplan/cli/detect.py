@@ -66,6 +66,14 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         ) from None
     # Here CAPPLAN_SYSTEM says which machine this is, not which systems to plan.
     environ = {k: v for k, v in os.environ.items() if k != SYSTEM_ENV}
+    if no_gpu is not None:
+        # Without a GPU only per-CPU-level builds can be answered: a fleet without CPUs has
+        # none, so say "no GPU" before planning.
+        from capplan.adapters.config import load_config
+
+        config, _ = load_config(config_path, cwd=Path.cwd(), environ=environ)
+        if not config.fleet.cpus:
+            raise no_gpu
     planned = plan_with_settings(config_path, environ=environ)
     plan = planned.plan
     cpu = _cpu_entry(plan)
