@@ -261,3 +261,23 @@ def test_doctor_bad_cpu_is_one_line_exit_4(env_with_levels: Path, bad: str) -> N
                 cwd=env_with_levels)  # fmt: skip
     assert proc.returncode == ExitCode.INVALID_INPUT, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["flags", "Features", "vendor_id", "CPU implementer", "CPU part",
+                             "model name", "processor", "x"]),
+            st.text(max_size=60),
+        ),
+        max_size=8,
+    ),
+    st.booleans(),
+)  # fmt: skip
+def test_any_cpuinfo_text_is_a_cpu_or_none_never_an_exception(
+    fields: list[tuple[str, str]], blank_first: bool
+) -> None:
+    text = ("\n" if blank_first else "") + "\n".join(f"{k}\t: {v}" for k, v in fields)
+    found = parse_cpuinfo(text)
+    assert found is None or found.arch in ("x86_64", "aarch64")

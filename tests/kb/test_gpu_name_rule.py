@@ -178,3 +178,16 @@ def test_an_amd_name_of_several_targets_is_ambiguous(query: str) -> None:
 
     with pytest.raises(InvalidInputError, match="ambiguous"):
         amd_entry(KB, query)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_any_name_resolves_or_is_one_invalid_input(text: str) -> None:
+    # Every command that resolves one GPU goes through resolve_device: whatever a user types is
+    # a capability, a model, or exit 4 in one line, never another exception.
+    try:
+        cap, _ = resolve_device(text, KB.gpus)
+    except InvalidInputError as error:
+        assert "\n" not in error.one_line()
+    else:
+        assert isinstance(cap, Capability)
