@@ -281,3 +281,13 @@ def test_any_cpuinfo_text_is_a_cpu_or_none_never_an_exception(
     text = ("\n" if blank_first else "") + "\n".join(f"{k}\t: {v}" for k, v in fields)
     found = parse_cpuinfo(text)
     assert found is None or found.arch in ("x86_64", "aarch64")
+
+
+def test_a_many_core_cpuinfo_is_read_by_its_first_block(tmp_path: Path) -> None:
+    # 256 processors of a Sapphire Rapids: about 400 KB, more than any small read limit.
+    block = (CPUINFO / "sapphirerapids.txt").read_text().strip() + "\n\n"
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "cpuinfo").write_text(block * 256)
+    assert (tmp_path / "proc" / "cpuinfo").stat().st_size > 300_000
+    found, why = detect_cpu(tmp_path)
+    assert found is not None and found.microarchitecture == "sapphirerapids", why

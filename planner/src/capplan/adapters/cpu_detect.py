@@ -8,8 +8,9 @@ with a ``CPU implementer``: aarch64), then the best matching microarchitecture i
 has, descending from the best generic level it runs. The x86-64 psABI level it runs is the
 deepest ``x86_64_vN`` among that target and its ancestors.
 
-The file is read with a size limit and refused unless regular (adapters/files.py); a missing
-or unreadable one is "no CPU detected" with the reason, never an error.
+The file is refused unless regular (adapters/files.py) and only its first 64 KiB are read (the
+first processor's block; the whole file grows with the core count); a missing or unreadable one
+is "no CPU detected" with the reason, never an error.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capplan.adapters.files import MAX_PROC_BYTES, read_bounded
+from capplan.adapters.files import open_regular
 
 __all__ = ["CPUINFO", "DetectedCpu", "detect_cpu", "parse_cpuinfo"]
 
 CPUINFO = Path("proc") / "cpuinfo"
+# The start of /proc/cpuinfo read: one processor's block is a few KB (a 192-core machine's
+# whole file is several hundred).
+_HEAD_BYTES = 64 * 1024
 _LEVELS = ("x86_64_v4", "x86_64_v3", "x86_64_v2", "x86_64")
 
 
@@ -109,7 +113,10 @@ def detect_cpu(root: Path | None = None) -> tuple[DetectedCpu | None, str]:
     base = root if root is not None else Path(os.environ.get("CAPPLAN_ROOT") or "/")
     path = base / CPUINFO
     try:
-        text = read_bounded(path, MAX_PROC_BYTES).decode("utf-8", errors="replace")
+        # Only the first processor's block is needed: a many-core machine's cpuinfo runs past
+        # any small limit, so read its start rather than refuse it.
+        with open_regular(path) as handle:
+            text = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
     except OSError as error:
         return None, f"cannot read {path}: {error.strerror or error}"
     found = parse_cpuinfo(text, str(path))
