@@ -43,8 +43,8 @@ def with_package(kb: KnowledgeBase, name: str, **changes: Any) -> KnowledgeBase:
     pkg = kb.package(name)
     limits = changes.pop("limits", None)
     if limits is not None:
-        changes["limits"] = pkg.limits.model_copy(update=limits)
-    return dataclasses.replace(kb, packages={**kb.packages, name: pkg.model_copy(update=changes)})
+        changes["limits"] = dataclasses.replace(pkg.limits, **limits)
+    return dataclasses.replace(kb, packages={**kb.packages, name: dataclasses.replace(pkg, **changes)})
 
 
 def serving(plan: Plan, package: str, gpu: str) -> list[tuple[str, RunLevel]]:

@@ -187,7 +187,7 @@ def test_a_fixed_list_uses_an_isa_compatible_target() -> None:
     # miopen lists gfx1030 and gfx1031, not gfx1032: gfx1030 code loads on gfx1032.
     build = dataclasses.replace(AMD, builds={}).packages  # the lists themselves
     assert AmdTarget.parse("gfx1032") not in (build["miopen"].accepts or ())
-    as_build = AMD.builds["magma"].model_copy(update={"targets": "miopen"})
+    as_build = dataclasses.replace(AMD.builds["magma"], targets="miopen")
     target, level, reason = _build_target(AMD, "x", as_build, AmdTarget.parse("gfx1032"))
     assert target == AmdTarget.parse("gfx1030") and level.value == "compatible"
     assert "ISA compatibility" in reason

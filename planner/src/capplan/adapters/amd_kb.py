@@ -9,14 +9,12 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from capplan.adapters.kb import load_kb_file
 from capplan.core.model.amd_kb import AmdGpusFile, AmdKnowledgeBase, AmdPackagesFile, AmdTargetsFile
 
 __all__ = ["AMD_KB_FILES", "load_amd_kb"]
 
-AMD_KB_FILES: dict[str, type[BaseModel]] = {
+AMD_KB_FILES: dict[str, type] = {
     "amd_gpus.json": AmdGpusFile,
     "amd_packages.json": AmdPackagesFile,
     "amd_targets.json": AmdTargetsFile,

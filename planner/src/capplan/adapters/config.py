@@ -11,12 +11,14 @@ import tomllib
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capplan.adapters.files import read_bounded
 from capplan.core.model.suggest import closest
-from capplan.core.planning.config import Config, config_from_mapping
-from capplan.errors import ConfigError, shorten
+from capplan.errors import CapplanError, ConfigError, shorten
+
+if TYPE_CHECKING:
+    from capplan.core.planning.config import Config
 
 # A capplan.toml is a few KB; anything past 1 MiB is not one (and /dev/zero never ends).
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -27,6 +29,7 @@ __all__ = [
     "OTHER_ENV",
     "default_plan_path",
     "find_config_file",
+    "fleet_lists_cpus",
     "load_config",
 ]
 
@@ -186,6 +189,8 @@ def load_config(
     flags: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[Config, Path | None]:
     """The validated config and the file it came from (None: the embedded default plan)."""
+    from capplan.core.planning.config import config_from_mapping  # pydantic: only to validate
+
     path = find_config_file(explicit, cwd, environ)
     if path is None:
         data = _read_toml(default_plan_path())
@@ -225,4 +230,19 @@ def _replace_fleet(data: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, 
 
 
 def default_config() -> Config:
+    from capplan.core.planning.config import Config
+
     return Config()
+
+
+def fleet_lists_cpus(explicit: Path | None, *, cwd: Path, environ: Mapping[str, str]) -> bool:
+    """Whether the config file in use lists ``[fleet] cpus``, read without validating it (so
+    without pydantic); False when it cannot be read (a broken file is reported where it is
+    validated)."""
+    try:
+        path = find_config_file(explicit, cwd, environ)
+        data = _read_toml(path if path is not None else default_plan_path())
+    except (CapplanError, OSError):
+        return False
+    fleet = data.get("fleet")
+    return isinstance(fleet, dict) and bool(fleet.get("cpus"))

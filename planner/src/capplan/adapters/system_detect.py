@@ -22,7 +22,7 @@ from pathlib import Path
 from capplan.adapters.files import MAX_PROC_BYTES, read_bounded
 from capplan.adapters.gpu_detect import DetectedGpu
 from capplan.core.model.capability import Capability
-from capplan.core.planning.config import SYSTEMS
+from capplan.core.model.systems import SYSTEMS
 from capplan.errors import ConfigError
 
 __all__ = ["ROOT_ENV", "SYSTEM_ENV", "host_system", "jetson_from_device_tree"]

@@ -69,10 +69,9 @@ def detect(config_path: Path | None, as_json: bool) -> None:
     if no_gpu is not None:
         # Without a GPU only per-CPU-level builds can be answered: a fleet without CPUs has
         # none, so say "no GPU" before planning.
-        from capplan.adapters.config import load_config
+        from capplan.adapters.config import fleet_lists_cpus
 
-        config, _ = load_config(config_path, cwd=Path.cwd(), environ=environ)
-        if not config.fleet.cpus:
+        if not fleet_lists_cpus(config_path, cwd=Path.cwd(), environ=environ):
             raise no_gpu
     planned = plan_with_settings(config_path, environ=environ)
     plan = planned.plan

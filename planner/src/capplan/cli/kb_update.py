@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import BaseModel, ValidationError
 
 from capplan.adapters.files import atomic_write_text, read_bounded
 from capplan.adapters.kb import MAX_KB_FILE_BYTES
@@ -25,10 +24,12 @@ from capplan.errors import DataError
 __all__ = ["apply_update", "validate_kb"]
 
 
-def validate_kb(model: type[BaseModel], doc: dict[str, Any], name: str) -> None:
+def validate_kb(model: type, doc: dict[str, Any], name: str) -> None:
     """Exit 6 unless ``model`` accepts the file we are about to write as kb/``name``."""
+    from capplan.core.model.kb_schema import ValidationError, validate_record
+
     try:
-        model.model_validate(doc)
+        validate_record(model, doc)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

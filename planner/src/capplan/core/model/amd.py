@@ -26,6 +26,7 @@ import enum
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from capplan.errors import InvalidInputError, shorten
 
@@ -161,6 +162,13 @@ class AmdTarget:
         major, minor, step = _version_parts(self.processor)
         key = (major, minor, step, _feature_rank(self.sramecc), _feature_rank(self.xnack))
         object.__setattr__(self, "_key", key)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """Validated from its string spelling where pydantic checks a knowledge-base file."""
+        from capplan.core.model.schema_hooks import string_schema
+
+        return string_schema(cls, cls.parse, "a gfx target string like 'gfx942'")
 
     @classmethod
     def parse(cls, text: str) -> AmdTarget:

@@ -14,19 +14,11 @@ import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    PlainSerializer,
-    PlainValidator,
-    WithJsonSchema,
-    model_validator,
-)
+from typing import Literal
 
 from capplan.core.model.amd import AmdTarget
-from capplan.errors import CapplanError, DataError, InvalidInputError, shorten
+from capplan.core.model.records import Record, record
+from capplan.errors import DataError, InvalidInputError, shorten
 
 __all__ = [
     "AmdGpuModel",
@@ -45,32 +37,14 @@ __all__ = [
 ]
 
 
-def _as_target(value: Any) -> AmdTarget:
-    if isinstance(value, AmdTarget):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"expected a gfx target string like 'gfx942', got {value!r}")
-    try:
-        return AmdTarget.parse(value)
-    except CapplanError as error:
-        raise ValueError(error.one_line()) from None
-
-
-AmdTargetField = Annotated[
-    AmdTarget,
-    PlainValidator(_as_target),
-    PlainSerializer(str, return_type=str),
-    WithJsonSchema({"type": "string", "examples": ["gfx942", "gfx90a:xnack-", "gfx11-generic"]}),
-]
+# The value type of gfx target fields (kept as a name: other modules import it).
+AmdTargetField = AmdTarget
 
 _ROCM_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class AmdTargetInfo(_Frozen):
+@record
+class AmdTargetInfo(Record):
     target: AmdTargetField
     family: str
     generic: AmdTargetField | None
@@ -83,8 +57,7 @@ class AmdTargetInfo(_Frozen):
     nixpkgs_scopes: tuple[str, ...]  # rocmPackages.<scope> names that build for it
     source: str
 
-    @model_validator(mode="after")
-    def _consistent(self) -> AmdTargetInfo:
+    def __post_init__(self) -> None:
         if self.target.is_generic or self.target != self.target.base:
             raise ValueError(f"{self.target}: list processors only, without features")
         if self.gfx_target_version != self.target.gfx_target_version:
@@ -100,17 +73,16 @@ class AmdTargetInfo(_Frozen):
         for version in (self.first_rocm, self.removed_in_rocm):
             if version is not None and not _ROCM_VERSION.fullmatch(version):
                 raise ValueError(f"{self.target}: ROCm version {version!r} is not X.Y[.Z]")
-        return self
 
 
-class AmdTargetsFile(_Frozen):
+@record
+class AmdTargetsFile(Record):
     source: str
     nixpkgs_default_targets: tuple[AmdTargetField, ...]
     nixpkgs_family_scopes: dict[str, tuple[AmdTargetField, ...]]
     targets: tuple[AmdTargetInfo, ...]
 
-    @model_validator(mode="after")
-    def _consistent(self) -> AmdTargetsFile:
+    def __post_init__(self) -> None:
         names = [t.target for t in self.targets]
         if len(set(names)) != len(names):
             raise ValueError("a target is listed twice")
@@ -125,13 +97,13 @@ class AmdTargetsFile(_Frozen):
         missing = defaults - set(names)
         if missing:
             raise ValueError(f"default targets without an entry: {sorted(map(str, missing))}")
-        return self
 
 
 AmdGpuKind = Literal["instinct", "radeon", "radeon-pro", "radeon-ai-pro", "igpu"]
 
 
-class AmdGpuModel(_Frozen):
+@record
+class AmdGpuModel(Record):
     name: str
     target: AmdTargetField
     kind: AmdGpuKind
@@ -139,7 +111,8 @@ class AmdGpuModel(_Frozen):
     source: str
 
 
-class AmdGpusFile(_Frozen):
+@record
+class AmdGpusFile(Record):
     source: str
     gpus: tuple[AmdGpuModel, ...]
 
@@ -158,7 +131,8 @@ class AmdPackageCheck:
     reason: str
 
 
-class AmdPackageTargets(_Frozen):
+@record
+class AmdPackageTargets(Record):
     """A package's own ROCm target handling (``accepts`` None: any target passes through)."""
 
     accepts: tuple[AmdTargetField, ...] | None
@@ -216,7 +190,8 @@ def _names(targets: Sequence[AmdTarget]) -> str:
     return ", ".join(str(t) for t in sorted(set(targets))) or "none"
 
 
-class RocmCost(_Frozen):
+@record
+class RocmCost(Record):
     """Build minutes and output size of one ROCm build: base plus per target."""
 
     base_minutes: float
@@ -229,7 +204,8 @@ class RocmCost(_Frozen):
 RocmHow = Literal["gpu-targets", "inherited", "default-targets"]
 
 
-class RocmBuild(_Frozen):
+@record
+class RocmBuild(Record):
     """How a capplan package builds for ROCm in nixpkgs (``builds`` in kb/amd_packages.json).
 
     ``how``: ``gpu-targets`` takes a ``gpuTargets`` list (``override`` names the plan.json
@@ -258,16 +234,15 @@ class RocmBuild(_Frozen):
     def spell(self, target: AmdTarget) -> str:
         return target.processor if self.gfx_prefix else target.processor.removeprefix("gfx")
 
-    @model_validator(mode="after")
-    def _consistent(self) -> RocmBuild:
+    def __post_init__(self) -> None:
         if (self.how == "gpu-targets") != (self.override is not None):
             raise ValueError("override is set exactly when how is gpu-targets")
         if self.how == "inherited" and not self.depends:
             raise ValueError("an inherited build names the package it inherits from in depends")
-        return self
 
 
-class StackLibrary(_Frozen):
+@record
+class StackLibrary(Record):
     """A target-dependent ROCm library a per-target scope rebuilds (``rocm_scope = "stack"``)."""
 
     attr: str
@@ -283,21 +258,19 @@ class StackLibrary(_Frozen):
     linked_for: tuple[str, ...] | None = None
     linked_why: str | None = None
 
-    @model_validator(mode="after")
-    def _linked(self) -> StackLibrary:
+    def __post_init__(self) -> None:
         if (self.linked_for is None) != (self.linked_why is None):
             raise ValueError("linked_for and linked_why go together")
-        return self
 
 
-class AmdPackagesFile(_Frozen):
+@record
+class AmdPackagesFile(Record):
     source: str
     packages: dict[str, AmdPackageTargets]
-    builds: dict[str, RocmBuild] = {}
-    stack_libraries: dict[str, StackLibrary] = {}
+    builds: dict[str, RocmBuild] = field(default_factory=dict)
+    stack_libraries: dict[str, StackLibrary] = field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _references(self) -> AmdPackagesFile:
+    def __post_init__(self) -> None:
         for name, build in self.builds.items():
             if build.targets is not None and build.targets not in self.packages:
                 raise ValueError(f"builds.{name}.targets names unknown list {build.targets!r}")
@@ -310,7 +283,6 @@ class AmdPackagesFile(_Frozen):
         for name, library in self.stack_libraries.items():
             if library.targets is not None and library.targets not in self.packages:
                 raise ValueError(f"stack_libraries.{name}.targets names unknown list")
-        return self
 
 
 def normalise_amd_name(text: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from capplan.errors import InvalidInputError, shorten
 
@@ -63,6 +63,13 @@ class Capability:
 
     def __hash__(self) -> int:
         return hash(self.text)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """Validated from its string spelling where pydantic checks a knowledge-base file."""
+        from capplan.core.model.schema_hooks import string_schema
+
+        return string_schema(cls, cls.parse, "a capability string like '8.6'")
 
     @classmethod
     def parse(cls, text: str) -> Capability:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from capplan.errors import InvalidInputError, shorten
 
@@ -31,6 +32,13 @@ class CudaVersion:
 
     def __hash__(self) -> int:
         return self._hash
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """Validated from its string spelling where pydantic checks a knowledge-base file."""
+        from capplan.core.model.schema_hooks import string_schema
+
+        return string_schema(cls, cls.parse, "a CUDA version string like '12.9'")
 
     @classmethod
     def parse(cls, text: str) -> CudaVersion:

@@ -1,29 +1,25 @@
-"""The knowledge base: validated, frozen models of the data files in ``capplan/kb/``.
+"""The knowledge base: frozen records of the data files in ``capplan/kb/``.
 
-Every entry carries a ``source``. The models are strict (``extra="forbid"``) so a typo in a data
-file is an error, not a silently ignored field. Loading from disk lives in
-:mod:`capplan.adapters.kb`; this module only validates and answers questions.
+Every entry carries a ``source``. The records are plain dataclasses, so reading the packaged
+files needs no validation library (commands that only look things up start fast); pydantic
+validates them, strictly (``extra="forbid"``: a typo in a data file is an error, not a silently
+ignored field), in the tests, at ``--update-kb`` time and for a user's ``CAPPLAN_KB_DIR``
+(:mod:`capplan.core.model.kb_schema`). Loading from disk lives in :mod:`capplan.adapters.kb`;
+this module only holds the data and answers questions.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PlainSerializer,
-    PlainValidator,
-    WithJsonSchema,
-)
+from typing import Literal
 
 from capplan.core.model.amd_kb import AmdKnowledgeBase
 from capplan.core.model.capability import ACCEPTED_SPELLINGS, Capability, Target
 from capplan.core.model.cuda import CudaVersion
-from capplan.errors import CapplanError, DataError, InvalidInputError, shorten
+from capplan.core.model.records import Record, record
+from capplan.errors import DataError, InvalidInputError, shorten
 
 __all__ = [
     "CapField",
@@ -50,47 +46,13 @@ __all__ = [
 ]
 
 
-def _as_capability(value: Any) -> Capability:
-    if isinstance(value, Capability):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"expected a capability string like '8.6', got {value!r}")
-    try:
-        return Capability.parse(value)
-    except CapplanError as error:
-        raise ValueError(error.one_line()) from None
+# The value types of fields (kept as names: other modules import them).
+CapField = Capability
+CudaField = CudaVersion
 
 
-def _as_cuda(value: Any) -> CudaVersion:
-    if isinstance(value, CudaVersion):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"expected a CUDA version string like '12.9', got {value!r}")
-    try:
-        return CudaVersion.parse(value)
-    except CapplanError as error:
-        raise ValueError(error.one_line()) from None
-
-
-CapField = Annotated[
-    Capability,
-    PlainValidator(_as_capability),
-    PlainSerializer(str, return_type=str),
-    WithJsonSchema({"type": "string", "examples": ["8.6", "9.0a", "sm_86"]}),
-]
-CudaField = Annotated[
-    CudaVersion,
-    PlainValidator(_as_cuda),
-    PlainSerializer(str, return_type=str),
-    WithJsonSchema({"type": "string", "examples": ["12.9"]}),
-]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SourceNote(_Frozen):
+@record
+class SourceNote(Record):
     """What another source says where it disagrees with the entry's main source."""
 
     source: str
@@ -99,7 +61,8 @@ class SourceNote(_Frozen):
     note: str = ""
 
 
-class CapabilityInfo(_Frozen):
+@record
+class CapabilityInfo(Record):
     capability: CapField
     arch: str
     min_cuda: CudaField
@@ -121,12 +84,14 @@ class CapabilityInfo(_Frozen):
         return self.dont_default_after is None or cuda <= self.dont_default_after
 
 
-class CapabilitiesFile(_Frozen):
+@record
+class CapabilitiesFile(Record):
     source: str
     capabilities: tuple[CapabilityInfo, ...]
 
 
-class CudaRelease(_Frozen):
+@record
+class CudaRelease(Record):
     version: CudaField
     min_driver: str  # minor-version compatibility minimum for this major
     toolkit_driver: str  # the driver the toolkit ships with: full support incl. new PTX
@@ -134,7 +99,8 @@ class CudaRelease(_Frozen):
     source: str
 
 
-class CudaFile(_Frozen):
+@record
+class CudaFile(Record):
     source: str
     releases: tuple[CudaRelease, ...]
 
@@ -142,7 +108,8 @@ class CudaFile(_Frozen):
 Segment = Literal["datacenter", "workstation", "consumer", "embedded"]
 
 
-class GpuModel(_Frozen):
+@record
+class GpuModel(Record):
     name: str
     aliases: tuple[str, ...]
     capability: CapField
@@ -157,12 +124,14 @@ class GpuModel(_Frozen):
     systems: tuple[Literal["x86_64-linux", "aarch64-linux"], ...] = ("x86_64-linux",)
 
 
-class GpusFile(_Frozen):
+@record
+class GpusFile(Record):
     source: str
     gpus: tuple[GpuModel, ...]
 
 
-class ChipInfo(_Frozen):
+@record
+class ChipInfo(Record):
     """One GPU chip and its one capability (``AD102`` -> 8.9)."""
 
     chip: str
@@ -174,36 +143,47 @@ class ChipInfo(_Frozen):
     source: str
 
 
-class LeftOutChip(_Frozen):
+@record
+class LeftOutChip(Record):
     chip: str
     reason: str
 
 
-class ChipsFile(_Frozen):
+@record
+class ChipsFile(Record):
     source: str
     chips: tuple[ChipInfo, ...]
     left_out: tuple[LeftOutChip, ...]
 
 
-class PciDevice(_Frozen):
+@record
+class PciDevice(Record):
     """An NVIDIA PCI device id, its chip, and the models sold with it."""
 
-    id: Annotated[str, Field(pattern=r"^10de:[0-9a-f]{4}$")]
+    id: str
     chip: str
     pci_name: str | None
     models: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        if not _PCI_ID.fullmatch(self.id):
+            raise ValueError(f"PCI id {self.id!r} is not 10de:dddd in lower-case hex")
 
-class PciFile(_Frozen):
+
+@record
+class PciFile(Record):
     source: str
     devices: tuple[PciDevice, ...]
     models: tuple[GpuModel, ...]
 
 
+_PCI_ID = re.compile(r"10de:[0-9a-f]{4}")
+
 SuffixField = Literal["", "a", "f"]
 
 
-class Limits(_Frozen):
+@record
+class Limits(Record):
     allow_from: str | None = None  # "torch@2.12": the allowlist of that release in torch.json
     allow: tuple[CapField, ...] | None = None
     exclude: tuple[CapField, ...] = ()
@@ -214,7 +194,8 @@ class Limits(_Frozen):
     source: str
 
 
-class Cost(_Frozen):
+@record
+class Cost(Record):
     base_minutes: float
     per_target_minutes: float
     base_size_mb: float
@@ -230,7 +211,8 @@ PackageKind = Literal["capability-dependent", "capability-independent", "ignores
 PtxMode = Literal["gpu-targets", "forward-compat", "inherited", "none"]
 
 
-class PackageInfo(_Frozen):
+@record
+class PackageInfo(Record):
     attr: str
     kind: PackageKind
     depends: tuple[str, ...] = ()
@@ -250,12 +232,14 @@ class PackageInfo(_Frozen):
         return self.kind == "capability-dependent"
 
 
-class PackagesFile(_Frozen):
+@record
+class PackagesFile(Record):
     source: str
     packages: dict[str, PackageInfo]
 
 
-class TorchRelease(_Frozen):
+@record
+class TorchRelease(Record):
     version: str
     supported: tuple[CapField, ...]
     named: dict[str, tuple[str, ...]]
@@ -264,7 +248,8 @@ class TorchRelease(_Frozen):
     source: str
 
 
-class TorchFile(_Frozen):
+@record
+class TorchFile(Record):
     source: str
     releases: tuple[TorchRelease, ...]
 

@@ -21,6 +21,7 @@ from capplan.core.model.cuda import CudaVersion
 __all__ = [
     "AARCH64",
     "DEFAULT_RUNNERS_OS",
+    "SYSTEMS",
     "X86_64",
     "is_pre_sbsa_jetson",
     "system_suffix",
@@ -30,6 +31,8 @@ __all__ = [
 
 X86_64 = "x86_64-linux"
 AARCH64 = "aarch64-linux"
+# The systems nixpkgs builds CUDA for (cudaPackages evaluate only on these two Linux systems).
+SYSTEMS = (X86_64, AARCH64)
 
 # GitHub-hosted runners per system (nix-github-actions' mapping; the arm64 Ubuntu image runs
 # aarch64-linux natively). `[policy.runners_os]` overrides them

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from capplan.core.model.suggest import closest
+from capplan.core.model.systems import SYSTEMS, X86_64
 from capplan.errors import ConfigError, shorten
 
 __all__ = [
@@ -45,9 +46,7 @@ __all__ = [
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
-# The systems nixpkgs builds CUDA for (cudaPackages evaluate only on these two Linux systems).
-SYSTEMS = ("x86_64-linux", "aarch64-linux")
-DEFAULT_SYSTEM = "x86_64-linux"
+DEFAULT_SYSTEM = X86_64
 
 
 def check_system(value: str) -> str:

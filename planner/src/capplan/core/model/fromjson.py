@@ -1,0 +1,82 @@
+"""Build knowledge-base records from parsed JSON without a validation library: the packaged
+files, which the tests validate with pydantic (tests/kb/test_kb_fastpath.py checks that both
+ways give equal records), are read this way on every start.
+
+A small interpreter of the records' annotations: a dataclass is built from a JSON object field
+by field, ``tuple[X, ...]`` from a list, ``dict[str, X]`` from an object, ``X | None`` from null
+or an X, ``float`` from any number, and the value types (capabilities, CUDA versions, gfx
+targets) with their own ``parse``. Anything else is taken as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from functools import cache
+from typing import Any, TypeVar
+
+from capplan.core.model.amd import AmdTarget
+from capplan.core.model.capability import Capability
+from capplan.core.model.cuda import CudaVersion
+
+__all__ = ["from_json"]
+
+T = TypeVar("T")
+
+_PARSERS: dict[Any, Callable[[str], Any]] = {
+    Capability: Capability.parse,
+    CudaVersion: CudaVersion.parse,
+    AmdTarget: AmdTarget.parse,
+}
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@cache
+def _builder(kind: Any) -> Callable[[Any], Any]:
+    """A function turning parsed JSON into ``kind``, made once per annotation (the packaged
+    files hold about 15,000 values: each is built without looking at its type again)."""
+    parse = _PARSERS.get(kind)
+    if parse is not None:
+        return lambda value: value if isinstance(value, kind) else parse(value)
+    if kind is float:
+        return float
+    origin = typing.get_origin(kind)
+    args = typing.get_args(kind)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = _builder(args[0])
+            if item is _same:
+                return tuple
+            return lambda value: tuple(item(v) for v in value)
+        parts = [_builder(a) for a in args]
+        return lambda value: tuple(f(v) for f, v in zip(parts, value, strict=True))
+    if origin is dict:
+        key, item = _builder(args[0]), _builder(args[1])
+        return lambda value: {key(k): item(v) for k, v in value.items()}
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        inner = _builder(options[0]) if len(options) == 1 else _same
+        if inner is _same:
+            return _same
+        return lambda value: None if value is None else inner(value)
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(kind)
+        fields = {f.name: _builder(hints[f.name]) for f in dataclasses.fields(kind) if f.init}
+
+        def build(value: Any) -> Any:
+            return kind(**{name: fields[name](v) for name, v in value.items()})
+
+        return build
+    return _same
+
+
+def from_json(model: type[T], data: Any) -> T:
+    """``data`` as a ``model`` record, trusted (no type checks beyond what building needs)."""
+    kind: Any = model  # classes are hashable; mypy sees type[T] as possibly not
+    built: T = _builder(kind)(data)
+    return built

@@ -1,0 +1,75 @@
+"""The packaged knowledge base is read without pydantic on every start (core/model/fromjson.py)
+and validated with pydantic here: both ways must give equal records for every file, so the fast
+path can never drift from the validated one; and a broken file in a user's folder is still one
+DataError naming the entry."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capplan.adapters.amd_kb import AMD_KB_FILES
+from capplan.adapters.kb import KB_FILES, kb_path, load_kb_file
+from capplan.core.model.fromjson import from_json
+from capplan.core.model.kb_schema import validate_record
+from capplan.errors import DataError
+
+FILES: dict[str, type] = {**KB_FILES, **AMD_KB_FILES}
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_fast_and_validated_reads_agree(name: str) -> None:
+    data: Any = json.loads(kb_path(name).read_text())
+    model = FILES[name]
+    validated = validate_record(model, data)
+    fast = from_json(model, data)
+    assert fast == validated
+    assert load_kb_file(name, model) == validated  # the loader takes the fast path
+
+
+def test_the_fast_path_keeps_number_types() -> None:
+    # pydantic turns an integer cost into a float; the fast path must too, or plan JSON
+    # would print 60 where it printed 60.0.
+    from capplan.core.model.kb import PackagesFile
+
+    data: Any = json.loads(kb_path("packages.json").read_text())
+    fast = from_json(PackagesFile, data)
+    assert all(isinstance(p.cost.base_minutes, float) for p in fast.packages.values())
+
+
+def test_commands_that_look_up_load_no_pydantic(tmp_path: Path) -> None:
+    code = (
+        "import sys; from capplan.adapters.kb import load_kb; load_kb(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "says"),
+    [
+        ("gpus.json", lambda d: d["gpus"][0].update(capability="99x"), "capability"),
+        ("gpus.json", lambda d: d["gpus"][0].update(colour="green"), "colour"),
+        ("pci.json", lambda d: d["devices"][0].update(id="10DE:2684"), "10de:dddd"),
+        ("amd_packages.json", lambda d: d["stack_libraries"]["composable_kernel"].pop("linked_why"),
+         "go together"),
+    ],
+)  # fmt: skip
+def test_a_broken_user_file_is_one_data_error(
+    tmp_path: Path, name: str, change: Any, says: str
+) -> None:
+    folder = tmp_path / "kb"
+    shutil.copytree(kb_path(name).parent, folder)
+    data = json.loads((folder / name).read_text())
+    change(data)
+    (folder / name).write_text(json.dumps(data))
+    with pytest.raises(DataError, match=says) as info:
+        load_kb_file(name, FILES[name], folder)
+    assert "\n" not in info.value.one_line()
