@@ -9,8 +9,9 @@ from typing import Any, ClassVar
 
 __all__ = ["Record", "record"]
 
-# A record: frozen, keyword-only (fields with defaults may come before required ones).
-record = dataclass(frozen=True, slots=True, kw_only=True)
+# A record: frozen, keyword-only (fields with defaults may come before required ones); no
+# slots: making the slotted copy of each class costs start-up time and saves nothing here.
+record = dataclass(frozen=True, kw_only=True)
 
 
 class Record:
