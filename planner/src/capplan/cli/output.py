@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress, TaskID
+    from rich.table import Table
 
 from capplan.core.planning.gcpause import gc_paused
 
@@ -93,21 +93,27 @@ def emit_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
-class _Console(Console):
-    def on_broken_pipe(self) -> None:
-        """The reader of our output has gone (``capplan plan | head -1``): stop quietly with
-        exit 0, as ``git log | head`` does (rich's own default exits 1)."""
-        self.quiet = True
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):
-            pass
-        raise SystemExit(0)
+def _on_broken_pipe(console: Console) -> None:
+    """The reader of our output has gone (``capplan plan | head -1``): stop quietly with exit 0,
+    as ``git log | head`` does (rich's own default exits 1)."""
+    console.quiet = True
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(0)
 
 
 def _console(stderr: bool) -> Console:
+    # rich loads here, not at import: a command that prints JSON never needs it.
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            _on_broken_pipe(self)
+
     # NO_COLOR is honoured by rich itself; a fixed COLUMNS gives golden tests a stable width.
     width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
     return _Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
@@ -124,6 +130,8 @@ def err_console() -> Console:
 def make_table(*columns: str, title: str | None = None, whole: Iterable[str] = ()) -> Table:
     """A table whose ``whole`` columns (variant, job and package names) are never cut or
     wrapped; the other columns wrap (fold) rather than hide text behind an ellipsis."""
+    from rich.table import Table
+
     keep = set(whole)
     table = Table(title=title, title_justify="left", header_style="bold")
     for column in columns:
