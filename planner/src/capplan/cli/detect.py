@@ -121,14 +121,15 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         emit_json({"gpus": report, "notes": amd_notes, "cpu": cpu})
         return
     _print(report)
-    _print_cpu(cpu)
+    _print_cpu(cpu, levels=any(v.cpu is not None for v in plan.variants))
     for note in amd_notes:
         out_console().print(f"note: {note}", markup=False)
 
 
 def _cpu_entry(plan: Plan) -> dict[str, Any]:
     """This machine's CPU (``/proc/cpuinfo`` under CAPPLAN_ROOT) and, for each package the
-    plan builds per CPU level on this system, the build to use; None when no CPU is known."""
+    plan builds per CPU level for the CPU's system, the build to use; with no CPU known,
+    ``microarchitecture`` is None and ``note`` says why."""
     from capplan.adapters.cpu_archspec import ArchspecCpuModel
     from capplan.adapters.cpu_detect import detect_cpu
     from capplan.core.planning.cpu import pick_cpu_variants
@@ -154,10 +155,13 @@ def _cpu_entry(plan: Plan) -> dict[str, Any]:
     return entry
 
 
-def _print_cpu(cpu: dict[str, Any]) -> None:
+def _print_cpu(cpu: dict[str, Any], *, levels: bool) -> None:
+    """The CPU line and its answers; an unknown CPU is worth a line only to a plan with
+    builds per CPU level (``--json`` always has the ``cpu`` object)."""
     console = out_console()
     if cpu["microarchitecture"] is None:
-        console.print(f"CPU unknown ({cpu['note']})", markup=False, highlight=False)
+        if levels:
+            console.print(f"CPU unknown ({cpu['note']})", markup=False, highlight=False)
         return
     level = f", {cpu['level']}" if cpu.get("level") else ""
     console.print(
