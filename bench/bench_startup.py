@@ -49,12 +49,20 @@ def once(src: str | None, args: list[str], cwd: str) -> float:
     return time.perf_counter() - start
 
 
+def _absolute(path: str) -> str:
+    return os.pathsep.join(os.path.abspath(p) for p in path.split(os.pathsep) if p)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--after", default=os.environ.get("PYTHONPATH") or AFTER)
     parser.add_argument("--before", default=None, help="planner/src of an earlier tree")
     parser.add_argument("--runs", type=int, default=9)
     opts = parser.parse_args()
+    # The commands run in a temporary folder: a relative PYTHONPATH (planner/src) would find no
+    # capplan there and measure whichever one is installed instead.
+    opts.after = _absolute(opts.after)
+    opts.before = _absolute(opts.before) if opts.before else None
     rows: list[tuple[str, list[float], list[float]]] = []
     with tempfile.TemporaryDirectory() as cwd:  # no capplan.toml above: the embedded plan
         for args in [[], *COMMANDS]:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from capplan.core.planning.failures import (
@@ -238,6 +238,7 @@ def test_bad_records_are_a_data_error(data: Any) -> None:
     assert parse_record(parsed.to_json(), "again").to_json() == parsed.to_json()
 
 
+@example("/00000000000000000000000000000000-=.drv")  # found by hypothesis: store folder "/"
 @settings(max_examples=300, deadline=None)
 @given(
     st.builds(

@@ -81,7 +81,9 @@ def check_time(text: str) -> str:
 
 def check_drv(path: str) -> str:
     """A derivation's store path (``/nix/store/<hash>-<name>.drv``), or InvalidInputError."""
-    if not _DRV.fullmatch(path) or len(path.rpartition("/")[2]) > 211:
+    store_dir, _, base = path.rpartition("/")
+    # As the narinfo reader splits store paths: the store folder is absolute and not "/".
+    if not _DRV.fullmatch(path) or not store_dir.startswith("/") or len(base) > 211:
         shown = path if len(path) <= 200 else path[:200] + "..."
         raise InvalidInputError(
             f"not a derivation path: {shown!r}",
