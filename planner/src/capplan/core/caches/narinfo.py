@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from capplan.core.caches.storepath import BASENAME_RE as _BASENAME_RE
+from capplan.core.caches.storepath import split_store_path, store_path_hash
 from capplan.errors import DataError, InvalidInputError
 
 __all__ = [
@@ -44,11 +46,7 @@ _NIX32_INDEX = {c: i for i, c in enumerate(NIX32_ALPHABET)}
 # Digest sizes of the algorithms Nix accepts in narinfo hashes (hash.cc `regularHashSize`).
 _HASH_SIZES = {"md5": 16, "sha1": 20, "sha256": 32, "sha512": 64}
 
-# A store path's hash part is 160 bits printed as 32 nix32 characters; names use only these
-# characters and never start with a dot (src/libstore/path.cc `checkName`).
-_HASH_RE = re.compile(r"[0-9a-df-np-sv-z]{32}")
-_NAME_RE = re.compile(r"[A-Za-z0-9+\-_?=][A-Za-z0-9+\-._?=]*")
-_BASENAME_RE = re.compile(r"([0-9a-df-np-sv-z]{32})-([A-Za-z0-9+\-_?=][A-Za-z0-9+\-._?=]*)")
+# Store paths and their names: core/caches/storepath.py.
 _DECIMAL_RE = re.compile(r"[0-9]+")
 _CANONICAL_SHA256_RE = re.compile(r"sha256:[01][0-9a-df-np-sv-z]{51}")
 
@@ -126,23 +124,6 @@ def normalise_hash(text: str) -> str:
     else:
         raise ValueError(f"hash {text!r} has the wrong length for {algo}")
     return f"{algo}:{nix32_encode(digest)}"
-
-
-def split_store_path(path: str) -> tuple[str, str, str]:
-    """Split ``/nix/store/<hash>-<name>`` into (store dir, hash, name); else InvalidInputError."""
-    store_dir, sep, base = path.rpartition("/")
-    match = _BASENAME_RE.fullmatch(base)
-    if not sep or not store_dir.startswith("/") or match is None or len(base) > 211:
-        raise InvalidInputError(
-            f"not a Nix store path: {path!r}",
-            hint="expected /nix/store/<32 nix32 characters>-<name>",
-        )
-    return store_dir, match.group(1), match.group(2)
-
-
-def store_path_hash(path: str) -> str:
-    """The 32-character hash part of a store path: the key of ``<cache>/<hash>.narinfo``."""
-    return split_store_path(path)[1]
 
 
 @functools.lru_cache(maxsize=64)

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from capplan.core.caches.storepath import split_store_path
 from capplan.errors import DataError, InvalidInputError
 
 __all__ = [
@@ -44,12 +45,6 @@ LOG_LINES = 40  # enough for nix's "error: builder for ... failed" and the compi
 LOG_LINE_CHARS = 400  # a line of a minified CMake command can be megabytes
 _MAX_ATTR = 500
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
-# A store path as core/caches/narinfo.py's split_store_path reads one (any absolute store
-# folder, a nix32 hash, Nix's name characters), ending in .drv; kept here so reading a record
-# does not load the narinfo module's signature code.
-_DRV = re.compile(
-    r"/(?:[^/\x00]+/)*[0-9a-df-np-sv-z]{32}-[A-Za-z0-9+\-_?=][A-Za-z0-9+\-._?=]*\.drv"
-)
 _SYSTEM = re.compile(r"[a-z0-9_]+-[a-z0-9_]+")
 # ANSI escapes (nix -L colours its prefixes) and the other control characters but tab.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
@@ -81,9 +76,11 @@ def check_time(text: str) -> str:
 
 def check_drv(path: str) -> str:
     """A derivation's store path (``/nix/store/<hash>-<name>.drv``), or InvalidInputError."""
-    store_dir, _, base = path.rpartition("/")
-    # As the narinfo reader splits store paths: the store folder is absolute and not "/".
-    if not _DRV.fullmatch(path) or not store_dir.startswith("/") or len(base) > 211:
+    try:
+        name = split_store_path(path)[2]  # the same rule as the narinfo reader's
+    except InvalidInputError:
+        name = ""
+    if not name.endswith(".drv"):
         shown = path if len(path) <= 200 else path[:200] + "..."
         raise InvalidInputError(
             f"not a derivation path: {shown!r}",
