@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from capplan.adapters.cpu_archspec import load_cpu_model
 from capplan.adapters.kb import kb_path, load_kb, load_kb_file
 from capplan.core.model.cpu_kb import CpuPackageEntry, CpuPackagesFile
+from capplan.core.model.kb_schema import validate_record
 from capplan.core.planning.config import config_from_mapping
 from capplan.core.planning.matrix import plan_json
 from capplan.core.planning.planner import make_plan
@@ -41,7 +42,7 @@ def test_the_file_validates_and_the_loader_reads_every_entry() -> None:
     assert {e.package for e in data.packages} == set(ENTRIES)
     assert set(MODEL.policies) == set(ENTRIES)
     for raw in RAW["packages"]:
-        CpuPackageEntry.model_validate(raw)  # each entry on its own, too
+        validate_record(CpuPackageEntry, raw)  # each entry on its own, too
 
 
 @pytest.mark.parametrize("package", sorted(ENTRIES))
@@ -88,13 +89,13 @@ def test_gromacs_levels_map_to_the_recipes_simd_names() -> None:
 def test_the_model_refuses_bad_entries(change: dict[str, Any], message: str) -> None:
     entry = {**ENTRIES["gromacs"], **change}
     with pytest.raises(ValidationError, match=message):
-        CpuPackageEntry.model_validate(entry)
+        validate_record(CpuPackageEntry, entry)
 
 
 def test_a_package_listed_twice_is_refused() -> None:
     with pytest.raises(ValidationError, match="listed twice"):
-        CpuPackagesFile.model_validate(
-            {"source": "x", "packages": [ENTRIES["numpy"], ENTRIES["numpy"]]}
+        validate_record(
+            CpuPackagesFile, {"source": "x", "packages": [ENTRIES["numpy"], ENTRIES["numpy"]]}
         )
 
 

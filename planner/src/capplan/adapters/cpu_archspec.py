@@ -20,10 +20,13 @@ from typing import Any
 from capplan.core.planning.cpu import CpuPackagePolicy
 from capplan.errors import DataError, InvalidInputError, shorten
 
-__all__ = ["ArchspecCpuModel", "OverrideRule"]
+__all__ = ["X86_64_LEVELS", "ArchspecCpuModel", "OverrideRule"]
 
 # The psABI levels glibc has hwcaps directories for (glibc 2.33 elf/dl-hwcaps).
-_PSABI = ("x86-64-v2", "x86-64-v3", "x86-64-v4")
+# The x86-64 psABI levels, lowest first; glibc has hwcaps directories for all but the baseline
+# (glibc 2.33 elf/dl-hwcaps).
+X86_64_LEVELS = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
+_PSABI = X86_64_LEVELS[1:]
 # The GCC version the flags are asked for: nixpkgs' default stdenv compiler (GCC 14).
 _GCC = "14.2"
 
@@ -100,6 +103,11 @@ class ArchspecCpuModel:
         if missing:
             return f"{device} lacks {', '.join(missing)}, which {built} code may use"
         return f"{built} is tuned for another microarchitecture than {device} (not its ancestor)"
+
+    def x86_levels(self, device: str) -> dict[str, str | None]:
+        """For each x86-64 level, lowest first: None when ``device`` runs code built for it,
+        else why not (the features it lacks)."""
+        return {level: self.why_not(device, level) for level in X86_64_LEVELS}
 
     def label(self, target: str) -> str:
         return target.replace("_", "-")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from capplan.adapters.cpu_archspec import X86_64_LEVELS
 from capplan.adapters.files import open_regular
 
 __all__ = ["CPUINFO", "DetectedCpu", "detect_cpu", "parse_cpuinfo"]
@@ -28,7 +29,6 @@ CPUINFO = Path("proc") / "cpuinfo"
 # The start of /proc/cpuinfo read: one processor's block is a few KB (a 192-core machine's
 # whole file is several hundred).
 _HEAD_BYTES = 64 * 1024
-_LEVELS = ("x86_64_v4", "x86_64_v3", "x86_64_v2", "x86_64")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +102,7 @@ def parse_cpuinfo(text: str, source: str = "/proc/cpuinfo") -> DetectedCpu | Non
     level = None
     if arch == "x86_64":
         lineage = {chosen.name, *(a.name for a in chosen.ancestors)}
-        level = next(n for n in _LEVELS if n in lineage).replace("_", "-")
+        level = next(n for n in reversed(X86_64_LEVELS) if n.replace("-", "_") in lineage)
     name = chosen.name.replace("_", "-") if chosen.name.startswith("x86_64") else chosen.name
     return DetectedCpu(name, arch, level, model, source)
 

@@ -31,16 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capplan.adapters.files import open_regular, read_bounded, special_kind
-from capplan.adapters.pool import default_jobs, map_files
+from capplan.adapters.pool import map_files
 from capplan.core.binaries.doctor import Library, Package, Ptx
 from capplan.errors import BinaryFormatError, InvalidInputError, NixError
 
 __all__ = [
     "Scan",
     "Source",
-    "default_jobs",
     "default_sources",
     "elf_dynamic",
+    "elf_facts",
     "scan_sources",
     "sources_for",
 ]
@@ -85,16 +85,40 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
     return os.pread(fd, size, offset)
 
 
+_DAMAGED = (OSError, OverflowError, ValueError, struct.error)
+
+
 def elf_dynamic(fd: int) -> tuple[tuple[str, ...], str | None]:
     """(DT_NEEDED names, DT_SONAME) of the ELF open at ``fd``; ((), None) when it has none or is
     malformed. Bounded: the header, the program headers, the dynamic segment and the strings."""
+    return elf_facts(fd)[:2]
+
+
+def elf_facts(fd: int) -> tuple[tuple[str, ...], str | None, str | None]:
+    """(DT_NEEDED names, DT_SONAME, the x86-64 level it needs) of the ELF open at ``fd``, its
+    program headers read once for both (:func:`elf_dynamic`, :func:`elf_x86_isa_needed`). A
+    damaged part makes no claim: ((), None) for the links, None for the level."""
     try:
-        return _elf_dynamic(fd)
-    except (OSError, OverflowError, ValueError, struct.error):
-        return (), None  # a damaged header: no claim about what the file links
+        found = _program_headers(fd)
+    except _DAMAGED:
+        found = None
+    if found is None:
+        return (), None, None
+    try:
+        needed, soname = _elf_dynamic(fd, found)
+    except _DAMAGED:
+        needed, soname = (), None  # a damaged header: no claim about what the file links
+    try:
+        level = _elf_x86_isa_needed(fd, found)
+    except _DAMAGED:
+        level = None
+    return needed, soname, level
 
 
-def _program_headers(fd: int) -> tuple[str, bool, list[tuple[int, int, int, int]]] | None:
+_Headers = tuple[str, bool, list[tuple[int, int, int, int]]]
+
+
+def _program_headers(fd: int) -> _Headers | None:
     """(byte order, 64-bit, [(p_type, p_offset, p_vaddr, p_filesz)]) of the ELF open at
     ``fd``; None when its header is not a readable ELF header. Bounded: 4096 entries at most."""
     head = _pread(fd, 64, 0)
@@ -132,10 +156,7 @@ def _program_headers(fd: int) -> tuple[str, bool, list[tuple[int, int, int, int]
     return end, wide, out
 
 
-def _elf_dynamic(fd: int) -> tuple[tuple[str, ...], str | None]:
-    found = _program_headers(fd)
-    if found is None:
-        return (), None
+def _elf_dynamic(fd: int, found: _Headers) -> tuple[tuple[str, ...], str | None]:
     end, wide, headers = found
     dyn = struct.Struct(end + ("qQ" if wide else "iI"))
     loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
@@ -202,16 +223,10 @@ def elf_x86_isa_needed(fd: int) -> str | None:
     its GNU property note; None when it records none (most binaries: their level is unknown, not
     baseline) or the file is not a readable ELF. Bounded: the program headers and 64 KiB of
     notes."""
-    try:
-        return _elf_x86_isa_needed(fd)
-    except (OSError, OverflowError, ValueError, struct.error):
-        return None
+    return elf_facts(fd)[2]
 
 
-def _elf_x86_isa_needed(fd: int) -> str | None:
-    found = _program_headers(fd)
-    if found is None:
-        return None
+def _elf_x86_isa_needed(fd: int, found: _Headers) -> str | None:
     end, wide, headers = found
     segments = [h for h in headers if h[0] == _PT_GNU_PROPERTY] or [
         h for h in headers if h[0] == _PT_NOTE
@@ -493,8 +508,7 @@ def _library(path: str, shown: str, package: str, size: int) -> Library:
     try:
         if _pread(fd, 4, 0) != _ELF:
             return Library(shown, package, size=size)
-        needed, soname = elf_dynamic(fd)
-        level = elf_x86_isa_needed(fd)
+        needed, soname, level = elf_facts(fd)
         try:
             reports = inspect_paths([Path(path)])
         except BinaryFormatError as error:

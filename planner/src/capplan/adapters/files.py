@@ -135,9 +135,12 @@ def atomic_write_text(path: Path, text: str) -> None:
 def special_kind(path: Path | str) -> str:
     """What a path that is neither a regular file nor a folder is ("a FIFO (named pipe)")."""
     try:
-        mode = os.stat(path).st_mode
+        return _kind(os.stat(path).st_mode)
     except OSError:
         return "unreadable"
+
+
+def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
@@ -153,8 +156,7 @@ def open_regular(path: Path | str) -> BinaryIO:
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, "a folder, not a regular file", str(path))
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-            raise OSError(errno.EINVAL, f"{kind}, not a regular file", str(path))
+            raise OSError(errno.EINVAL, f"{_kind(mode)}, not a regular file", str(path))
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:

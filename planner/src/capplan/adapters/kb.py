@@ -79,7 +79,7 @@ def load_kb_file(name: str, model: type[M], directory: Path | None = None) -> M:
             f"knowledge-base file {label} is nested too deeply to read",
             hint="fix the file or restore it from the capplan repository",
         ) from None
-    if directory is None and not hasattr(model, "model_validate"):
+    if directory is None:
         # The packaged files are validated by the tests (tests/kb): build them directly, and
         # validate only to name what is wrong when that fails (a broken installation).
         try:

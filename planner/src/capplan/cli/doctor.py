@@ -133,9 +133,6 @@ def doctor(
         raise SystemExit(int(ExitCode.WONT_RUN))
 
 
-_X86_LEVELS = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
-
-
 def _cpu_facts(text: str | None) -> tuple[CpuFacts | None, str | None]:
     """The CPU to judge recorded x86-64 levels against: ``--cpu``, else this machine's
     (/proc/cpuinfo under CAPPLAN_ROOT); (None, why) when neither is known."""
@@ -156,9 +153,7 @@ def _cpu_facts(text: str | None) -> tuple[CpuFacts | None, str | None]:
         if found is None:
             return None, why
         name, source = found.microarchitecture, "detected"
-    blocked = {level: model.why_not(name, level) for level in _X86_LEVELS}
-    runs = [level for level in _X86_LEVELS if blocked[level] is None]
-    return CpuFacts(name, runs[-1] if runs else None, blocked, source), None
+    return CpuFacts(name, model.x86_levels(name), source), None
 
 
 def _check_driver(text: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import os
 import re
@@ -106,7 +107,8 @@ def _on_broken_pipe(console: Console) -> None:
     raise SystemExit(0)
 
 
-def _console(stderr: bool) -> Console:
+@functools.cache
+def _console_class() -> type[Console]:
     # rich loads here, not at import: a command that prints JSON never needs it.
     from rich.console import Console
 
@@ -114,9 +116,13 @@ def _console(stderr: bool) -> Console:
         def on_broken_pipe(self) -> None:
             _on_broken_pipe(self)
 
+    return _Console
+
+
+def _console(stderr: bool) -> Console:
     # NO_COLOR is honoured by rich itself; a fixed COLUMNS gives golden tests a stable width.
     width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
-    return _Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
+    return _console_class()(stderr=stderr, width=width, highlight=False, soft_wrap=False)
 
 
 def out_console() -> Console:

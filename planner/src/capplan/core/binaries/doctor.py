@@ -384,14 +384,19 @@ def _size(n: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CpuFacts:
-    """The machine's CPU as doctor judges it: its name (``sapphirerapids``), the x86-64 level it
-    runs (None: not x86-64), and for each x86-64 level whether it runs code built for it (None)
-    or why not (the features it lacks), from the CPU target model (archspec)."""
+    """The machine's CPU as doctor judges it: its name (``sapphirerapids``) and, for each
+    x86-64 level lowest first, whether it runs code built for it (None) or why not (the
+    features it lacks), from the CPU target model (archspec)."""
 
     name: str
-    level: str | None
     blocked: Mapping[str, str | None]
     source: str  # detected, --cpu
+
+    @property
+    def level(self) -> str | None:
+        """The highest x86-64 level it runs; None for a CPU that runs none (not x86-64)."""
+        runs = [level for level, why in self.blocked.items() if why is None]
+        return runs[-1] if runs else None
 
 
 def cpu_cells(libraries: Sequence[Library], cpu: CpuFacts) -> tuple[tuple[Library, Cell], ...]:

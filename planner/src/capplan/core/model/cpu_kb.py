@@ -10,48 +10,59 @@ target has wins). Loading lives in :func:`capplan.adapters.cpu_archspec.load_cpu
 
 from __future__ import annotations
 
+from dataclasses import field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from capplan.core.model.records import Record, record
 
 __all__ = ["CpuOverrideRuleEntry", "CpuPackageEntry", "CpuPackagesFile"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+def _non_empty(owner: object, *names: str) -> None:
+    for name in names:
+        if not getattr(owner, name):
+            raise ValueError(f"{name} must not be empty")
 
 
-class CpuOverrideRuleEntry(_Frozen):
+@record
+class CpuOverrideRuleEntry(Record):
     """A package argument set when the target has every feature in ``features``."""
 
-    features: tuple[str, ...] = Field(min_length=1)  # archspec feature names
-    argument: str = Field(min_length=1)
+    features: tuple[str, ...]  # archspec feature names
+    argument: str
     value: str
 
+    def __post_init__(self) -> None:
+        _non_empty(self, "features", "argument")
 
-class CpuPackageEntry(_Frozen):
-    package: str = Field(min_length=1)
-    attr: str = Field(min_length=1)
+
+@record
+class CpuPackageEntry(Record):
+    package: str
+    attr: str
     dispatch: Literal["runtime-dispatch", "compile-time"]
     mechanism: Literal["override", "cflags"]
-    reason: str = Field(min_length=1)
-    source: str = Field(min_length=1)
+    reason: str
+    source: str
     hwcaps: bool
-    minutes: float = Field(gt=0)
-    size_mb: float = Field(gt=0)
+    minutes: float
+    size_mb: float
     # mechanism "override": the recipe's arguments and the values each accepts (from source).
-    arguments: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    arguments: dict[str, tuple[str, ...]] = field(default_factory=dict)
     overrides: tuple[CpuOverrideRuleEntry, ...] = ()
 
-    @model_validator(mode="after")
-    def _mechanism_fits(self) -> CpuPackageEntry:
+    def __post_init__(self) -> None:
+        _non_empty(self, "package", "attr", "reason", "source")
+        for name in ("minutes", "size_mb"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be greater than 0")
         if self.mechanism == "cflags":
             if self.overrides or self.arguments:
                 raise ValueError(
                     'mechanism "cflags" takes no overrides or arguments (a per-level build '
                     "gets compiler flags)"
                 )
-            return self
+            return
         if not self.overrides:
             raise ValueError('mechanism "override" needs at least one rule in overrides')
         for rule in self.overrides:
@@ -66,18 +77,17 @@ class CpuPackageEntry(_Frozen):
                     f"override value '{rule.value}' for {rule.argument} is not one the recipe "
                     f"accepts ({', '.join(accepted)})"
                 )
-        return self
 
 
-class CpuPackagesFile(_Frozen):
-    source: str = Field(min_length=1)
+@record
+class CpuPackagesFile(Record):
+    source: str
     packages: tuple[CpuPackageEntry, ...]
 
-    @model_validator(mode="after")
-    def _unique(self) -> CpuPackagesFile:
+    def __post_init__(self) -> None:
+        _non_empty(self, "source")
         seen: set[str] = set()
         for entry in self.packages:
             if entry.package in seen:
                 raise ValueError(f"package '{entry.package}' is listed twice")
             seen.add(entry.package)
-        return self

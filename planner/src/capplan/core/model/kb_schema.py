@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 __all__ = ["ValidationError", "validate_record"]
 
@@ -22,8 +22,6 @@ _ADAPTERS: dict[type, TypeAdapter[Any]] = {}
 
 def validate_record(model: type[T], data: Any) -> T:
     """``data`` (parsed JSON) as a validated ``model``; a pydantic ValidationError otherwise."""
-    if issubclass(model, BaseModel):
-        return model.model_validate(data)
     adapter = _ADAPTERS.get(model)
     if adapter is None:
         adapter = _ADAPTERS[model] = TypeAdapter(model)
