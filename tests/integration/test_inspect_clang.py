@@ -200,3 +200,73 @@ def test_cli_truncated_bundle_exits_12(built: dict[str, Path], tmp_path: Path) -
     garbage.write_bytes(data[:24] + b"\xff" * 40)
     code, _, err = _cli("inspect", str(garbage))
     assert code == ExitCode.BAD_BINARY and "not a valid one" in err
+
+
+def _embedding_library(out: Path, blob: bytes, name: str, *libs: str) -> Path:
+    """A host shared library whose `.rodata` holds ``blob`` as a constant array (as a library
+    embedding a code object for hipModuleLoadData would), linked against ``libs``."""
+    clang = llvm16_tool("clang")
+    source = out / f"{name}.c"
+    body = ",".join(str(b) for b in blob)
+    source.write_text(
+        f"const unsigned char blob[{len(blob)}] = {{{body}}};\n"
+        "const unsigned char *get(void) { return blob; }\n"
+    )
+    target = out / f"{name}.so"
+    subprocess.run(
+        [str(clang), "-fPIC", "-shared", "-o", str(target), str(source), f"-L{out}",
+         "-Wl,--no-as-needed", *libs],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return target
+
+
+def _section_of(path: Path, offset: int) -> str:
+    """The section holding file ``offset``, as llvm-readelf lists the sections."""
+    readelf = llvm16_tool("llvm-readelf")
+    text = subprocess.run(
+        [str(readelf), "-S", "-W", str(path)], check=True, capture_output=True, text=True
+    ).stdout
+    row = re.compile(r"\[\s*\d+\]\s+(\S+)\s+\S+\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a-f]+)")
+    for found in row.finditer(text):
+        start, size = int(found[2], 16), int(found[3], 16)
+        if start <= offset < start + size:
+            return found[1]
+    return "?"
+
+
+def test_amd_bundles_are_searched_where_hip_puts_them(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
+    """A bundle in `.rodata` counts in a library that links the HIP runtime (it can load what it
+    embeds) and in an ELF whose section table is gone; an NVIDIA-style library that does not
+    link libamdhip64 is only searched in `.hip_fatbin`, which it has none of."""
+    blob = built["made.bundle"].read_bytes()
+    clang = llvm16_tool("clang")
+    (tmp_path / "hip.c").write_text("int hipInit(unsigned flags) { return (int)flags; }\n")
+    subprocess.run(
+        [str(clang), "-fPIC", "-shared", "-Wl,-soname,libamdhip64.so.6", "-o",
+         str(tmp_path / "libamdhip64.so"), str(tmp_path / "hip.c")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    linked = _embedding_library(tmp_path, blob, "libembed", "-lamdhip64")
+    (report,) = inspect_paths([linked])
+    assert report.amd == (T("gfx90a:xnack-"), T("gfx1030"))
+    (located,) = report.amd_located
+    offset = linked.read_bytes().find(blob[:24])
+    assert located.section == _section_of(linked, offset) == ".rodata"
+
+    plain = _embedding_library(tmp_path, blob, "libplain")
+    assert blob in plain.read_bytes()
+    (report,) = inspect_paths([plain])
+    assert report.amd == () and report.amd_located == () and not report.has_amd_code
+
+    # The same file without its section table (e_shoff, e_shnum, e_shstrndx zeroed): nothing
+    # says where device code is, so the whole file is searched and the bundle counts again.
+    data = bytearray(plain.read_bytes())
+    struct.pack_into("<Q", data, 0x28, 0)
+    struct.pack_into("<HH", data, 0x3C, 0, 0)
+    headless = tmp_path / "headless.so"
+    headless.write_bytes(bytes(data))
+    (report,) = inspect_paths([headless])
+    assert report.amd == (T("gfx90a:xnack-"), T("gfx1030"))

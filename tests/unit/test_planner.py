@@ -44,7 +44,9 @@ def with_package(kb: KnowledgeBase, name: str, **changes: Any) -> KnowledgeBase:
     limits = changes.pop("limits", None)
     if limits is not None:
         changes["limits"] = dataclasses.replace(pkg.limits, **limits)
-    return dataclasses.replace(kb, packages={**kb.packages, name: dataclasses.replace(pkg, **changes)})
+    return dataclasses.replace(
+        kb, packages={**kb.packages, name: dataclasses.replace(pkg, **changes)}
+    )
 
 
 def serving(plan: Plan, package: str, gpu: str) -> list[tuple[str, RunLevel]]:

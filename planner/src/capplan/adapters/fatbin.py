@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from capplan.adapters.files import open_regular, special_kind
+from capplan.adapters.memsearch import finder, map_file
 from capplan.adapters.pool import map_files
 from capplan.core.binaries import amdgpu, fatbin
 from capplan.core.model.amd import AmdTarget
@@ -208,6 +209,10 @@ class _Sections:
     # (start, end) of sections whose kind cannot hold device code (symbol and string tables,
     # relocations, machine code, unwind tables), relative to the ELF start: never searched.
     no_device_code: tuple[tuple[int, int], ...] = ()
+    # False when the section table is missing or unreadable: nothing is known about the bytes.
+    known: bool = True
+    # (start, end) of `.dynstr`, relative to the ELF start, when there is one.
+    dynstr: tuple[int, int] | None = None
 
     def name_at(self, offset: int) -> str:
         index = bisect.bisect_right(self.starts, offset) - 1
@@ -224,6 +229,7 @@ def _read_sections(buf: fatbin.Buffer, start: int, end: int) -> _Sections:
     spans: list[tuple[int, int, str]] = []
     problems: list[str] = []
     skip: list[tuple[int, int]] = []
+    dynstr: tuple[int, int] | None = None
     try:
         for header in _section_headers(buf, start, end):
             if header.type == _SHT_NOBITS or not header.size:
@@ -235,6 +241,8 @@ def _read_sections(buf: fatbin.Buffer, start: int, end: int) -> _Sections:
                     "file (truncated?)"
                 )
             spans.append((offset, offset + length, name))
+            if name == ".dynstr" and header.type == _SHT_STRTAB:
+                dynstr = (offset, min(offset + length, size))
             if header.type in _NO_DEVICE_CODE_TYPES or (
                 header.type == _SHT_PROGBITS
                 and (header.flags & _SHF_EXECINSTR or name in _NO_DEVICE_CODE_NAMES)
@@ -243,9 +251,17 @@ def _read_sections(buf: fatbin.Buffer, start: int, end: int) -> _Sections:
     except (_ElfError, struct.error) as error:
         problems.append(f"ELF section table unreadable ({error}); sections unknown")
     spans.sort()
-    if any("unreadable" in p for p in problems):
+    known = bool(spans) and not any("unreadable" in p for p in problems)
+    if not known:
         skip = []  # sections unknown: search everything
-    return _Sections(tuple(s[0] for s in spans), tuple(spans), tuple(problems), tuple(sorted(skip)))
+    return _Sections(
+        tuple(s[0] for s in spans),
+        tuple(spans),
+        tuple(problems),
+        tuple(sorted(skip)),
+        known,
+        dynstr,
+    )
 
 
 class _ElfError(Exception):
@@ -412,6 +428,7 @@ def _with_amd(
     section_of: Callable[[int], str],
     code_object: amdgpu.AmdCodeObject | None = None,
     explained: Sequence[tuple[int, int]] = (),
+    find: fatbin.Finder | None = None,
 ) -> FileReport:
     """``report`` with the AMD device code found in ``buf[start:end]`` added.
 
@@ -423,7 +440,9 @@ def _with_amd(
     cursor = start
     for skip_start, skip_end in [*sorted(explained), (end, end)]:
         if skip_start > cursor:
-            bundles.extend(amdgpu.scan_amd(buf, cursor, min(skip_start, end), release=release))
+            bundles.extend(
+                amdgpu.scan_amd(buf, cursor, min(skip_start, end), release=release, find=find)
+            )
         cursor = max(cursor, skip_end)
     located = tuple(AmdLocated(section_of(b.offset - start), b, start) for b in bundles)
     targets: set[AmdTarget] = {t for b in bundles for t in b.targets}
@@ -443,7 +462,9 @@ def _with_amd(
     )
 
 
-def _inspect_elf(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileReport:
+def _inspect_elf(
+    buf: fatbin.Buffer, start: int, end: int, name: str, find: fatbin.Finder | None = None
+) -> FileReport:
     sections = _read_sections(buf, start, end)
     code_object = amdgpu.amdgpu_elf_target(buf, start, end)
     if code_object is not None:
@@ -453,7 +474,7 @@ def _inspect_elf(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileRep
     containers: list[fatbin.Container] = []
     rejected: list[fatbin.Rejected] = []
     for r_start, r_end in _complement(start, end, skipped):
-        part = fatbin.scan(buf, r_start, r_end, release=_release_for(buf))
+        part = fatbin.scan(buf, r_start, r_end, release=_release_for(buf), find=find)
         containers.extend(part.containers)
         rejected.extend(part.rejected)
     result = fatbin.ScanResult(tuple(containers), tuple(rejected))
@@ -474,9 +495,40 @@ def _inspect_elf(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileRep
         }
         problems.extend(_gap_problems(buf, start, sections, located, resume))
     explained = [(c.offset, c.end) for c in result.containers if not c.partial] + skipped
+    explained.extend(_no_amd_code(buf, start, end, sections, find or buf.find))
     return _with_amd(
-        _report(name, located, problems), buf, start, end, sections.name_at, explained=explained
+        _report(name, located, problems),
+        buf,
+        start,
+        end,
+        sections.name_at,
+        explained=explained,
+        find=find,
     )
+
+
+# HIP puts a program's offload bundles in `.hip_fatbin` (ROCM.md). A file that links the HIP
+# runtime may also load code objects it embeds elsewhere (hipModuleLoadData), so in such a file
+# every data section is searched, as is a file whose section table cannot be read.
+_AMD_SECTIONS = frozenset({".hip_fatbin"})
+_HIP_RUNTIME = b"libamdhip64.so"
+
+
+def _no_amd_code(
+    buf: fatbin.Buffer, start: int, end: int, sections: _Sections, find: fatbin.Finder
+) -> list[tuple[int, int]]:
+    """Absolute ranges of the ELF at ``buf[start:end]`` where no AMD bundle is searched: all but
+    `.hip_fatbin` in a file whose sections are known and that does not link the HIP runtime
+    (``.dynstr`` names its DT_NEEDED libraries and SONAME). An NVIDIA library is never searched
+    for AMD bundles."""
+    if not sections.known:
+        return []
+    if sections.dynstr is not None:
+        d_start, d_end = sections.dynstr
+        if find(_HIP_RUNTIME, start + d_start, start + d_end) >= 0:
+            return []
+    hip = [(start + a, start + b) for a, b, name in sections.spans if name in _AMD_SECTIONS]
+    return _complement(start, end, hip)
 
 
 def _partial_end(container: fatbin.Container) -> int:
@@ -514,9 +566,11 @@ def _report(name: str, located: list[LocatedContainer], problems: list[str]) -> 
     )
 
 
-def _inspect_raw_fatbin(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileReport:
+def _inspect_raw_fatbin(
+    buf: fatbin.Buffer, start: int, end: int, name: str, find: fatbin.Finder | None = None
+) -> FileReport:
     """A bare fatbin file (`nvcc -fatbin`): containers only, no ELF around them."""
-    result = fatbin.scan(buf, start, end, release=_release_for(buf))
+    result = fatbin.scan(buf, start, end, release=_release_for(buf), find=find)
     located = [LocatedContainer(NO_SECTION, c.offset - start, c, start) for c in result.containers]
     problems = [p for c in result.containers for p in c.problems]
     if not located:
@@ -525,9 +579,13 @@ def _inspect_raw_fatbin(buf: fatbin.Buffer, start: int, end: int, name: str) -> 
     return _report(name, located, problems)
 
 
-def _inspect_raw_amd(buf: fatbin.Buffer, start: int, end: int, name: str) -> FileReport:
+def _inspect_raw_amd(
+    buf: fatbin.Buffer, start: int, end: int, name: str, find: fatbin.Finder | None = None
+) -> FileReport:
     """A bare offload bundle file (``clang --cuda-device-only``) or a bare ``CCOB`` file."""
-    report = _with_amd(FileReport(path=name), buf, start, end, lambda _offset: NO_SECTION)
+    report = _with_amd(
+        FileReport(path=name), buf, start, end, lambda _offset: NO_SECTION, find=find
+    )
     if not report.amd_located:
         raise BinaryFormatError(
             f"{name} starts like a clang offload bundle but is not a valid one",
@@ -602,16 +660,25 @@ def _sniff(buf: fatbin.Buffer, start: int, end: int) -> str | None:
 
 
 def _inspect_blob(
-    buf: fatbin.Buffer, start: int, end: int, name: str, kind: str, *, keep_empty: bool
+    buf: fatbin.Buffer,
+    start: int,
+    end: int,
+    name: str,
+    kind: str,
+    *,
+    keep_empty: bool,
+    find: fatbin.Finder | None = None,
 ) -> list[FileReport]:
+    """The reports for ``buf[start:end]``, whose content ``kind`` is (:func:`_sniff`); ``find``
+    searches ``buf`` (adapters/memsearch.py), default ``buf.find``."""
     if kind == "elf":
-        report = _inspect_elf(buf, start, end, name)
+        report = _inspect_elf(buf, start, end, name, find)
         keep = keep_empty or report.containers or report.partial or report.has_amd_code
         return [report] if keep else []
     if kind == "fatbin":
-        return [_inspect_raw_fatbin(buf, start, end, name)]
+        return [_inspect_raw_fatbin(buf, start, end, name, find)]
     if kind == "bundle":
-        return [_inspect_raw_amd(buf, start, end, name)]
+        return [_inspect_raw_amd(buf, start, end, name, find)]
     if kind == "ar":
         reports: list[FileReport] = []
         for member, m_start, m_end in _archive_members(buf, start, end, name):
@@ -619,7 +686,13 @@ def _inspect_blob(
             if member_kind in ("elf", "fatbin", "bundle"):
                 reports.extend(
                     _inspect_blob(
-                        buf, m_start, m_end, f"{name}!{member}", member_kind, keep_empty=keep_empty
+                        buf,
+                        m_start,
+                        m_end,
+                        f"{name}!{member}",
+                        member_kind,
+                        keep_empty=keep_empty,
+                        find=find,
                     )
                 )
         return reports
@@ -681,17 +754,27 @@ def _inspect_wheel_member(item: tuple[str, str, str, str]) -> list[FileReport] |
                 start = _stored_data_offset(archive, info)
                 with (
                     open_regular(path) as handle,
-                    mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+                    map_file(handle) as mapped,
+                    finder(mapped) as find,
                 ):
                     if start + info.file_size > len(mapped):
                         return f"member {filename} runs past the end of the file"
                     return _inspect_blob(
-                        mapped, start, start + info.file_size, shown, kind, keep_empty=False
+                        mapped,
+                        start,
+                        start + info.file_size,
+                        shown,
+                        kind,
+                        keep_empty=False,
+                        find=find,
                     )
             if info.file_size <= _IN_MEMORY_MEMBER:
                 with archive.open(info) as member:
                     data = member.read()
-                return _inspect_blob(data, 0, len(data), shown, kind, keep_empty=False)
+                with finder(data) as find:
+                    return _inspect_blob(
+                        data, 0, len(data), shown, kind, keep_empty=False, find=find
+                    )
             import tempfile  # only large deflated wheel members need it
 
             with tempfile.TemporaryFile(prefix="capplan-member-") as spill:
@@ -701,8 +784,8 @@ def _inspect_wheel_member(item: tuple[str, str, str, str]) -> list[FileReport] |
                 if size == 0:
                     return []
                 spill.flush()
-                with mmap.mmap(spill.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                    return _inspect_blob(mapped, 0, size, shown, kind, keep_empty=False)
+                with map_file(spill) as mapped, finder(mapped) as find:
+                    return _inspect_blob(mapped, 0, size, shown, kind, keep_empty=False, find=find)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
         return str(error)
     except OSError as error:
@@ -742,8 +825,10 @@ def _inspect_file(path: Path, name: str, *, explicit: bool) -> list[FileReport]:
                 if not explicit and path.suffix != ".whl":
                     return []
                 return _inspect_wheel(path, name)
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                return _inspect_blob(mapped, 0, len(mapped), name, kind, keep_empty=explicit)
+            with map_file(handle) as mapped, finder(mapped) as find:
+                return _inspect_blob(
+                    mapped, 0, len(mapped), name, kind, keep_empty=explicit, find=find
+                )
     except OSError as error:
         raise BinaryFormatError(
             f"cannot read {name}: {error.strerror or error}", hint="check the path's permissions"

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from capplan.core.binaries.fatbin import Buffer
+from capplan.core.binaries.fatbin import Buffer, Finder
 from capplan.core.model.amd import AmdTarget
 from capplan.errors import CapplanError
 
@@ -262,12 +262,15 @@ def _find_all(
     start: int,
     end: int,
     release: Callable[[int, int], None] | None = None,
+    find: Finder | None = None,
 ) -> list[tuple[int, int]]:
     """(offset, needle index) of every needle in ``buf[start:end]``, sorted, in one windowed pass.
 
     ``release(a, b)`` is told after each window that the search is done with ``buf[a:b]``, so a
     caller holding a file mapping can drop its pages (the search never touches them again).
+    ``find`` searches ``buf`` (default ``buf.find``).
     """
+    find = find or buf.find
     found: set[tuple[int, int]] = set()
     overlap = max(len(n) for n in needles) - 1
     window_start = start
@@ -275,10 +278,10 @@ def _find_all(
         window_end = min(end, window_start + _WINDOW)
         search_end = min(end, window_end + overlap)
         for index, needle in enumerate(needles):
-            pos = buf.find(needle, window_start, search_end)
+            pos = find(needle, window_start, search_end)
             while 0 <= pos < window_end:
                 found.add((pos, index))
-                pos = buf.find(needle, pos + 1, search_end)
+                pos = find(needle, pos + 1, search_end)
         if release is not None:
             release(window_start, window_end)
         window_start = window_end
@@ -286,16 +289,21 @@ def _find_all(
 
 
 def scan_amd(
-    buf: Buffer, start: int, end: int, release: Callable[[int, int], None] | None = None
+    buf: Buffer,
+    start: int,
+    end: int,
+    release: Callable[[int, int], None] | None = None,
+    find: Finder | None = None,
 ) -> list[Bundle]:
     """Every plausible plain or compressed offload bundle in ``buf[start:end]``, in order.
 
     Bundles nested inside an earlier bundle's entries are not reported again. ``release`` as in
-    :func:`_find_all`: the magic search runs in windows and releases each one behind it.
+    :func:`_find_all`: the magic search runs in windows and releases each one behind it;
+    ``find`` as there.
     """
     bundles: list[Bundle] = []
     covered_to = start
-    hits = _find_all(buf, (BUNDLE_MAGIC, CCOB_MAGIC), start, end, release)
+    hits = _find_all(buf, (BUNDLE_MAGIC, CCOB_MAGIC), start, end, release, find)
     candidates = [(p, "plain" if index == 0 else "ccob") for p, index in hits]
     for pos, kind in candidates:
         if pos < covered_to:
