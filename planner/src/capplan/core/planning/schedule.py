@@ -69,7 +69,11 @@ def schedule_jobs(
         bottom[i] = cost[i] + tail
     # Ready jobs, best first: longest bottom level, then longest job, then order. The ranking
     # is fixed, so the ready heap holds plain integers (a job's rank).
-    by_rank = sorted(range(n), key=lambda i: (-bottom[i], -cost[i], i))
+    # Two stable sorts on plain float keys give the order of the key (-bottom, -cost, i)
+    # without building a tuple per job (at 388,000 jobs the tuples made the sort 16x the
+    # 38,900-job one). reverse=True keeps equal keys in their earlier order.
+    by_rank = sorted(range(n), key=cost.__getitem__, reverse=True)
+    by_rank.sort(key=bottom.__getitem__, reverse=True)
     rank = [0] * n
     for r, i in enumerate(by_rank):
         rank[i] = r
