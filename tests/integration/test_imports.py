@@ -37,6 +37,8 @@ PLANNER = (
     "capplan.core.planning.graph",
     "capplan.core.planning.jobs",
     "capplan.core.planning.matrix",
+    "capplan.core.planning.plan",
+    "capplan.core.planning.select",
     "rich.progress",
 )
 PYDANTIC = ("pydantic", "capplan.core.model.kb", "capplan.adapters.kb")
@@ -85,6 +87,21 @@ def test_non_planning_commands_do_not_load_the_planner(args: list[str], tmp_path
     code, modules, err = imported(args, tmp_path)
     assert code != 1, err  # 1 is an internal error; verify of /bin/true fails with its own code
     assert _loaded(modules, PLANNER) == [], f"capplan {' '.join(args)}"
+
+
+def test_detect_without_a_gpu_answers_before_loading_the_planner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No NVIDIA GPU (no NVML, no nvidia-smi on PATH), no AMD node, no fleet with CPU levels.
+    monkeypatch.setenv("CAPPLAN_NVML", "0")
+    monkeypatch.setenv("CAPPLAN_SYSFS_ROOT", str(tmp_path / "no-sysfs"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, modules, err = imported(["detect"], tmp_path)
+    assert code != 1, err
+    if "no NVIDIA GPU found" not in err:
+        pytest.skip("/proc/driver/nvidia lists a GPU here: detect plans for it")
+    # It reads the config file, unvalidated, to see whether its fleet lists CPU levels.
+    assert _loaded(modules, PLANNER) == ["capplan.adapters.config"]
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["inspect", "/bin/true"]])

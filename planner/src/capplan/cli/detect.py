@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -16,14 +16,10 @@ from capplan.core.model.compat import RunLevel
 from capplan.core.model.gpus import unique_model
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import uses_jetson_redist
-from capplan.core.planning.plan import Plan, Variant
-from capplan.core.planning.select import (
-    amd_plans_by_system,
-    driver_support,
-    pick_amd_on_machine,
-    pick_variant,
-)
 from capplan.errors import DataError
+
+if TYPE_CHECKING:
+    from capplan.core.planning.plan import Plan, Variant
 
 __all__ = ["detect"]
 
@@ -74,6 +70,9 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         if not fleet_lists_cpus(config_path, cwd=Path.cwd(), environ=environ):
             raise no_gpu
     planned = plan_with_settings(config_path, environ=environ)
+    # The planner's modules load only once there is something to plan for.
+    from capplan.core.planning.select import driver_support, pick_variant
+
     plan = planned.plan
     cpu = _cpu_entry(plan)
     if no_gpu is not None and not cpu["variants"]:
@@ -231,6 +230,8 @@ def _amd_entries(
     ISA-compatible or generic code), or this GPU's own reason why none runs (a CUDA-only
     package, a build for another system, the plan's reason, or what to add to the fleet).
     Notes about skipped KFD nodes go in the report's top-level ``notes``."""
+    from capplan.core.planning.select import amd_plans_by_system, pick_amd_on_machine
+
     plan = planned.plan
     builds = kb.amd.builds if kb.amd is not None else {}
     plans = amd_plans_by_system(plan, system)
