@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.model.capability import Capability, Target, parse_capabilities, parse_targets
+from capplan.core.model.capability import (
+    Capability,
+    Suffix,
+    Target,
+    parse_capabilities,
+    parse_targets,
+)
 from capplan.errors import InvalidInputError
 
 caps = st.builds(
@@ -116,6 +122,19 @@ def test_from_sm_decodes_fatbin_numbers() -> None:
     assert Capability.from_sm(120) == Capability.parse("12.0")
     with pytest.raises(InvalidInputError):
         Capability.from_sm(7)
+
+
+@given(st.lists(st.tuples(st.integers(0, 1300), st.sampled_from(["", "a", "f"])), max_size=40))
+def test_from_sm_made_once_answers_as_made_anew(calls: list[tuple[int, Suffix]]) -> None:
+    # from_sm keeps the values it made; any order of calls answers as building anew would.
+    for number, suffix in calls + calls:
+        expected = Capability(number // 10, number % 10, suffix) if number >= 10 else None
+        try:
+            got: Capability | None = Capability.from_sm(number, suffix)
+        except InvalidInputError:
+            got = None
+        assert got == expected
+        assert str(got) == str(expected)
 
 
 def test_targets_parse_ptx_and_lists() -> None:

@@ -543,14 +543,10 @@ def _report(name: str, located: list[LocatedContainer], problems: list[str]) -> 
     ptx: set[Capability] = set()
     lto: set[Capability] = set()
     compression: set[str] = set()
+    kinds = {fatbin.EntryKind.SASS: sass, fatbin.EntryKind.PTX: ptx, fatbin.EntryKind.LTO: lto}
     for loc in located:
         for entry in loc.container.entries:
-            target = {
-                fatbin.EntryKind.SASS: sass,
-                fatbin.EntryKind.PTX: ptx,
-                fatbin.EntryKind.LTO: lto,
-            }[entry.kind]
-            target.add(entry.capability)
+            kinds[entry.kind].add(entry.capability)
             compression.add(entry.compression)
     return FileReport(
         path=name,

@@ -293,8 +293,8 @@ def normalise_amd_name(text: str) -> str:
     return "".join(words)
 
 
-@dataclass(frozen=True, slots=True)
-class AmdKnowledgeBase:
+@record
+class AmdKnowledgeBase(Record):
     targets: tuple[AmdTargetInfo, ...]
     nixpkgs_default_targets: tuple[AmdTarget, ...]
     nixpkgs_family_scopes: dict[str, tuple[AmdTarget, ...]]

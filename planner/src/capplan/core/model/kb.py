@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from capplan.core.model.amd_kb import AmdKnowledgeBase
@@ -254,8 +254,8 @@ class TorchFile(Record):
     releases: tuple[TorchRelease, ...]
 
 
-@dataclass(frozen=True)
-class KnowledgeBase:
+@record
+class KnowledgeBase(Record):
     """All data files, validated, with the lookups the planner and the CLI need."""
 
     capabilities: tuple[CapabilityInfo, ...]
