@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import traceback
 from typing import NoReturn
 
 import click
@@ -28,6 +27,8 @@ EXIT_CODE_HELP = "\n".join(
 
 def fail(error: CapplanError, *, debug: bool) -> NoReturn:
     if debug:
+        import traceback  # only when something went wrong
+
         traceback.print_exc()
     sys.stderr.write(f"capplan: error: {error.one_line()}\n")
     raise SystemExit(int(error.exit_code))
@@ -35,6 +36,8 @@ def fail(error: CapplanError, *, debug: bool) -> NoReturn:
 
 def report_unexpected(error: BaseException, *, debug: bool) -> NoReturn:
     if debug:
+        import traceback  # only when something went wrong
+
         traceback.print_exc()
     detail = " ".join(str(error).split()) or type(error).__name__
     sys.stderr.write(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import os
@@ -251,6 +250,8 @@ def check_committed(output: Path, text: str, *, fix: str) -> None:
         why = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
         raise StaleError(f"{output} cannot be read: {why or error}", hint=fix) from None
     if current != text:
+        import difflib  # only for --check's diff
+
         diff = difflib.unified_diff(
             current.splitlines(keepends=True),
             text.splitlines(keepends=True),
