@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from capplan.adapters.files import open_regular, special_kind
 from capplan.adapters.memsearch import finder, map_file
@@ -62,8 +62,7 @@ _WHEEL_CHUNK = 8 << 20
 _IN_MEMORY_MEMBER = 48 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class LocatedContainer:
+class LocatedContainer(NamedTuple):
     """A container and where it sits: ``offset`` is relative to the start of its ELF file."""
 
     section: str
@@ -85,8 +84,7 @@ def _sorted_unique(caps: Sequence[Capability] | set[Capability]) -> tuple[Capabi
     return tuple(sorted(set(caps)))
 
 
-@dataclass(frozen=True, slots=True)
-class AmdLocated:
+class AmdLocated(NamedTuple):
     """An AMD offload bundle and the ELF section holding it (offsets relative to the file)."""
 
     section: str
@@ -166,8 +164,7 @@ class FileReport:
         return data
 
 
-@dataclass(frozen=True, slots=True)
-class BinaryLimits:
+class BinaryLimits(NamedTuple):
     """The capabilities a prebuilt binary supports: its SASS plus what its PTX can JIT to."""
 
     path: str
@@ -201,8 +198,7 @@ class BinaryLimits:
 # --- ELF section table -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Sections:
+class _Sections(NamedTuple):
     starts: tuple[int, ...]
     spans: tuple[tuple[int, int, str], ...]  # (start, end, name), relative to the ELF start
     problems: tuple[str, ...]
@@ -268,8 +264,7 @@ class _ElfError(Exception):
     """The ELF header or section table cannot be read (the message says where)."""
 
 
-@dataclass(frozen=True, slots=True)
-class _SectionHeader:
+class _SectionHeader(NamedTuple):
     name: str
     type: int
     flags: int

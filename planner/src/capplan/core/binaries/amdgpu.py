@@ -26,8 +26,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from capplan.core.binaries.fatbin import Buffer, Finder
 from capplan.core.model.amd import AmdTarget
@@ -75,8 +74,7 @@ def target_from_bundle_id(bundle_id: str) -> AmdTarget | None:
     return AmdTarget.parse(rest)
 
 
-@dataclass(frozen=True, slots=True)
-class BundleEntry:
+class BundleEntry(NamedTuple):
     bundle_id: str
     offset: int  # absolute, in the scanned buffer
     size: int
@@ -93,8 +91,7 @@ class BundleEntry:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Bundle:
+class Bundle(NamedTuple):
     """One offload bundle, plain or compressed (``compression`` "zlib"/"zstd")."""
 
     offset: int
@@ -110,13 +107,12 @@ class Bundle:
         return tuple(sorted({e.target for e in self.entries if e.target is not None}))
 
 
-@dataclass(frozen=True, slots=True)
-class AmdCodeObject:
+class AmdCodeObject(NamedTuple):
     """A bare AMDGPU ELF code object (``clang -target amdgcn-amd-amdhsa -c``, a ``.hsaco``)."""
 
     target: AmdTarget | None
     abi_version: int
-    problems: tuple[str, ...] = field(default=())
+    problems: tuple[str, ...] = ()
 
 
 def _u64(buf: Buffer, pos: int) -> int:

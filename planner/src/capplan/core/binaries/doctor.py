@@ -212,7 +212,7 @@ def _nvidia_cell(lib: Library, gpu: Gpu, driver: Driver) -> Cell:
     verdict = how_runs(device, lib.sass, [p.capability for p in lib.ptx], jetson=gpu.jetson)
     majors = lib.cuda_majors
     if verdict.level is RunLevel.CANNOT_RUN:
-        verdict = replace(verdict, reason=_short_why(lib, device) or verdict.reason)
+        verdict = verdict._replace(reason=_short_why(lib, device) or verdict.reason)
         dropped = [m for m in majors if gpu.max_cuda is not None and m > gpu.max_cuda.major] or (
             [] if majors or gpu.max_cuda is None else _majors_from_ptx(lib, gpu.max_cuda)
         )

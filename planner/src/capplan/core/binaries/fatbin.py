@@ -28,9 +28,8 @@ from __future__ import annotations
 import mmap
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from capplan.core.model.capability import Capability, Suffix
 
@@ -111,8 +110,7 @@ class EntryKind(Enum):
 _KINDS = {1: EntryKind.PTX, 2: EntryKind.SASS, 8: EntryKind.LTO}
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One validated entry header. ``offset`` is the header's offset in the scanned buffer."""
 
     kind: EntryKind
@@ -156,8 +154,7 @@ class Entry:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Container:
+class Container(NamedTuple):
     """One fatbin container found at ``offset``; ``problems`` is empty for a complete one."""
 
     offset: int
@@ -175,8 +172,7 @@ class Container:
         return self.offset + CONTAINER_HEADER_SIZE + self.declared_size
 
 
-@dataclass(frozen=True, slots=True)
-class Rejected:
+class Rejected(NamedTuple):
     """A magic followed by a valid container header whose first entry failed validation.
 
     Not reported as a container (it may be chance bytes); a caller that knows the hit lies in a
@@ -187,8 +183,7 @@ class Rejected:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class ScanResult:
+class ScanResult(NamedTuple):
     containers: tuple[Container, ...]
     rejected: tuple[Rejected, ...]
 

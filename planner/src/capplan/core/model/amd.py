@@ -26,7 +26,7 @@ import enum
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from capplan.errors import InvalidInputError, shorten
 
@@ -324,8 +324,7 @@ class AmdRunLevel(enum.Enum):
         return {"exact": 0, "compatible": 1, "cannot-run": 2}[self.value]
 
 
-@dataclass(frozen=True, slots=True)
-class AmdVerdict:
+class AmdVerdict(NamedTuple):
     level: AmdRunLevel
     via: AmdTarget | None
     reason: str

@@ -15,9 +15,8 @@ Explaining never raises: every "no" carries a reason.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from capplan.core.model.capability import Capability
 
@@ -48,8 +47,7 @@ _RANK = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     level: RunLevel
     via: Capability | None
     reason: str
