@@ -14,7 +14,10 @@ rocBLAS and hipBLASLt) for every capability-dependent package, so the AMD rules 
 CUDA ones for the same universe. Each size runs in a fresh process so peak RSS is honest; the
 pipeline runs several times there and the table shows the best and the median run (this
 machine's CPU time varies by tens of percent from run to run; the best run is the least
-disturbed one). Prints a table; asserts nothing.
+disturbed one). With both 2,000 and 20,000 in the run, a reference row follows: a loop with
+nothing superlinear in it over the same job counts (one dict per job, lookups in shuffled order),
+whose ratio is what this machine's memory system alone makes of 10x the data. Prints a table;
+asserts nothing.
 
     python3 bench/bench_plan.py            # 200, 2,000 and 20,000 packages, and 2,000 on 2 systems
     python3 bench/bench_plan.py 2000       # one size
@@ -161,7 +164,38 @@ def run_one(n: int, repeats: int, systems: int = 1, amd: bool = False) -> dict[s
     }
 
 
+def reference_loop(jobs: int, repeats: int = 3) -> float:
+    """Best seconds of a plainly linear pass over ``jobs`` records: build one dict per job, index
+    them by name, then follow each job's edge in a shuffled order (as planning and scheduling
+    visit jobs). No algorithm here grows faster than the work, so its 10x-jobs ratio is what this
+    machine's memory system alone makes of 10x the data."""
+    gc.disable()
+    try:
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            rows = [
+                {"name": f"job-{i}", "needs": (f"job-{(i * 7) % jobs}",), "cost": i * 0.5}
+                for i in range(jobs)
+            ]
+            by_name = {r["name"]: r for r in rows}
+            order = list(range(jobs))
+            random.Random(1).shuffle(order)
+            total = 0.0
+            for i in order:
+                for need in rows[i]["needs"]:
+                    total += by_name[need]["cost"]
+            best = min(best, time.perf_counter() - start)
+            del rows, by_name, order
+        return best
+    finally:
+        gc.enable()
+
+
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--reference":
+        print(json.dumps(reference_loop(int(sys.argv[2]))))
+        return
     if len(sys.argv) > 5 and sys.argv[1] == "--one":
         args = sys.argv[2:]
         print(json.dumps(run_one(int(args[0]), int(args[1]), int(args[2]), args[3] == "amd")))
@@ -200,6 +234,23 @@ def main() -> None:
         print(
             f"scaling, one system: 20,000 / 2,000 packages = {best20 / best2:.2f}x (best runs), "
             f"{med20 / med2:.2f}x (medians); goal at most 10.5x"
+        )
+        # The same job counts through a loop with nothing superlinear in it, each in a fresh
+        # process: the floor this machine puts under the ratio above.
+        small, large = (
+            float(
+                subprocess.run(
+                    [sys.executable, __file__, "--reference", str(jobs)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+            )
+            for jobs in (38_859, 388_262)
+        )
+        print(
+            f"reference, a linear loop over the same job counts (one dict per job, shuffled "
+            f"lookups): {large / small:.2f}x ({small:.3f} s -> {large:.3f} s)"
         )
     print("plan: make_plan; matrix: build_matrix + the JSON text of `capplan matrix --format json`")
     print(

@@ -102,6 +102,8 @@ def test_detect_without_a_gpu_answers_before_loading_the_planner(
         pytest.skip("/proc/driver/nvidia lists a GPU here: detect plans for it")
     # It reads the config file, unvalidated, to see whether its fleet lists CPU levels.
     assert _loaded(modules, PLANNER) == ["capplan.adapters.config"]
+    # An answer that is an error draws nothing: rich stays unloaded.
+    assert sorted(m for m in modules if m.split(".")[0] == "rich") == []
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["inspect", "/bin/true"]])

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.markup import escape
 
-from capplan.cli.output import emit_json, make_table, out_console, print_table
+from capplan.cli.output import emit_json, escape, make_table, out_console, print_table
 from capplan.cli.planning import Planned, config_option, current_kb, plan_with_settings
 from capplan.core.model.compat import RunLevel
 from capplan.core.model.gpus import unique_model

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 
-from capplan.cli.output import emit_json, make_table, out_console
+from capplan.cli.output import emit_json, escape, make_table, out_console
 from capplan.cli.planning import config_option, current_kb, plan_with_settings, resolve_device
 from capplan.core.model.suggest import closest
 from capplan.core.planning.dispatch import (

@@ -26,6 +26,7 @@ __all__ = [
     "Progressor",
     "emit_json",
     "err_console",
+    "escape",
     "make_table",
     "out_console",
     "print_table",
@@ -151,6 +152,14 @@ def out_console() -> Console:
 
 def err_console() -> Console:
     return _console(stderr=True)
+
+
+def escape(text: str) -> str:
+    """``text`` with rich markup escaped (rich's own ``escape``, loaded only when a command has
+    something to draw: a command that answers with an error never imports rich)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def make_table(*columns: str, title: str | None = None, whole: Iterable[str] = ()) -> Table:
