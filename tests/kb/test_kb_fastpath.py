@@ -57,6 +57,7 @@ def test_commands_that_look_up_load_no_pydantic(tmp_path: Path) -> None:
     [
         ("gpus.json", lambda d: d["gpus"][0].update(capability="99x"), "capability"),
         ("gpus.json", lambda d: d["gpus"][0].update(colour="green"), "colour"),
+        ("gpus.json", lambda d: d["gpus"][1].pop("aliases"), r"gpus\[1\] \(name '.+'\): aliases: Field required"),
         ("pci.json", lambda d: d["devices"][0].update(id="10DE:2684"), "10de:dddd"),
         ("amd_packages.json", lambda d: d["stack_libraries"]["composable_kernel"].pop("linked_why"),
          "go together"),
@@ -73,3 +74,31 @@ def test_a_broken_user_file_is_one_data_error(
     with pytest.raises(DataError, match=says) as info:
         load_kb_file(name, FILES[name], folder)
     assert "\n" not in info.value.one_line()
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "says"),
+    [
+        ("gpus.json", lambda d: d["gpus"][0].update(colour="green"), "colour"),
+        ("gpus.json", lambda d: d["gpus"][0].update(capability="99x"), "capability"),
+        ("gpus.json", lambda d: d["gpus"][0].update(capability=["8.6"]), "capability"),
+        ("gpus.json", lambda d: d["gpus"][0].pop("segment"), r"gpus\[0\] \(name '.+'\): segment: Field required"),
+        ("gpus.json", lambda d: d.update(gpus={"a": 1}), "gpus"),
+        ("pci.json", lambda d: d["devices"][0].update(id="10DE:2684"), "10de:dddd"),
+        ("cuda.json", lambda d: d["releases"][0].update(version=12.9), "version"),
+    ],
+)  # fmt: skip
+def test_a_broken_packaged_file_falls_back_to_naming_the_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, change: Any, says: str
+) -> None:
+    # The fast path trusts the packaged files; when one is broken anyway (a damaged
+    # installation) building it fails and the validator names what is wrong.
+    import capplan.adapters.kb as kb_module
+
+    data = json.loads(kb_path(name).read_text())
+    change(data)
+    (tmp_path / name).write_text(json.dumps(data))
+    monkeypatch.setattr(kb_module, "kb_path", lambda n, directory=None: (directory or tmp_path) / n)
+    with pytest.raises(DataError, match=says) as info:
+        load_kb_file(name, FILES[name])
+    assert info.value.one_line().startswith(f"knowledge-base file kb/{name}")

@@ -23,7 +23,7 @@ from capplan.core.model.kb import (
     PciFile,
     TorchFile,
 )
-from capplan.errors import CapplanError, DataError
+from capplan.errors import CapplanError, DataError, shorten
 
 __all__ = ["KB_FILES", "kb_path", "load_kb", "load_kb_file"]
 
@@ -111,21 +111,25 @@ def _describe(label: str, data: Any, error: Any) -> str:
     entry = ""
     node = data
     walked: list[str] = []
+    missing = ""
     for part in loc:
         in_dict = isinstance(node, dict) and part in node
         in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
         if in_dict or in_list:
             node = node[part]
         else:
+            if isinstance(node, dict) and isinstance(part, str):
+                missing = f"{part}: "  # a required field the entry lacks: name it
             break
         walked.append(f"[{part}]" if isinstance(part, int) else f".{part}")
         if isinstance(node, dict) and not entry:
-            for key in ("capability", "name", "version", "package"):
+            # The entry's own name: a GPU by its name, a capability by its number.
+            for key in ("name", "capability", "chip", "id", "version", "package", "target"):
                 if isinstance(node.get(key), str):
-                    entry = f" ({key} '{node[key]}')"
+                    entry = f" ({key} '{shorten(node[key])}')"
                     break
     where = "".join(walked).lstrip(".") or "top level"
-    return f"knowledge-base file {label}: entry {where}{entry}: {first['msg']}"
+    return f"knowledge-base file {label}: entry {where}{entry}: {missing}{first['msg']}"
 
 
 @lru_cache(maxsize=4)
