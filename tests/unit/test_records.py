@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import pytest
@@ -31,17 +31,27 @@ class Mine(Record):
         object.__setattr__(self, "derived", f"{self.name}:{self.count}")
 
 
-@dataclass(frozen=True, kw_only=True)
-class Theirs:
-    name: str
-    count: int = 3
-    tags: tuple[str, ...] = ()
-    extra: dict[str, int] = field(default_factory=dict, compare=False)
-    hidden: str = field(default="h", repr=False)
-    derived: str = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "derived", f"{self.name}:{self.count}")
+# The reference: the standard library's frozen keyword-only dataclass of the very same fields.
+Theirs = dataclasses.make_dataclass(
+    "Theirs",
+    [
+        (
+            f.name,
+            f.type,
+            field(
+                default=f.default,
+                default_factory=f.default_factory,
+                init=f.init,
+                repr=f.repr,
+                compare=f.compare,
+            ),
+        )
+        for f in dataclasses.fields(Mine)
+    ],
+    namespace={"__post_init__": Mine.__post_init__},
+    frozen=True,
+    kw_only=True,
+)
 
 
 @record

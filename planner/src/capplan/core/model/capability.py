@@ -8,6 +8,7 @@ capability table in, pkgs/development/cuda-modules/_cuda/db/bootstrap/nvcc.nix).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -25,8 +26,6 @@ __all__ = [
 ]
 
 Suffix = Literal["", "a", "f"]
-_FROM_SM: dict[tuple[type, int, str], Any] = {}
-_FROM_SM_MAX = 1024
 _SUFFIX_RANK: dict[str, int] = {"": 0, "a": 1, "f": 2}
 
 ACCEPTED_SPELLINGS = "8.6, 86, sm_86, sm86, compute_86, 9.0a, sm_90a, compute_100f, 10.0f, 120"
@@ -97,19 +96,7 @@ class Capability:
     @classmethod
     def from_sm(cls, number: int, suffix: str = "") -> Capability:
         """From nvcc's decimal SM number (90 -> 9.0, 120 -> 12.0), as fatbin headers store it."""
-        # A binary repeats a dozen targets thousands of times (libtorch_cuda.so: 2,975 entries):
-        # the immutable values are made once each.
-        known: Capability | None = _FROM_SM.get((cls, number, suffix))
-        if known is not None:
-            return known
-        if number < 10:
-            raise InvalidInputError(
-                f"invalid SM number {number}", hint="SM numbers are like 86 or 120"
-            )
-        made = cls(number // 10, number % 10, _suffix(suffix))
-        if len(_FROM_SM) < _FROM_SM_MAX:
-            _FROM_SM[(cls, number, suffix)] = made
-        return made
+        return _from_sm(number, suffix)
 
     def __str__(self) -> str:
         return self.text
@@ -169,6 +156,15 @@ class Capability:
         """
         code = self.compute if ptx else self.sm
         return f"-gencode=arch={self.compute},code={code}"
+
+
+# A binary repeats a dozen targets thousands of times (libtorch_cuda.so: 2,975 entries): the
+# immutable values are made once each.
+@functools.lru_cache(maxsize=1024)
+def _from_sm(number: int, suffix: str) -> Capability:
+    if number < 10:
+        raise InvalidInputError(f"invalid SM number {number}", hint="SM numbers are like 86 or 120")
+    return Capability(number // 10, number % 10, _suffix(suffix))
 
 
 def _suffix(text: str | None) -> Suffix:

@@ -23,31 +23,21 @@ from typing import Any, ClassVar, TypeVar, dataclass_transform
 __all__ = ["Record", "record"]
 
 _MISSING: Any = dataclasses.MISSING
-_C = TypeVar("_C", bound=type)
+_C = TypeVar("_C", bound="type[Record]")
 
 
 class _Spec:
-    """What the generic methods need of one record class, worked out at its first use."""
+    """What the generic methods need of one record class, worked out when it is decorated."""
 
-    __slots__ = (
-        "compared",
-        "defaults",
-        "factories",
-        "names",
-        "post_init",
-        "required",
-        "required_set",
-        "shown",
-    )
+    __slots__ = ("compared", "defaults", "factories", "names", "post_init", "required", "shown")
 
     def __init__(self, cls: type) -> None:
         fields = dataclasses.fields(cls)
         init = [f for f in fields if f.init]
         self.names = frozenset(f.name for f in init)
-        self.required = tuple(
+        self.required = frozenset(
             f.name for f in init if f.default is _MISSING and f.default_factory is _MISSING
         )
-        self.required_set = frozenset(self.required)
         self.defaults = {f.name: f.default for f in init if f.default is not _MISSING}
         # Factories run for init fields the caller left out and for every init=False field.
         self.factories: tuple[tuple[str, bool, Any], ...] = tuple(
@@ -58,14 +48,6 @@ class _Spec:
         self.post_init: Callable[[Any], None] | None = getattr(cls, "__post_init__", None)
 
 
-def _spec(cls: type) -> _Spec:
-    spec: _Spec | None = cls.__dict__.get("_record_spec")
-    if spec is None:
-        spec = _Spec(cls)
-        type.__setattr__(cls, "_record_spec", spec)
-    return spec
-
-
 @dataclass_transform(kw_only_default=True, frozen_default=True)
 def record(cls: _C) -> _C:
     """Make ``cls`` (a :class:`Record` subclass) a frozen, keyword-only record."""
@@ -74,6 +56,7 @@ def record(cls: _C) -> _C:
     # Fields with defaults may come before required ones (keyword-only); no slots: making the
     # slotted copy of each class costs start-up time and saves nothing here.
     dataclasses.dataclass(cls, init=False, repr=False, eq=False, kw_only=True)  # in place
+    cls._record_spec = _Spec(cls)
     return cls
 
 
@@ -82,11 +65,12 @@ class Record:
 
     __slots__ = ()
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+    _record_spec: ClassVar[_Spec]  # set by @record on each record class
 
     def __init__(self, **values: Any) -> None:
-        spec = _spec(type(self))
+        spec = self._record_spec
         given = values.keys()
-        if not (given <= spec.names and given >= spec.required_set):
+        if not (given <= spec.names and given >= spec.required):
             _bad_arguments(type(self), spec, values)
         state = self.__dict__
         state.update(spec.defaults)
@@ -100,16 +84,16 @@ class Record:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        names = _spec(self.__class__).compared
+        names = self._record_spec.compared
         # Tuples, as the generated __eq__ compares: an item is equal to itself (a NaN too).
         return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
 
     def __hash__(self) -> int:
-        return hash(tuple(getattr(self, n) for n in _spec(self.__class__).compared))
+        return hash(tuple(getattr(self, n) for n in self._record_spec.compared))
 
     @reprlib.recursive_repr()
     def __repr__(self) -> str:
-        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in _spec(self.__class__).shown)
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._record_spec.shown)
         return f"{self.__class__.__qualname__}({shown})"
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -126,7 +110,9 @@ def _bad_arguments(cls: type, spec: _Spec, values: dict[str, Any]) -> None:
         raise TypeError(
             f"{cls.__qualname__}.__init__() got an unexpected keyword argument {unexpected[0]!r}"
         )
-    missing = [name for name in spec.required if name not in values]
+    missing = [
+        f.name for f in dataclasses.fields(cls) if f.name in spec.required and f.name not in values
+    ]
     listed = ", ".join(repr(m) for m in missing)
     plural = "s" if len(missing) > 1 else ""
     raise TypeError(
