@@ -11,6 +11,8 @@ import random
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from capplan.core.binaries import fatbin
 from capplan.core.binaries.verify import expected_code, verify
@@ -196,6 +198,73 @@ def test_scan_bounds_are_respected() -> None:
     # A container cut by `end` is partial, the data past `end` is not read.
     (found,) = fatbin.scan(buf, 0, len(blob) - 8).containers
     assert found.partial and found.entries == ()
+
+
+# --- headers read through a reader (adapters read them with pread) ------------------------------
+
+
+def slicing_reader(buf: bytes, log: list[int] | None = None) -> fatbin.Reader:
+    def read(offset: int, size: int) -> bytes:
+        if log is not None:
+            log.append(offset)
+        return buf[offset : offset + size]
+
+    return read
+
+
+_PIECES = st.one_of(
+    st.builds(
+        lambda kinds, arch, flags: container(*(entry(k, arch, flags) for k in kinds)),
+        st.lists(st.sampled_from([PTX, SASS, LTO, 7]), min_size=1, max_size=3),
+        st.sampled_from([5, 75, 86, 90, 100, 120, 990]),
+        st.sampled_from([BASE_FLAGS, BASE_FLAGS | fatbin.FLAG_ARCH_SPECIFIC, 0x300011]),
+    ),
+    st.binary(max_size=40),  # padding or garbage between containers
+    st.just(struct.pack("<IHHQ", fatbin.MAGIC, 1, 16, 1 << 20)),  # a corrupt size
+)
+
+
+@given(st.lists(_PIECES, max_size=8), st.data())
+def test_a_reader_gives_the_answers_of_the_buffer(pieces: list[bytes], data: st.DataObject) -> None:
+    """Reading headers through ``read`` (and taking an adjacent container without a search)
+    finds exactly what reading them from the buffer finds, whatever lies in the bytes."""
+    buf = b"".join(pieces)
+    cut = data.draw(st.integers(0, len(buf)), label="cut")
+    start = data.draw(st.integers(0, cut), label="start")
+    buf = buf[:cut]
+    plain = fatbin.scan(buf, start)
+    assert fatbin.scan(buf, start, read=slicing_reader(buf)) == plain
+
+
+def test_adjacent_containers_are_walked_without_a_search() -> None:
+    blobs = [container(entry(SASS, arch), entry(PTX, arch)) for arch in (75, 80, 86, 90)]
+    buf = bytes(8) + b"".join(blobs)
+    searched: list[int] = []
+
+    def find(needle: bytes, start: int, end: int) -> int:
+        searched.append(start)
+        return buf.find(needle, start, end)
+
+    read_at: list[int] = []
+    result = fatbin.scan(buf, find=find, read=slicing_reader(buf, read_at))
+    assert names(result) == ["sm_75", "compute_75", "sm_80", "compute_80"] + [
+        "sm_86", "compute_86", "sm_90", "compute_90"
+    ]  # fmt: skip
+    assert searched == [0]  # only for the first: each next one starts where the last ended
+    assert read_at  # every header came through the reader
+
+
+def test_a_short_read_is_a_cut_entry_not_a_crash() -> None:
+    """A file that shrinks after it was mapped: the reader returns fewer bytes than asked."""
+    buf = container(entry(SASS, 86), entry(SASS, 90))
+    second = 16 + len(entry(SASS, 86))
+
+    def read(offset: int, size: int) -> bytes:
+        return buf[offset : min(offset + size, second + 10)]
+
+    (found,) = fatbin.scan(buf, read=read).containers
+    assert [e.name for e in found.entries] == ["sm_86"]
+    assert found.partial and "runs past the end of the file" in found.problems[0]
 
 
 # --- verify -------------------------------------------------------------------------------------

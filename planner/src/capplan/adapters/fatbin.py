@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from capplan.adapters.files import open_regular, special_kind
 from capplan.adapters.memsearch import finder, map_file
@@ -367,6 +367,20 @@ def _complement(start: int, end: int, ranges: Sequence[tuple[int, int]]) -> list
 # --- One ELF file ------------------------------------------------------------------------------
 
 
+def _header_reader(handle: BinaryIO) -> fatbin.Reader:
+    """Read headers of the file ``handle`` has open (and that is mapped) with ``pread``: the
+    fatbin walk then never faults the mapping's pages in, one per entry a payload apart, and has
+    none to release. On libtorch_cuda.so (2,975 entries in 475 containers) the walk through
+    `.nv_fatbin` took 28-51 ms through the mapping and takes about 6 ms this way."""
+    fd = handle.fileno()
+    pread = os.pread
+
+    def read(offset: int, size: int) -> bytes:
+        return pread(fd, size, offset)
+
+    return read
+
+
 def _release_for(buf: fatbin.Buffer) -> Callable[[int, int], None] | None:
     """Drop scanned pages of a file mapping so they stop counting towards the RSS."""
     if not isinstance(buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
@@ -458,7 +472,12 @@ def _with_amd(
 
 
 def _inspect_elf(
-    buf: fatbin.Buffer, start: int, end: int, name: str, find: fatbin.Finder | None = None
+    buf: fatbin.Buffer,
+    start: int,
+    end: int,
+    name: str,
+    find: fatbin.Finder | None = None,
+    read: fatbin.Reader | None = None,
 ) -> FileReport:
     sections = _read_sections(buf, start, end)
     code_object = amdgpu.amdgpu_elf_target(buf, start, end)
@@ -469,7 +488,7 @@ def _inspect_elf(
     containers: list[fatbin.Container] = []
     rejected: list[fatbin.Rejected] = []
     for r_start, r_end in _complement(start, end, skipped):
-        part = fatbin.scan(buf, r_start, r_end, release=_release_for(buf), find=find)
+        part = fatbin.scan(buf, r_start, r_end, release=_release_for(buf), find=find, read=read)
         containers.extend(part.containers)
         rejected.extend(part.rejected)
     result = fatbin.ScanResult(tuple(containers), tuple(rejected))
@@ -558,10 +577,15 @@ def _report(name: str, located: list[LocatedContainer], problems: list[str]) -> 
 
 
 def _inspect_raw_fatbin(
-    buf: fatbin.Buffer, start: int, end: int, name: str, find: fatbin.Finder | None = None
+    buf: fatbin.Buffer,
+    start: int,
+    end: int,
+    name: str,
+    find: fatbin.Finder | None = None,
+    read: fatbin.Reader | None = None,
 ) -> FileReport:
     """A bare fatbin file (`nvcc -fatbin`): containers only, no ELF around them."""
-    result = fatbin.scan(buf, start, end, release=_release_for(buf), find=find)
+    result = fatbin.scan(buf, start, end, release=_release_for(buf), find=find, read=read)
     located = [LocatedContainer(NO_SECTION, c.offset - start, c, start) for c in result.containers]
     problems = [p for c in result.containers for p in c.problems]
     if not located:
@@ -659,15 +683,17 @@ def _inspect_blob(
     *,
     keep_empty: bool,
     find: fatbin.Finder | None = None,
+    read: fatbin.Reader | None = None,
 ) -> list[FileReport]:
     """The reports for ``buf[start:end]``, whose content ``kind`` is (:func:`_sniff`); ``find``
-    searches ``buf`` (adapters/memsearch.py), default ``buf.find``."""
+    searches ``buf`` (adapters/memsearch.py), default ``buf.find``; ``read`` reads its headers
+    where ``buf`` maps a file (:func:`_header_reader`), default from ``buf``."""
     if kind == "elf":
-        report = _inspect_elf(buf, start, end, name, find)
+        report = _inspect_elf(buf, start, end, name, find, read)
         keep = keep_empty or report.containers or report.partial or report.has_amd_code
         return [report] if keep else []
     if kind == "fatbin":
-        return [_inspect_raw_fatbin(buf, start, end, name, find)]
+        return [_inspect_raw_fatbin(buf, start, end, name, find, read)]
     if kind == "bundle":
         return [_inspect_raw_amd(buf, start, end, name, find)]
     if kind == "ar":
@@ -684,6 +710,7 @@ def _inspect_blob(
                         member_kind,
                         keep_empty=keep_empty,
                         find=find,
+                        read=read,
                     )
                 )
         return reports
@@ -758,6 +785,7 @@ def _inspect_wheel_member(item: tuple[str, str, str, str]) -> list[FileReport] |
                         kind,
                         keep_empty=False,
                         find=find,
+                        read=_header_reader(handle),
                     )
             if info.file_size <= _IN_MEMORY_MEMBER:
                 with archive.open(info) as member:
@@ -776,7 +804,16 @@ def _inspect_wheel_member(item: tuple[str, str, str, str]) -> list[FileReport] |
                     return []
                 spill.flush()
                 with map_file(spill) as mapped, finder(mapped) as find:
-                    return _inspect_blob(mapped, 0, size, shown, kind, keep_empty=False, find=find)
+                    return _inspect_blob(
+                        mapped,
+                        0,
+                        size,
+                        shown,
+                        kind,
+                        keep_empty=False,
+                        find=find,
+                        read=_header_reader(spill),
+                    )
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
         return str(error)
     except OSError as error:
@@ -818,7 +855,14 @@ def _inspect_file(path: Path, name: str, *, explicit: bool) -> list[FileReport]:
                 return _inspect_wheel(path, name)
             with map_file(handle) as mapped, finder(mapped) as find:
                 return _inspect_blob(
-                    mapped, 0, len(mapped), name, kind, keep_empty=explicit, find=find
+                    mapped,
+                    0,
+                    len(mapped),
+                    name,
+                    kind,
+                    keep_empty=explicit,
+                    find=find,
+                    read=_header_reader(handle),
                 )
     except OSError as error:
         raise BinaryFormatError(

@@ -20,7 +20,8 @@ but breaks later (truncated file, corrupt size) is reported with the entries rea
 problem note: an arch is only ever taken from a complete, validated entry header.
 
 Pure: works on ``bytes``, ``bytearray`` or an ``mmap`` (anything with ``find`` and the buffer
-protocol); I/O and page management belong to the caller (see ``release`` in :func:`scan`).
+protocol); I/O and page management belong to the caller (see ``release`` and ``read`` in
+:func:`scan`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "Entry",
     "EntryKind",
     "Finder",
+    "Reader",
     "Rejected",
     "ScanResult",
     "parse_container",
@@ -59,6 +61,11 @@ Buffer = bytes | bytearray | mmap.mmap
 # find(needle, start, end) -> offset or -1, with the answers of ``buf.find``: the searches take one
 # so that an adapter can search a mapping faster than ``mmap.find`` (adapters/memsearch.py).
 Finder = Callable[[bytes, int, int], int]
+# read(offset, size) -> the ``size`` bytes of ``buf`` at ``offset`` (fewer only past its end):
+# headers read this way, e.g. with ``os.pread`` on the mapped file, never fault the mapping's
+# pages in. Walking ``.nv_fatbin`` touches one page per entry, a payload apart, and through a
+# mapping each such fault costs more than reading the header (adapters/fatbin.py).
+Reader = Callable[[int, int], bytes]
 
 MAGIC = 0xBA55ED50
 MAGIC_BYTES = struct.pack("<I", MAGIC)
@@ -73,9 +80,9 @@ _CONTAINER = struct.Struct("<IHHQ")
 # header size. Searching for these 8 bytes rather than the 4-byte magic finds the same containers
 # (a magic followed by anything else is not one) and runs faster (a longer needle skips further).
 _SEARCH_KEY = struct.pack("<IHH", MAGIC, 1, CONTAINER_HEADER_SIZE)
-_ENTRY_HEAD = struct.Struct("<HHIQ")  # kind, (unknown, 0x0101 in nvcc 13), header size, payload
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
+# An entry header's fields read in one call: kind, (unknown, 0x0101 in nvcc 13), header size,
+# payload size at 0x00-0x0F; arch at 0x1C; flags at 0x28. All lie within _ENTRY_MIN bytes.
+_ENTRY_HEAD = struct.Struct("<HHIQ12xI8xQ")
 _ENTRY_MIN = 64
 # nvcc 13 writes 64..120-byte entry headers; anything far beyond that is not a header.
 _ENTRY_MAX = 4096
@@ -189,7 +196,7 @@ class ScanResult(NamedTuple):
 
 
 def _entry_problem(
-    buf: Buffer, at: int, stop: int, limit: int
+    buf: Buffer, at: int, stop: int, limit: int, read: Reader | None = None
 ) -> tuple[Entry | None, str | None, bool]:
     """Validate the entry header at ``at``; the container's entries end at ``stop``.
 
@@ -199,16 +206,21 @@ def _entry_problem(
     if at + _ENTRY_MIN > min(stop, limit):
         where = "the end of the file" if at + _ENTRY_MIN > limit else "the container's end"
         return None, f"entry header at {at:#x} runs past {where}", False
-    kind_code, _, header_size, payload_size = _ENTRY_HEAD.unpack_from(buf, at)
+    if read is None:
+        fields = _ENTRY_HEAD.unpack_from(buf, at)
+    else:
+        head = read(at, _ENTRY_HEAD.size)
+        if len(head) < _ENTRY_HEAD.size:  # the file shrank since it was mapped
+            return None, f"entry header at {at:#x} runs past the end of the file", False
+        fields = _ENTRY_HEAD.unpack(head)
+    kind_code, _, header_size, payload_size, arch, flags = fields
     kind = _KINDS.get(kind_code)
     if kind is None:
         return None, f"entry at {at:#x} has unknown kind {kind_code}", False
     if not _ENTRY_MIN <= header_size <= _ENTRY_MAX or header_size % 8:
         return None, f"entry at {at:#x} has implausible header size {header_size}", False
-    (arch,) = _U32.unpack_from(buf, at + 0x1C)
     if not _ARCH_MIN <= arch <= _ARCH_MAX:
         return None, f"entry at {at:#x} has implausible arch number {arch}", False
-    (flags,) = _U64.unpack_from(buf, at + 0x28)
     suffix: Suffix = ""
     if flags & FLAG_ARCH_SPECIFIC and flags & FLAG_FAMILY_SPECIFIC:
         return None, f"entry at {at:#x} claims both arch- and family-specific flags", False
@@ -221,14 +233,8 @@ def _entry_problem(
         return None, f"entry at {at:#x} ({arch}) runs past its container's end", True
     if at + header_size > limit:
         return None, f"entry header at {at:#x} runs past the end of the file", False
-    entry = Entry(
-        kind=kind,
-        capability=Capability.from_sm(arch, suffix),
-        flags=flags,
-        offset=at,
-        header_size=header_size,
-        payload_size=payload_size,
-    )
+    # kind, capability, flags, offset, header_size, payload_size (positional: built per entry)
+    entry = Entry(kind, Capability.from_sm(arch, suffix), flags, at, header_size, payload_size)
     if end > limit:
         # The header is intact but the code is cut off: not usable, so not reported as present.
         return None, f"{entry.name} entry at {at:#x} is cut off by the end of the file", True
@@ -236,9 +242,10 @@ def _entry_problem(
 
 
 def parse_container(
-    buf: Buffer, offset: int, limit: int | None = None
+    buf: Buffer, offset: int, limit: int | None = None, read: Reader | None = None
 ) -> Container | Rejected | None:
     """Read the container whose magic is at ``offset``; ``limit`` is the end of the data.
+    ``read`` reads headers instead of ``buf`` (:data:`Reader`; the same bytes).
 
     None: not a container (bad version, header size, size, or nothing to validate).
     Rejected: a good container header but an invalid first entry.
@@ -246,7 +253,13 @@ def parse_container(
     limit = len(buf) if limit is None else min(limit, len(buf))
     if offset + CONTAINER_HEADER_SIZE > limit:
         return None
-    magic, version, header_size, size = _CONTAINER.unpack_from(buf, offset)
+    if read is None:
+        magic, version, header_size, size = _CONTAINER.unpack_from(buf, offset)
+    else:
+        head = read(offset, CONTAINER_HEADER_SIZE)
+        if len(head) < CONTAINER_HEADER_SIZE:
+            return None
+        magic, version, header_size, size = _CONTAINER.unpack(head)
     if magic != MAGIC or version != 1 or header_size != CONTAINER_HEADER_SIZE:
         return None
     if not _ENTRY_MIN <= size <= _CONTAINER_MAX:
@@ -257,7 +270,7 @@ def parse_container(
     entries: list[Entry] = []
     at = first
     while at < declared_end:
-        entry, problem, header_ok = _entry_problem(buf, at, declared_end, limit)
+        entry, problem, header_ok = _entry_problem(buf, at, declared_end, limit, read)
         if entry is None:
             if not entries and not header_ok:
                 return Rejected(offset, problem or "invalid first entry")
@@ -296,12 +309,15 @@ def scan(
     *,
     release: Callable[[int, int], None] | None = None,
     find: Finder | None = None,
+    read: Reader | None = None,
 ) -> ScanResult:
     """Every valid fatbin container in ``buf[start:end]``, in file order.
 
     ``release(a, b)`` is called for byte ranges the scan is done with, in increasing order, so a
     caller scanning an mmap can drop those pages (madvise) and keep the resident set small.
-    ``find`` searches ``buf`` for the magic (default ``buf.find``).
+    ``find`` searches ``buf`` for the magic (default ``buf.find``). ``read`` reads container and
+    entry headers (:data:`Reader`, default: from ``buf``); with it, a container that follows
+    the previous one directly is recognised by its header alone, without a search.
     """
     containers: list[Container] = []
     rejected: list[Rejected] = []
@@ -311,6 +327,7 @@ def scan(
         len(buf) if end is None else min(end, len(buf)),
         release or _noop,
         find or buf.find,
+        read,
     ):
         if isinstance(item, Container):
             containers.append(item)
@@ -320,14 +337,23 @@ def scan(
 
 
 def _iter_scan(
-    buf: Buffer, start: int, end: int, release: Callable[[int, int], None], find: Finder
+    buf: Buffer,
+    start: int,
+    end: int,
+    release: Callable[[int, int], None],
+    find: Finder,
+    read: Reader | None,
 ) -> Iterator[Container | Rejected]:
     pos = start
     released = start
-    overlap = len(_SEARCH_KEY) - 1
+    key = len(_SEARCH_KEY)
+    overlap = key - 1
     while pos < end:
         window_end = min(end, pos + _WINDOW)
-        hit = find(_SEARCH_KEY, pos, window_end)
+        if read is not None and pos + key <= window_end and read(pos, key) == _SEARCH_KEY:
+            hit = pos  # what the search would answer: the key's first place at or after pos
+        else:
+            hit = find(_SEARCH_KEY, pos, window_end)
         if hit < 0:
             if window_end >= end:
                 break
@@ -336,7 +362,7 @@ def _iter_scan(
             release(released, pos)
             released = pos
             continue
-        found = parse_container(buf, hit, end)
+        found = parse_container(buf, hit, end, read)
         if found is None:
             pos = hit + 1
             continue
