@@ -124,11 +124,22 @@ def test_from_sm_decodes_fatbin_numbers() -> None:
         Capability.from_sm(7)
 
 
-@given(st.lists(st.tuples(st.integers(0, 1300), st.sampled_from(["", "a", "f"])), max_size=40))
+@given(
+    st.lists(
+        st.tuples(st.integers(-5, 1300), st.sampled_from(["", "a", "f", "b", "af"])),
+        max_size=40,
+    )
+)
 def test_from_sm_made_once_answers_as_made_anew(calls: list[tuple[int, Suffix]]) -> None:
-    # from_sm keeps the values it made; any order of calls answers as building anew would.
+    # from_sm keeps the values it made; any order of calls answers as building anew would, and
+    # as parsing nvcc's spelling of the same number does (both refuse sm_1000 and sm_90b).
     for number, suffix in calls + calls:
-        expected = Capability(number // 10, number % 10, suffix) if number >= 10 else None
+        try:
+            expected: Capability | None = Capability.parse(f"sm_{number}{suffix}")
+        except InvalidInputError:
+            expected = None
+        if expected is not None:
+            assert expected == Capability(number // 10, number % 10, suffix)
         try:
             got: Capability | None = Capability.from_sm(number, suffix)
         except InvalidInputError:

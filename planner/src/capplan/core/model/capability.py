@@ -162,8 +162,12 @@ class Capability:
 # immutable values are made once each.
 @functools.lru_cache(maxsize=1024)
 def _from_sm(number: int, suffix: str) -> Capability:
-    if number < 10:
-        raise InvalidInputError(f"invalid SM number {number}", hint="SM numbers are like 86 or 120")
+    # The same numbers and suffixes nvcc's spelling takes (sm_10 .. sm_999, then "", "a" or
+    # "f"), so from_sm(n, s) is Capability.parse(f"sm_{n}{s}") for every n and lower-case s.
+    if not 10 <= number <= 999 or suffix not in _SUFFIX_RANK:
+        raise InvalidInputError(
+            f"invalid SM number {number}{suffix}", hint="SM numbers are like 86, 90a or 120f"
+        )
     return Capability(number // 10, number % 10, _suffix(suffix))
 
 
