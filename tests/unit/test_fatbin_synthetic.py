@@ -247,9 +247,9 @@ def test_adjacent_containers_are_walked_without_a_search() -> None:
 
     read_at: list[int] = []
     result = fatbin.scan(buf, find=find, read=slicing_reader(buf, read_at))
-    assert names(result) == ["sm_75", "compute_75", "sm_80", "compute_80"] + [
-        "sm_86", "compute_86", "sm_90", "compute_90"
-    ]  # fmt: skip
+    assert names(result) == [
+        f"{kind}_{arch}" for arch in (75, 80, 86, 90) for kind in ("sm", "compute")
+    ]
     assert searched == [0]  # only for the first: each next one starts where the last ended
     assert read_at  # every header came through the reader
 
