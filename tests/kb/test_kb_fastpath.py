@@ -102,3 +102,61 @@ def test_a_broken_packaged_file_falls_back_to_naming_the_entry(
     with pytest.raises(DataError, match=says) as info:
         load_kb_file(name, FILES[name])
     assert info.value.one_line().startswith(f"knowledge-base file kb/{name}")
+
+
+# -- the capability-only knowledge base (caps, verify --expect) ------------------------------
+
+
+def test_the_capability_kb_answers_as_the_whole_one() -> None:
+    from capplan.adapters.kb import load_capability_kb, load_kb
+    from capplan.core.model.capability import Target
+    from capplan.errors import InvalidInputError
+
+    whole, part = load_kb(), load_capability_kb()
+    assert part.capabilities == whole.capabilities
+    assert part.cuda_releases == whole.cuda_releases
+    for release in whole.cuda_releases:
+        version = release.version
+        assert part.cuda_release(version) == whole.cuda_release(version)
+        assert part.supported(version) == whole.supported(version)
+        assert part.defaults(version) == whole.defaults(version)
+    for info in whole.capabilities:
+        target = (Target(info.capability, ptx=True),)
+        assert part.check_targets(target) == whole.check_targets(target)
+    unknown = (Target.parse("sm_19"),)
+    for kb in (part, whole):
+        with pytest.raises(InvalidInputError, match=r"unknown capability '1\.9'"):
+            kb.check_targets(unknown)
+    # Nothing else is in it: a command that names a GPU must load the whole one.
+    assert (part.gpus, part.packages, part.pci_devices, part.amd) == ((), {}, (), None)
+
+
+def test_caps_and_verify_expect_read_only_the_two_files(tmp_path: Path) -> None:
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    for name in ("capabilities.json", "cuda.json"):
+        shutil.copy(kb_path(name), folder / name)
+    env = {"CAPPLAN_KB_DIR": str(folder), "COLUMNS": "200"}
+    run = [sys.executable, "-m", "capplan"]
+    caps = subprocess.run(
+        [*run, "caps", "--cuda", "12.9", "--json"],
+        capture_output=True, text=True, env={**_env(), **env}, check=False,
+    )  # fmt: skip
+    assert caps.returncode == 0, caps.stderr
+    assert any(row["capability"] == "8.6" and row["default"] for row in json.loads(caps.stdout))
+    verify = subprocess.run(
+        [*run, "verify", "/bin/true", "--expect", "8.6"],
+        capture_output=True, text=True, env={**_env(), **env}, check=False,
+    )  # fmt: skip
+    assert verify.returncode == 9, verify.stderr  # the planned code is missing: not a KB error
+    assert "missing SASS sm_86" in verify.stderr
+    gpus = subprocess.run(
+        [*run, "gpus", "RTX 3090"], capture_output=True, text=True, env={**_env(), **env}
+    )
+    assert gpus.returncode != 0 and "gpus.json" in gpus.stderr  # it needs the whole one
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("CAPPLAN_")}

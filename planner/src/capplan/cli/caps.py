@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from capplan.cli.output import emit_json, make_table, out_console
-from capplan.cli.planning import current_kb
+from capplan.cli.planning import current_capability_kb
 from capplan.core.model.cuda import CudaVersion
 from capplan.core.model.kb import CapabilityInfo
 
@@ -41,7 +41,7 @@ def _row(info: CapabilityInfo, cuda: CudaVersion | None, default: bool) -> dict[
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def caps(cuda: str | None, as_json: bool) -> None:
     """List CUDA capabilities: architecture, CUDA range, Jetson, suffix."""
-    kb = current_kb()
+    kb = current_capability_kb()
     version = CudaVersion.parse(cuda) if cuda is not None else None
     if version is not None:
         kb.cuda_release(version)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Planned",
     "config_option",
+    "current_capability_kb",
     "current_kb",
     "load_plan",
     "plan_with_settings",
@@ -42,6 +43,15 @@ def current_kb() -> KnowledgeBase:
 
     directory = os.environ.get("CAPPLAN_KB_DIR")
     return load_kb(Path(directory) if directory else None)
+
+
+def current_capability_kb() -> KnowledgeBase:
+    """The capability table and CUDA releases alone (``load_capability_kb``): for ``caps`` and
+    ``verify --expect``, which name no GPU, package or AMD target."""
+    from capplan.adapters.kb import load_capability_kb
+
+    directory = os.environ.get("CAPPLAN_KB_DIR")
+    return load_capability_kb(Path(directory) if directory else None)
 
 
 def config_option(func: F) -> F:

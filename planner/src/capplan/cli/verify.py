@@ -32,9 +32,9 @@ def _targets(
             hint="e.g. --variant torch-sm86 or --expect 8.6,9.0+PTX",
         )
     if expect is not None:
-        from capplan.cli.planning import current_kb
+        from capplan.cli.planning import current_capability_kb
 
-        return current_kb().check_targets(parse_targets(expect))
+        return current_capability_kb().check_targets(parse_targets(expect))
     assert variant is not None
     try:
         from capplan.cli.planning import (  # type: ignore[import-not-found,unused-ignore]
