@@ -152,3 +152,19 @@ def test_planning_commands_do_load_it(tmp_path: Path) -> None:
     code, modules, err = imported(["plan", "--json"], tmp_path)
     assert code == 0, err
     assert {"networkx", "capplan.core.planning.planner", "pydantic"} <= modules
+
+
+@pytest.mark.parametrize(
+    "args", [["caps"], ["caps", "--json"], ["verify", "/bin/true", "--expect", "8.6"]]
+)
+def test_capability_lookups_load_no_gpu_or_amd_data(args: list[str], tmp_path: Path) -> None:
+    # caps and verify --expect answer from capabilities.json and cuda.json: the GPU tables and
+    # the AMD side (its models and the code that reads its files) stay unloaded.
+    code, modules, err = imported(args, tmp_path)
+    assert code != 1, err
+    amd = ("capplan.core.model.amd_kb", "capplan.adapters.amd_kb", "capplan.core.model.gpus")
+    assert _loaded(modules, amd) == []
+    # The check can fail: `gpus` loads all three.
+    if args == ["caps"]:
+        _, gpus_modules, _ = imported(["gpus", "RTX 3090"], tmp_path)
+        assert _loaded(gpus_modules, amd) == sorted(amd)
