@@ -215,6 +215,40 @@ def test_random_corruption_never_crashes(built: dict[str, Path], tmp_path: Path)
             inspect_paths([copy])
 
 
+def test_headers_read_with_pread_or_through_the_mapping_agree(
+    built: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files are walked with pread where the system has it, through the mapping where it has
+    not: both give the same reports, entries and problems included, on every artifact and on
+    cut and corrupted copies (where the adjacent-container shortcut and the searches meet)."""
+    data = built["suffix.o"].read_bytes()
+    start = _container_offset(data)
+    rng = random.Random(11)
+    copies = []
+    for i in range(40):
+        mutant = bytearray(data[: rng.randrange(start + 16, len(data) + 1)])
+        for _ in range(rng.randrange(0, 4)):
+            at = rng.randrange(start, min(start + 400, len(mutant)))
+            mutant[at] = rng.randrange(256)
+        copy = tmp_path / f"mutant{i}.o"
+        copy.write_bytes(bytes(mutant))
+        copies.append(copy)
+    paths = [*(built[a.name] for a in builder.ARTIFACTS), *copies]
+
+    def reports() -> list[Any]:
+        out = []
+        for path in paths:
+            try:
+                out.append([r.to_json(entries=True) for r in inspect_paths([path])])
+            except CapplanError as error:
+                out.append(error.one_line())
+        return out
+
+    with_pread = reports()
+    monkeypatch.delattr(os, "pread")
+    assert reports() == with_pread
+
+
 # --- wheels, directories, bad input -------------------------------------------------------------
 
 

@@ -367,14 +367,17 @@ def _complement(start: int, end: int, ranges: Sequence[tuple[int, int]]) -> list
 # --- One ELF file ------------------------------------------------------------------------------
 
 
-def _header_reader(handle: BinaryIO) -> fatbin.Reader:
+def _header_reader(handle: BinaryIO) -> fatbin.Reader | None:
     """Read headers of the file ``handle`` has open (and that is mapped) with ``pread``: the
     fatbin walk then never faults the mapping's pages in, one per entry a payload apart, and has
     none to release. On libtorch_cuda.so (2,975 entries in 475 containers) the scan of the
     range holding `.rodata` and `.nv_fatbin` took 28-51 ms through the mapping and takes 19-21
-    ms this way, most of it validating the headers."""
+    ms this way, most of it validating the headers. None where the system has no ``pread``:
+    the walk then reads the mapping."""
+    pread: Callable[[int, int, int], bytes] | None = getattr(os, "pread", None)
+    if pread is None:
+        return None
     fd = handle.fileno()
-    pread = os.pread
 
     def read(offset: int, size: int) -> bytes:
         return pread(fd, size, offset)
