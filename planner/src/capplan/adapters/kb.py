@@ -137,9 +137,10 @@ def _describe(label: str, data: Any, error: Any) -> str:
 def load_capability_kb(directory: Path | None = None) -> KnowledgeBase:
     """The capability table and the CUDA releases alone (capabilities.json, cuda.json), as a
     knowledge base whose GPU, package, torch, chip, PCI and AMD parts are empty: for commands
-    that answer from those two files only (``caps``, ``verify --expect``). Reading the other
-    nine files cost ``caps`` about 16 ms of its start, 9 of them pci.json's 1,250 records.
-    Anything that names a GPU, a package or an AMD target needs :func:`load_kb`."""
+    that answer from those two files only (``caps``, ``verify --expect``). Reading the eight
+    other files :func:`load_kb` reads cost ``caps`` about 16 ms of its start, 9 of them
+    pci.json's 1,250 records. Anything that names a GPU, a package or an AMD target needs
+    :func:`load_kb`."""
     caps = load_kb_file("capabilities.json", CapabilitiesFile, directory)
     cuda = load_kb_file("cuda.json", CudaFile, directory)
     return KnowledgeBase(
