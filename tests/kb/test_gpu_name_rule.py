@@ -191,3 +191,34 @@ def test_any_name_resolves_or_is_one_invalid_input(text: str) -> None:
         assert "\n" not in error.one_line()
     else:
         assert isinstance(cap, Capability)
+
+
+# Queries made from the labels people copy: words of real names and aliases, dropped, joined,
+# re-cased, with vendor words and chip qualifiers, and free text.
+_LABEL_WORDS = sorted({w for m in KB.gpus for label in (m.name, *m.aliases) for w in label.split()})
+_query = st.one_of(
+    st.lists(st.sampled_from(_LABEL_WORDS), min_size=1, max_size=4).flatmap(
+        lambda words: st.sampled_from([" ", "", "-", "  "]).map(lambda sep: sep.join(words))
+    ),
+    st.sampled_from([label for m in KB.gpus for label in (m.name, *m.aliases)]).flatmap(
+        lambda label: st.sampled_from([label, label.upper(), label.lower(), label[:-1]])
+    ),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyzRTXGK0123456789 .-()", max_size=20),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_query)
+def test_skipping_labels_that_lack_a_wanted_word_changes_no_answer(query: str) -> None:
+    # find_gpus skips a label before normalising it when a wanted word is not in its text: the
+    # answers must be what normalising every label gives.
+    import capplan.core.model.gpus as gpus_module
+
+    fast = find_gpus(query, KB.gpus)
+    original = gpus_module._could_match
+    gpus_module._could_match = lambda label, wanted: True
+    try:
+        every = find_gpus(query, KB.gpus)
+    finally:
+        gpus_module._could_match = original
+    assert fast == every

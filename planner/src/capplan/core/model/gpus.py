@@ -7,9 +7,9 @@ ranks: an exact name or alias, then entries holding every word of the query, the
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -44,30 +44,34 @@ _NOISE = {"nvidia", "geforce", "tesla", "quadro", "graphics", "gpu"}
 # "NVIDIA GeForce GT 640 (GK107)": the chip qualifier of a name sold on chips of different
 # capabilities; dropped so the plain name matches every chip's model equally (then: ambiguous).
 _CHIP_QUALIFIER = re.compile(r"\((?:G[KMPVAHB]|TU|AD)[0-9]{2,3}[A-Z]?\)", re.IGNORECASE)
+_LINE_NUMBER = re.compile(r"\b(rtx|gtx|gt|mx)(?=\d)")  # "rtx3090": the line, then the number
+_D_MODEL = re.compile(r"\b(\d{4})d\b")  # "4090d": the China "D" models
+_SEPARATORS = re.compile(r"[^a-z0-9.]+")  # between the words of a lower-cased name
+_KEY_SEPARATORS = re.compile(r"[^a-z0-9.()]+")  # the same for exact keys (chips kept)
 
 
 @lru_cache(maxsize=16384)
 def normalise(name: str) -> tuple[str, ...]:
     text = _CHIP_QUALIFIER.sub(" ", name).lower()
     # "rtx3090" -> "rtx 3090", "gtx1650" -> "gtx 1650", "a100-sxm4" -> "a100 sxm4"
-    text = re.sub(r"\b(rtx|gtx|gt|mx)(?=\d)", r"\1 ", text)
+    text = _LINE_NUMBER.sub(r"\1 ", text)
     # "rtx 4090d" -> "rtx 4090 d" (the China "D" models)
-    text = re.sub(r"\b(\d{4})d\b", r"\1 d", text)
-    words = re.split(r"[^a-z0-9.]+", text)
+    text = _D_MODEL.sub(r"\1 d", text)
+    words = _SEPARATORS.split(text)
     return tuple(w for w in words if w and w not in _NOISE)
 
 
 @lru_cache(maxsize=16384)
 def _words_with_noise(name: str) -> frozenset[str]:
     """Every word of a name, vendor and line words included ("Tesla", "Quadro", "TITAN")."""
-    return frozenset(w for w in re.split(r"[^a-z0-9.]+", name.lower()) if w and w != "nvidia")
+    return frozenset(w for w in _SEPARATORS.split(name.lower()) if w and w != "nvidia")
 
 
 @lru_cache(maxsize=16384)
 def exact_key(name: str) -> str:
     """A name as typed, with "NVIDIA", case, spacing and punctuation aside: "rtx3090",
     "RTX 3090" and "NVIDIA RTX-3090" are one key; "Quadro RTX 6000" keeps its "quadro"."""
-    return "".join(w for w in re.split(r"[^a-z0-9.()]+", name.lower()) if w and w != "nvidia")
+    return "".join(w for w in _KEY_SEPARATORS.split(name.lower()) if w and w != "nvidia")
 
 
 # Match ranks (GpuMatch.score): an exact name or alias, then loose matches of curated models
@@ -114,6 +118,8 @@ def find_gpus(query: str, models: Sequence[GpuModel]) -> list[GpuMatch]:
             if exact_key(label) == key:
                 score = EXACT
             else:
+                if not _could_match(label, wanted_set):
+                    continue
                 words = _words_with_noise(label) if noise_only else normalise(label)
                 if not wanted_set <= set(words):
                     continue
@@ -129,7 +135,17 @@ def find_gpus(query: str, models: Sequence[GpuModel]) -> list[GpuMatch]:
     return results
 
 
+def _could_match(label: str, wanted: AbstractSet[str]) -> bool:
+    """Whether every wanted word occurs in the lower-cased label: each word normalising a label
+    gives is a piece of it, so a label failing this cannot match loosely and is skipped before
+    it is normalised (the first lookup of a process normalised all 800 labels: 8 of its 13 ms)."""
+    lower = label.lower()
+    return all(w in lower for w in wanted)
+
+
 def suggestions(query: str, models: Sequence[GpuModel], limit: int = 3) -> list[str]:
+    import difflib  # only a lookup that failed needs it
+
     labels = {" ".join(normalise(label)): label for m in models for label in (m.name, *m.aliases)}
     close = difflib.get_close_matches(" ".join(normalise(query)), list(labels), n=limit, cutoff=0.4)
     return [labels[c] for c in close]
