@@ -16,6 +16,7 @@ headers are never compressed.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import mmap
 import os
 import shutil
@@ -367,6 +368,21 @@ def _complement(start: int, end: int, ranges: Sequence[tuple[int, int]]) -> list
 # --- One ELF file ------------------------------------------------------------------------------
 
 
+class _Access(NamedTuple):
+    """How the scans read a buffer: ``find`` searches it (adapters/memsearch.py), ``read`` reads
+    its headers (:func:`_header_reader`); None for either: the buffer's own."""
+
+    find: fatbin.Finder | None = None
+    read: fatbin.Reader | None = None
+
+
+@contextlib.contextmanager
+def _mapped(handle: BinaryIO) -> Iterator[tuple[mmap.mmap, _Access]]:
+    """The file ``handle`` has open, mapped, with how to search it and read its headers."""
+    with map_file(handle) as mapped, finder(mapped) as find:
+        yield mapped, _Access(find, _header_reader(handle))
+
+
 def _header_reader(handle: BinaryIO) -> fatbin.Reader | None:
     """Read headers of the file ``handle`` has open (and that is mapped) with ``pread``: the
     fatbin walk then never faults the mapping's pages in, one per entry a payload apart, and has
@@ -476,13 +492,9 @@ def _with_amd(
 
 
 def _inspect_elf(
-    buf: fatbin.Buffer,
-    start: int,
-    end: int,
-    name: str,
-    find: fatbin.Finder | None = None,
-    read: fatbin.Reader | None = None,
+    buf: fatbin.Buffer, start: int, end: int, name: str, access: _Access
 ) -> FileReport:
+    find = access.find
     sections = _read_sections(buf, start, end)
     code_object = amdgpu.amdgpu_elf_target(buf, start, end)
     if code_object is not None:
@@ -492,7 +504,9 @@ def _inspect_elf(
     containers: list[fatbin.Container] = []
     rejected: list[fatbin.Rejected] = []
     for r_start, r_end in _complement(start, end, skipped):
-        part = fatbin.scan(buf, r_start, r_end, release=_release_for(buf), find=find, read=read)
+        part = fatbin.scan(
+            buf, r_start, r_end, release=_release_for(buf), find=find, read=access.read
+        )
         containers.extend(part.containers)
         rejected.extend(part.rejected)
     result = fatbin.ScanResult(tuple(containers), tuple(rejected))
@@ -581,15 +595,12 @@ def _report(name: str, located: list[LocatedContainer], problems: list[str]) -> 
 
 
 def _inspect_raw_fatbin(
-    buf: fatbin.Buffer,
-    start: int,
-    end: int,
-    name: str,
-    find: fatbin.Finder | None = None,
-    read: fatbin.Reader | None = None,
+    buf: fatbin.Buffer, start: int, end: int, name: str, access: _Access
 ) -> FileReport:
     """A bare fatbin file (`nvcc -fatbin`): containers only, no ELF around them."""
-    result = fatbin.scan(buf, start, end, release=_release_for(buf), find=find, read=read)
+    result = fatbin.scan(
+        buf, start, end, release=_release_for(buf), find=access.find, read=access.read
+    )
     located = [LocatedContainer(NO_SECTION, c.offset - start, c, start) for c in result.containers]
     problems = [p for c in result.containers for p in c.problems]
     if not located:
@@ -686,20 +697,18 @@ def _inspect_blob(
     kind: str,
     *,
     keep_empty: bool,
-    find: fatbin.Finder | None = None,
-    read: fatbin.Reader | None = None,
+    access: _Access,
 ) -> list[FileReport]:
-    """The reports for ``buf[start:end]``, whose content ``kind`` is (:func:`_sniff`); ``find``
-    searches ``buf`` (adapters/memsearch.py), default ``buf.find``; ``read`` reads its headers
-    where ``buf`` maps a file (:func:`_header_reader`), default from ``buf``."""
+    """The reports for ``buf[start:end]``, whose content ``kind`` is (:func:`_sniff`), read as
+    ``access`` says (:class:`_Access`)."""
     if kind == "elf":
-        report = _inspect_elf(buf, start, end, name, find, read)
+        report = _inspect_elf(buf, start, end, name, access)
         keep = keep_empty or report.containers or report.partial or report.has_amd_code
         return [report] if keep else []
     if kind == "fatbin":
-        return [_inspect_raw_fatbin(buf, start, end, name, find, read)]
+        return [_inspect_raw_fatbin(buf, start, end, name, access)]
     if kind == "bundle":
-        return [_inspect_raw_amd(buf, start, end, name, find)]
+        return [_inspect_raw_amd(buf, start, end, name, access.find)]
     if kind == "ar":
         reports: list[FileReport] = []
         for member, m_start, m_end in _archive_members(buf, start, end, name):
@@ -713,8 +722,7 @@ def _inspect_blob(
                         f"{name}!{member}",
                         member_kind,
                         keep_empty=keep_empty,
-                        find=find,
-                        read=read,
+                        access=access,
                     )
                 )
         return reports
@@ -774,11 +782,7 @@ def _inspect_wheel_member(item: tuple[str, str, str, str]) -> list[FileReport] |
             info = archive.getinfo(filename)
             if info.compress_type == zipfile.ZIP_STORED:
                 start = _stored_data_offset(archive, info)
-                with (
-                    open_regular(path) as handle,
-                    map_file(handle) as mapped,
-                    finder(mapped) as find,
-                ):
+                with open_regular(path) as handle, _mapped(handle) as (mapped, access):
                     if start + info.file_size > len(mapped):
                         return f"member {filename} runs past the end of the file"
                     return _inspect_blob(
@@ -788,15 +792,14 @@ def _inspect_wheel_member(item: tuple[str, str, str, str]) -> list[FileReport] |
                         shown,
                         kind,
                         keep_empty=False,
-                        find=find,
-                        read=_header_reader(handle),
+                        access=access,
                     )
             if info.file_size <= _IN_MEMORY_MEMBER:
                 with archive.open(info) as member:
                     data = member.read()
                 with finder(data) as find:
                     return _inspect_blob(
-                        data, 0, len(data), shown, kind, keep_empty=False, find=find
+                        data, 0, len(data), shown, kind, keep_empty=False, access=_Access(find)
                     )
             import tempfile  # only large deflated wheel members need it
 
@@ -807,16 +810,9 @@ def _inspect_wheel_member(item: tuple[str, str, str, str]) -> list[FileReport] |
                 if size == 0:
                     return []
                 spill.flush()
-                with map_file(spill) as mapped, finder(mapped) as find:
+                with _mapped(spill) as (mapped, access):
                     return _inspect_blob(
-                        mapped,
-                        0,
-                        size,
-                        shown,
-                        kind,
-                        keep_empty=False,
-                        find=find,
-                        read=_header_reader(spill),
+                        mapped, 0, size, shown, kind, keep_empty=False, access=access
                     )
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
         return str(error)
@@ -857,16 +853,9 @@ def _inspect_file(path: Path, name: str, *, explicit: bool) -> list[FileReport]:
                 if not explicit and path.suffix != ".whl":
                     return []
                 return _inspect_wheel(path, name)
-            with map_file(handle) as mapped, finder(mapped) as find:
+            with _mapped(handle) as (mapped, access):
                 return _inspect_blob(
-                    mapped,
-                    0,
-                    len(mapped),
-                    name,
-                    kind,
-                    keep_empty=explicit,
-                    find=find,
-                    read=_header_reader(handle),
+                    mapped, 0, len(mapped), name, kind, keep_empty=explicit, access=access
                 )
     except OSError as error:
         raise BinaryFormatError(

@@ -16,6 +16,7 @@ from rich.cells import cell_len
 from rich.markup import escape
 
 from capplan.cli.output import AsciiIntRange, emit_json, err_console, make_table, out_console
+from capplan.cli.planning import current_kb
 from capplan.core.binaries.doctor import (
     Cell,
     CpuFacts,
@@ -39,13 +40,6 @@ _DRIVER = re.compile(r"[0-9]{1,5}(?:\.[0-9]{1,5}){0,3}")
 _PYTHON_PREFIX = re.compile(r"^python[0-9.]*-")
 _VERSION_SUFFIX = re.compile(r"-[0-9][^-]*$")
 _CU_SUFFIX = re.compile(r"-cu[0-9]{2,3}$")
-
-
-def _kb() -> KnowledgeBase:
-    from capplan.adapters.kb import load_kb
-
-    directory = os.environ.get("CAPPLAN_KB_DIR")
-    return load_kb(Path(directory) if directory else None)
 
 
 @click.command()
@@ -93,7 +87,7 @@ def doctor(
     """
     from capplan.adapters.environment import default_sources, sources_for
 
-    kb = _kb()
+    kb = current_kb()
     if driver is not None:
         driver = _check_driver(driver)
     cpu_facts, cpu_note = _cpu_facts(cpu)

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from capplan.cli.output import emit_json, make_table, out_console
-from capplan.cli.planning import current_kb
+from capplan.cli.planning import current_kb, kb_directory
 from capplan.core.model.gpus import find_gpus, lookup_pci, suggestions
 from capplan.core.model.kb import GpuModel, KnowledgeBase
 from capplan.errors import InvalidInputError
@@ -60,13 +60,9 @@ def gpus(query: str | None, pci_id: str | None, as_json: bool) -> None:
 
 def _print_amd(query: str, as_json: bool) -> list[str] | None:
     """Print the AMD models matching ``query`` (None); when none does, close AMD names."""
-    import os
-    from pathlib import Path
-
     from capplan.adapters.amd_kb import load_amd_kb
 
-    directory = os.environ.get("CAPPLAN_KB_DIR")
-    amd = load_amd_kb(Path(directory) if directory else None)
+    amd = load_amd_kb(kb_directory())
     try:
         models = amd.lookup_gpu(query)
     except InvalidInputError:

@@ -28,6 +28,7 @@ __all__ = [
     "config_option",
     "current_capability_kb",
     "current_kb",
+    "kb_directory",
     "load_plan",
     "plan_with_settings",
     "policy_options",
@@ -38,11 +39,16 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def kb_directory() -> Path | None:
+    """The knowledge-base folder ``CAPPLAN_KB_DIR`` names; None: the packaged files."""
+    directory = os.environ.get("CAPPLAN_KB_DIR")
+    return Path(directory) if directory else None
+
+
 def current_kb() -> KnowledgeBase:
     from capplan.adapters.kb import load_kb
 
-    directory = os.environ.get("CAPPLAN_KB_DIR")
-    return load_kb(Path(directory) if directory else None)
+    return load_kb(kb_directory())
 
 
 def current_capability_kb() -> KnowledgeBase:
@@ -50,8 +56,7 @@ def current_capability_kb() -> KnowledgeBase:
     ``verify --expect``, which name no GPU, package or AMD target."""
     from capplan.adapters.kb import load_capability_kb
 
-    directory = os.environ.get("CAPPLAN_KB_DIR")
-    return load_capability_kb(Path(directory) if directory else None)
+    return load_capability_kb(kb_directory())
 
 
 def config_option(func: F) -> F:

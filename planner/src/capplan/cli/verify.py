@@ -8,7 +8,6 @@ then answers with :func:`capplan.core.model.amd.amd_how_runs`.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -95,9 +94,9 @@ def _amd_lookup(text: str) -> AmdTarget:
             )
         return target
     from capplan.adapters.amd_kb import load_amd_kb
+    from capplan.cli.planning import kb_directory
 
-    directory = os.environ.get("CAPPLAN_KB_DIR")
-    models = load_amd_kb(Path(directory) if directory else None).lookup_gpu(text)
+    models = load_amd_kb(kb_directory()).lookup_gpu(text)
     targets = sorted({m.target for m in models})
     if len(targets) != 1:
         names = ", ".join(f"{m.name} ({m.target})" for m in models[:4])
