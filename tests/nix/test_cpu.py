@@ -335,7 +335,14 @@ def test_hwcaps_lays_out_per_level_builds(nix_cpu: tuple[NixRunner, dict[str, An
         ({"capabilities": ["8.6"]}, "a CPU-side variant (vendor null) takes no GPU targets"),
         ({"attr": ["rocmPackages", "rocblas"]}, "attr must be a top-level package"),
         (
-            {"cpu": {"target": "x86-64-v3", "mechanism": "override", "override": {"a": 1}, "cflags": []}},
+            {
+                "cpu": {
+                    "target": "x86-64-v3",
+                    "mechanism": "override",
+                    "override": {"a": 1},
+                    "cflags": [],
+                }
+            },
             "cpu.gccarch must be GCC's name of the target",
         ),
     ],

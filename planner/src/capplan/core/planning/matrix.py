@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capplan.core.planning.cpu import gccarch_feature
 from capplan.core.planning.families import nix_keys
 from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.graph import JobGraph, build_job_graph
@@ -56,11 +57,15 @@ class Matrix:
                     "stage": stage,
                     "estimated_minutes": v.minutes,
                     "estimated_size_mb": v.size_mb,
-                    "required_system_features": ["big-parallel"] if v.big_parallel else [],
+                    "required_system_features": (["big-parallel"] if v.big_parallel else [])
+                    + ([gccarch] if (gccarch := gccarch_feature(v)) else []),
                     "runner": runner[name],
                     "start_minute": round(start[name], 2),
                 }
             )
+            if gccarch is not None and v.cpu is not None:
+                # CPU-level jobs only: what the runner's CPU must have (workflow.CPU_CHECK).
+                jobs[-1]["cpu_features"] = list(v.cpu.features)
             if v.rocm is not None:  # AMD jobs only: CUDA jobs keep their shape
                 jobs[-1]["vendor"] = v.vendor
                 jobs[-1]["gfx_targets"] = [str(t) for t in v.rocm.targets]
