@@ -39,7 +39,7 @@ class Matrix:
         start = self.schedule.start
         # Variants live in legacyPackages (flake.nix), so `nix flake show` stays cheap.
         prefixes = {system: f"legacyPackages.{system}." for system in self.plan.systems}
-        jobs = []
+        jobs: list[dict[str, Any]] = []
         for name, stage, needs in zip(graph.order, graph.stage, graph.needs, strict=True):
             v: Variant = variant(name)  # type: ignore[assignment]
             system = v.system
@@ -57,14 +57,15 @@ class Matrix:
                     "stage": stage,
                     "estimated_minutes": v.minutes,
                     "estimated_size_mb": v.size_mb,
-                    "required_system_features": (["big-parallel"] if v.big_parallel else [])
-                    + ([gccarch] if (gccarch := gccarch_feature(v)) else []),
+                    "required_system_features": ["big-parallel"] if v.big_parallel else [],
                     "runner": runner[name],
                     "start_minute": round(start[name], 2),
                 }
             )
-            if gccarch is not None and v.cpu is not None:
-                # CPU-level jobs only: what the runner's CPU must have (workflow.CPU_CHECK).
+            if v.cpu is not None and (gccarch := gccarch_feature(v)) is not None:
+                # CPU-level jobs only: the derivation's gccarch-<arch> feature, and what the
+                # runner's CPU must have before it declares it (workflow.CPU_CHECK).
+                jobs[-1]["required_system_features"].append(gccarch)
                 jobs[-1]["cpu_features"] = list(v.cpu.features)
             if v.rocm is not None:  # AMD jobs only: CUDA jobs keep their shape
                 jobs[-1]["vendor"] = v.vendor
