@@ -124,6 +124,8 @@ let
           fail "cpu.mechanism \"override\" needs the package arguments in cpu.override"
         else if cpu.mechanism == "cflags" && cpu.cflags == [ ] then
           fail "cpu.mechanism \"cflags\" needs compiler flags in cpu.cflags"
+        else if !(builtins.isString (cpu.gccarch or null)) || builtins.match "[A-Za-z0-9][A-Za-z0-9._+-]*" cpu.gccarch == null then
+          fail "cpu.gccarch must be GCC's name of the target (the gccarch-<arch> system feature), got ${toJSON (cpu.gccarch or null)}"
         else
           variant;
     in
@@ -338,12 +340,22 @@ let
     name: variant:
     let
       cpu = cpuOf variant;
-      change =
+      rebuilt =
         package:
         if cpu.mechanism == "override" then
           package.override cpu.override
         else
           package.overrideAttrs (addCflags cpu.cflags);
+      # make-derivation.nix gives every derivation of a set with `gcc.arch` the system feature
+      # `gccarch-<arch>` (`requiredSystemFeatures = attrs.requiredSystemFeatures or [ ] ++ [
+      # "gccarch-${stdenv.hostPlatform.gcc.arch}" ]`), so only a builder whose CPU runs that code
+      # (it declares the feature) builds it and runs its tests; the same for this one package,
+      # keeping the recipe's own features (big-parallel).
+      change =
+        package:
+        (rebuilt package).overrideAttrs (old: {
+          requiredSystemFeatures = (old.requiredSystemFeatures or [ ]) ++ [ "gccarch-${cpu.gccarch}" ];
+        });
       attr = variant.attr;
       fail = msg: throw "capplan: plan.json variant ${name}: ${msg} (regenerate overlays/plan.json with `capplan generate`)";
     in
@@ -473,7 +485,15 @@ let
     let
       set = setOf pkgs variant;
     in
-    foldl' (scope: name: scope.${name}) set variant.attr;
+    # A missing attribute is a `throw` naming the path (catchable by tryEval, one clear line),
+    # not Nix's uncatchable "attribute 'onednn' missing".
+    foldl' (
+      scope: name:
+      if builtins.isAttrs scope && scope ? ${name} then
+        scope.${name}
+      else
+        throw "capplan: plan.json asks for ${builtins.concatStringsSep "." variant.attr}, which this nixpkgs does not have (regenerate overlays/plan.json with `capplan generate` against this nixpkgs, or drop the package)"
+    ) set variant.attr;
 
   /**
     The attribute name of a variant under its package: the variant name without the

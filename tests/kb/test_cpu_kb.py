@@ -65,19 +65,38 @@ def test_override_rules_fit_the_mechanism_and_name_archspec_features(package: st
 
 
 def test_gromacs_levels_map_to_the_recipes_simd_names() -> None:
-    # The gromacs recipe's comment lists GMX_SIMD's values; AVX_512, AVX2_256, SSE4.1 and
-    # ARM_NEON_ASIMD are the ones a level maps to (highest first).
-    assert MODEL.override("gromacs", "sapphirerapids") == (("cpuAcceleration", "AVX_512"),)
-    assert MODEL.override("gromacs", "zen4") == (("cpuAcceleration", "AVX_512"),)
-    assert MODEL.override("gromacs", "x86-64-v3") == (("cpuAcceleration", "AVX2_256"),)
-    assert MODEL.override("gromacs", "x86-64-v2") == (("cpuAcceleration", "SSE4.1"),)
-    assert MODEL.override("gromacs", "neoverse_v2") == (("cpuAcceleration", "ARM_NEON_ASIMD"),)
+    # GMX_SIMD's values of GROMACS 2026 (no AVX_512_KNL, MIC or 32-bit ARM_NEON any more);
+    # AVX_512, AVX2_256, SSE4.1 and ARM_NEON_ASIMD are the ones a level maps to (highest
+    # first). Every per-level build is the CPU gromacs: the 2026.x recipe reads
+    # `enableCuda ? config.cudaSupport`, so the variant sets enableCuda = false.
+    cpu = ("enableCuda", False)
+    assert MODEL.override("gromacs", "sapphirerapids") == (("cpuAcceleration", "AVX_512"), cpu)
+    assert MODEL.override("gromacs", "zen4") == (("cpuAcceleration", "AVX_512"), cpu)
+    assert MODEL.override("gromacs", "x86-64-v3") == (("cpuAcceleration", "AVX2_256"), cpu)
+    assert MODEL.override("gromacs", "x86-64-v2") == (("cpuAcceleration", "SSE4.1"), cpu)
+    assert MODEL.override("gromacs", "neoverse_v2") == (
+        ("cpuAcceleration", "ARM_NEON_ASIMD"),
+        cpu,
+    )
+    values = ENTRIES["gromacs"]["arguments"]["cpuAcceleration"]
+    assert not {"AVX_512_KNL", "MIC", "ARM_NEON"} & set(values)
+
+
+def test_llama_cpp_dispatches_its_cpu_code_at_run_time() -> None:
+    # pkgs/by-name/ll/llama-cpp/package.nix: cpuArchDynamicDispatch ? true builds every ggml
+    # CPU variant and loads the best at start, so no per-level llama-cpp is planned.
+    assert ENTRIES["llama-cpp"]["dispatch"] == "runtime-dispatch"
+    assert "cpuArchDynamicDispatch" in ENTRIES["llama-cpp"]["source"]
+    plan = _plan(["x86-64-v3", "sapphirerapids"], ["llama-cpp"])
+    assert [v.name for v in plan.variants] == ["llama-cpp"]
+    assert plan_json(plan)["variants"]["llama-cpp"]["cpu"] is None
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         ({"mechanism": "cflags"}, "takes no overrides"),
+        ({"always": {"cpuAcceleration": True}}, "which an override rule also sets"),
         ({"overrides": []}, "at least one rule"),
         ({"arguments": {"simd": ["AVX_512"]}}, "not one of the recipe's arguments"),
         ({"arguments": {"cpuAcceleration": ["SSE4.1"]}}, "not one the recipe accepts"),
@@ -141,8 +160,14 @@ def test_mixed_fleet_gets_gromacs_per_level_and_one_generic_numpy_and_openblas()
         "gromacs-sapphirerapids",
         "gromacs-x86-64-v3",
     ]
-    assert data["gromacs-x86-64-v3"]["cpu"]["override"] == {"cpuAcceleration": "AVX2_256"}
-    assert data["gromacs-sapphirerapids"]["cpu"]["override"] == {"cpuAcceleration": "AVX_512"}
+    assert data["gromacs-x86-64-v3"]["cpu"]["override"] == {
+        "cpuAcceleration": "AVX2_256",
+        "enableCuda": False,
+    }
+    assert data["gromacs-sapphirerapids"]["cpu"]["override"] == {
+        "cpuAcceleration": "AVX_512",
+        "enableCuda": False,
+    }
     assert data["gromacs-x86-64-v3"]["cpu"]["mechanism"] == "override"
     for package in ("numpy", "openblas"):
         assert [n for n in data if n.startswith(package)] == [package]
@@ -159,7 +184,8 @@ def test_one_fleet_level_gives_one_gromacs_build() -> None:
     names = [v.name for v in plan.variants if v.package == "gromacs"]
     assert names == ["gromacs-x86-64-v3"]
     assert plan_json(plan)["variants"]["gromacs-x86-64-v3"]["cpu"]["override"] == {
-        "cpuAcceleration": "AVX2_256"
+        "cpuAcceleration": "AVX2_256",
+        "enableCuda": False,
     }
 
 

@@ -7,6 +7,13 @@ knowledge base, written with `capplan generate`, and built with real Nix against
 whose gromacs and openblas follow the recipes kb/cpu_packages.json cites
 (pkgs/applications/science/molecular-dynamics/gromacs/default.nix: `cpuAcceleration`, GMX_SIMD;
 pkgs/by-name/op/openblas/package.nix: `target`, `dynamicArch`, a lib/ output).
+
+Issue 30: llama-cpp dispatches its CPU code at run time (`cpuArchDynamicDispatch ? true`), so it
+gets one generic build; every CPU-level derivation requires its `gccarch-<arch>` system feature
+(make-derivation.nix), so a builder that does not declare it refuses to build it; a CPU-level
+gromacs is the CPU gromacs even in a CUDA-enabled set (`enableCuda ? config.cudaSupport`); the
+KB's onednn exists in the stand-in, and a package the pinned nixpkgs lacks is one catchable
+capplan line.
 """
 
 from __future__ import annotations
@@ -32,8 +39,13 @@ cpus = ["x86-64-v3", "sapphirerapids"]
 
 [packages.gromacs]
 [packages.llama-cpp]
+[packages.onednn]
 [packages.openblas]
 """
+
+# What a builder whose CPU runs both levels declares (ci github sets it after checking the
+# runner's /proc/cpuinfo).
+FEATURES = ("--option", "extra-system-features", "gccarch-x86-64-v3 gccarch-sapphirerapids")
 
 
 def _generate(config: Path, output: Path) -> dict[str, Any]:
@@ -61,38 +73,159 @@ def test_the_plan_has_per_level_variants_of_compile_time_packages_only(
 ) -> None:
     _, plan = nix_cpu
     variants = plan["variants"]
+    # llama-cpp, onednn and openblas pick their CPU code at run time: one generic build each.
     assert sorted(variants) == [
         "gromacs-sapphirerapids",
         "gromacs-x86-64-v3",
-        "llama-cpp-sapphirerapids",
-        "llama-cpp-x86-64-v3",
+        "llama-cpp",
+        "onednn",
         "openblas",
     ]
     assert all(v["vendor"] is None for v in variants.values())
-    assert variants["openblas"]["cpu"] is None  # run-time dispatch: one generic build
+    for generic in ("llama-cpp", "onednn", "openblas"):
+        assert variants[generic]["cpu"] is None
+    assert variants["gromacs-sapphirerapids"]["cpu"]["gccarch"] == "sapphirerapids"
+
+
+def _build(runner: NixRunner, names: list[str], *extra: str) -> dict[str, Path]:
+    attrs = [f"legacyPackages.{SYSTEM}.{n}" for n in names]
+    top = "legacyPackages"
+    apply = "o: [ " + " ".join(f"o.{a.split('.', 1)[1]}.outPath" for a in attrs) + " ]"
+    outs = json.loads(runner.flake(["eval"], f".#{top}", "--json", "--apply", apply).stdout)
+    runner.flake(["build"], *[f".#{a}" for a in attrs], "--no-link", *extra)
+    return {n: Path(o) for n, o in zip(names, outs, strict=True)}
 
 
 def test_nix_build_cpu_variants_rebuild_only_their_package(
     nix_cpu: tuple[NixRunner, dict[str, Any]],
 ) -> None:
     runner, _ = nix_cpu
-    names = ["gromacs-x86-64-v3", "gromacs-sapphirerapids", "llama-cpp-x86-64-v3", "openblas"]
-    paths = runner.build([f"legacyPackages.{SYSTEM}.{n}" for n in names])
-    out = {a.rsplit(".", 1)[1]: p for a, p in paths.items()}
+    names = ["gromacs-x86-64-v3", "gromacs-sapphirerapids", "llama-cpp", "onednn", "openblas"]
+    out = _build(runner, names, *FEATURES)
     gromacs3 = json.loads((out["gromacs-x86-64-v3"] / "bin" / "gmx").read_text())
     gromacs_spr = json.loads((out["gromacs-sapphirerapids"] / "bin" / "gmx").read_text())
     # The package's own argument: GROMACS' SIMD level per CPU target (x86-64-v3 has AVX2 and
-    # FMA but no AVX-512; Sapphire Rapids has AVX-512).
+    # FMA but no AVX-512; Sapphire Rapids has AVX-512), and the CPU build (enableCuda false).
     assert gromacs3["GMX_SIMD"] == "AVX2_256" and "NIX_CFLAGS_COMPILE" not in gromacs3
     assert gromacs_spr["GMX_SIMD"] == "AVX_512"
-    # Compiler flags for that one package (llama-cpp's recipe fixes its CPU code at build time).
-    llama = json.loads(out["llama-cpp-x86-64-v3"].read_text())
-    assert llama["NIX_CFLAGS_COMPILE"] == "-march=x86-64-v3 -mtune=generic"
-    # The generic build is nixpkgs' own: the same store path as the plain set's openblas.
+    assert gromacs3["enableCuda"] is False and "CMAKE_CUDA_ARCHITECTURES" not in gromacs3
+    # The generic builds are nixpkgs' own: the same store paths as the plain set's.
     plain = runner.expr_json(
-        f'"${{(import {runner.standin} {{ system = "{SYSTEM}"; }}).openblas}}"'
+        f"""let p = import {runner.standin} {{ system = "{SYSTEM}"; }};
+            in [ "${{p.llama-cpp}}" "${{p.onednn}}" "${{p.openblas}}" ]"""
     )
-    assert str(out["openblas"]) == plain
+    assert [str(out[n]) for n in ("llama-cpp", "onednn", "openblas")] == plain
+    # llama-cpp's one build holds every ggml CPU variant and loads the best at run time.
+    llama = json.loads(out["llama-cpp"].read_text())
+    assert llama["GGML_CPU_ALL_VARIANTS"] is True and llama["GGML_BACKEND_DL"] is True
+
+
+def test_cpu_level_derivations_require_their_gccarch_feature(
+    nix_cpu: tuple[NixRunner, dict[str, Any]],
+) -> None:
+    """What Hydra and nix-eval-jobs read is the derivation: its requiredSystemFeatures carry
+    `gccarch-<arch>` (the recipe's own features kept), and Nix refuses to build it on a builder
+    that does not declare the feature."""
+    runner, _ = nix_cpu
+    got = runner.eval_json(
+        f"legacyPackages.{SYSTEM}",
+        "--apply",
+        """p: {
+             spr = p.gromacs-sapphirerapids.requiredSystemFeatures;
+             v3 = p.gromacs-x86-64-v3.requiredSystemFeatures;
+             generic = p.openblas.requiredSystemFeatures;
+             drv = p.gromacs-sapphirerapids.drvPath;
+           }""",
+    )
+    assert got["spr"] == ["gccarch-sapphirerapids"]
+    assert got["v3"] == ["gccarch-x86-64-v3"]
+    assert got["generic"] == []
+    shown = runner.run(["show-derivation", got["drv"]]).stdout
+    (drv,) = json.loads(shown).values()
+    assert drv["env"]["requiredSystemFeatures"] == "gccarch-sapphirerapids"
+    # --rebuild: the output exists from the build test; building it again asks for a builder.
+    refused = runner.flake(
+        ["build"],
+        f".#legacyPackages.{SYSTEM}.gromacs-sapphirerapids",
+        "--no-link",
+        "--rebuild",
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert "gccarch-sapphirerapids" in refused.stderr, refused.stderr
+
+
+def test_cpu_level_gromacs_stays_a_cpu_build_in_a_cuda_enabled_set(
+    nix_cpu: tuple[NixRunner, dict[str, Any]],
+) -> None:
+    # gromacs 2026.x: `enableCuda ? config.cudaSupport`. The same plan applied to a set made
+    # with cudaSupport = true: plain gromacs there is a CUDA build, the CPU-level variant is not.
+    runner, plan = nix_cpu
+    got = runner.flake(
+        ["eval"],
+        ".#lib",
+        "--impure",
+        "--json",
+        "--apply",
+        f"""lib: let
+              v = lib.mkVariants {{ nixpkgs = {runner.standin}; system = "{SYSTEM}";
+                    config = {{ cudaSupport = true; allowUnfree = true; }};
+                    plan = builtins.fromJSON {json.dumps(json.dumps(plan))}; }};
+              cuda = (import {runner.standin} {{ system = "{SYSTEM}";
+                       config = {{ cudaSupport = true; allowUnfree = true; }}; }}).gromacs;
+            in {{ variant = v.packages."gromacs-sapphirerapids".drvAttrs.record;
+                  plain = cuda.drvAttrs.record; }}""",
+    )
+    records = json.loads(got.stdout)
+    assert records["plain"]["enableCuda"] is True and "CMAKE_CUDA_ARCHITECTURES" in records["plain"]
+    assert records["variant"]["enableCuda"] is False
+    assert records["variant"]["GMX_SIMD"] == "AVX_512"
+
+
+def test_a_package_the_pinned_nixpkgs_lacks_is_one_catchable_line(
+    nix_cpu: tuple[NixRunner, dict[str, Any]],
+) -> None:
+    # Nix's own "attribute 'x' missing" escapes builtins.tryEval (it is not a throw): a check
+    # that forces every variant would fail as a whole. The variant builder throws instead.
+    runner, plan = nix_cpu
+    missing = {**plan["variants"]["onednn"], "attr": ["onednn-gone"], "package": "onednn-gone"}
+    broken = {**plan, "variants": {"onednn-gone": missing}}
+    got = runner.flake(
+        ["eval"],
+        ".#lib",
+        "--impure",
+        "--json",
+        "--apply",
+        f"""lib: let v = lib.mkVariants {{ nixpkgs = {runner.standin}; system = "{SYSTEM}";
+                 plan = builtins.fromJSON {json.dumps(json.dumps(broken))}; }};
+              in (builtins.tryEval v.packages."onednn-gone".drvPath).success""",
+    )
+    assert json.loads(got.stdout) is False
+    proc = runner.flake(
+        ["eval"],
+        ".#lib",
+        "--impure",
+        "--apply",
+        f"""lib: (lib.mkVariants {{ nixpkgs = {runner.standin}; system = "{SYSTEM}";
+                 plan = builtins.fromJSON {json.dumps(json.dumps(broken))}; }}
+              ).packages."onednn-gone".drvPath""",
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "capplan: plan.json asks for onednn-gone, which this nixpkgs does not have" in (
+        proc.stderr
+    )
+
+
+def test_variants_evaluate_covers_every_cpu_variant(
+    nix_cpu: tuple[NixRunner, dict[str, Any]],
+) -> None:
+    # The flake's check forces every variant's .drv: onednn (in the CPU knowledge base) is in
+    # the stand-in, so the check no longer dies on "attribute 'onednn' missing".
+    runner, plan = nix_cpu
+    out = runner.build([f"checks.{SYSTEM}.variants-evaluate"])
+    listed = json.loads(out[f"checks.{SYSTEM}.variants-evaluate"].read_text())
+    assert sorted(listed) == sorted(plan["variants"])
 
 
 def test_cflags_go_where_the_recipe_keeps_them(nix_cpu: tuple[NixRunner, dict[str, Any]]) -> None:
@@ -156,6 +289,7 @@ def test_hwcaps_lays_out_per_level_builds(nix_cpu: tuple[NixRunner, dict[str, An
                 "mechanism": "override",
                 "override": {"target": "HASWELL", "dynamicArch": False},
                 "cflags": [],
+                "gccarch": "x86-64-v3",
             }
         },
         "openblas-x86-64-v4": level
@@ -166,6 +300,7 @@ def test_hwcaps_lays_out_per_level_builds(nix_cpu: tuple[NixRunner, dict[str, An
                 "mechanism": "override",
                 "override": {"target": "SKYLAKEX", "dynamicArch": False, "enableAVX512": True},
                 "cflags": [],
+                "gccarch": "x86-64-v4",
             }
         },
         "openblas-hwcaps": level
@@ -177,7 +312,13 @@ def test_hwcaps_lays_out_per_level_builds(nix_cpu: tuple[NixRunner, dict[str, An
     }
     (runner.root / "overlays" / "plan.json").write_text(json.dumps({**plan, "variants": variants}))
     try:
-        (path,) = runner.build([f"legacyPackages.{SYSTEM}.openblas-hwcaps"]).values()
+        (path,) = _build(
+            runner,
+            ["openblas-hwcaps"],
+            "--option",
+            "extra-system-features",
+            "gccarch-x86-64-v3 gccarch-x86-64-v4",
+        ).values()
     finally:
         (runner.root / "overlays" / "plan.json").write_text(json.dumps(plan))
     generic = json.loads((path / "lib" / "libopenblas.so.0").read_text())
@@ -204,6 +345,17 @@ def test_hwcaps_lays_out_per_level_builds(nix_cpu: tuple[NixRunner, dict[str, An
         ({"cpu": {"hwcaps": {"x86-64-v9": "gromacs-x86-64-v3"}}}, "cpu.hwcaps must map"),
         ({"capabilities": ["8.6"]}, "a CPU-side variant (vendor null) takes no GPU targets"),
         ({"attr": ["rocmPackages", "rocblas"]}, "attr must be a top-level package"),
+        (
+            {
+                "cpu": {
+                    "target": "x86-64-v3",
+                    "mechanism": "override",
+                    "override": {"a": 1},
+                    "cflags": [],
+                }
+            },
+            "cpu.gccarch must be GCC's name of the target",
+        ),
     ],
 )
 def test_bad_cpu_data_fails_clearly(

@@ -1,5 +1,8 @@
-# Stand-in for pkgs/by-name/ll/llama-cpp/package.nix (read at nixpkgs mid-2026):
+# Stand-in for pkgs/by-name/ll/llama-cpp/package.nix at Swarsel/nixpkgs 4aa6836a648ca76c68866decf0c8965e36ec2a3b (llama-cpp b9925; NixOS/nixpkgs' copy in the index, 389986cd4a245ae6dddf6d73ccea1692fee8c579, is the older b5760):
 # - `cudaSupport ? config.cudaSupport`, `rocmSupport ? config.rocmSupport`;
+# - `cpuArchDynamicDispatch ? true`: cmakeFlags GGML_CPU_ALL_VARIANTS and GGML_BACKEND_DL on,
+#   so ggml builds one CPU backend per x86-64/Arm variant (libggml-cpu-*.so beside the
+#   executables in bin/) and loads the best one at start; GGML_NATIVE is always off;
 # - CUDA: CMAKE_CUDA_ARCHITECTURES = cudaPackages.flags.cmakeCudaArchitecturesString, built
 #   against cuda_cudart and libcublas;
 # - ROCm: `rocmGpuTargets ? rocmPackages.clr.localGpuTargets or rocmPackages.clr.gpuTargets`,
@@ -13,13 +16,17 @@
   cudaSupport ? config.cudaSupport,
   rocmSupport ? config.rocmSupport,
   rocmGpuTargets ? rocmPackages.clr.localGpuTargets or rocmPackages.clr.gpuTargets,
+  cpuArchDynamicDispatch ? true,
 }:
 stdenv.mkDerivation {
   pname = "llama-cpp";
-  version = "10380";
+  version = "9925";
   record = {
     package = "llama-cpp";
-    inherit cudaSupport rocmSupport;
+    inherit cudaSupport rocmSupport cpuArchDynamicDispatch;
+    GGML_NATIVE = false;
+    GGML_CPU_ALL_VARIANTS = cpuArchDynamicDispatch;
+    GGML_BACKEND_DL = cpuArchDynamicDispatch;
   }
   // (
     if cudaSupport then

@@ -166,9 +166,11 @@ let
       onnxruntime = callPackage ./onnxruntime.nix { };
       llama-cpp = callPackage ./llama-cpp.nix { };
       # CPU-side packages (kb/cpu_packages.json): GROMACS compiles for one SIMD level
-      # (cpuAcceleration); OpenBLAS picks its kernels at run time unless told a target.
+      # (cpuAcceleration); OpenBLAS picks its kernels at run time unless told a target;
+      # oneDNN JITs for the CPU it runs on.
       gromacs = callPackage ./gromacs.nix { };
       openblas = callPackage ./openblas.nix { };
+      onednn = callPackage ./onednn.nix { };
       ollama = callPackage ./ollama.nix { };
 
       python3Packages = import ./python-packages.nix {

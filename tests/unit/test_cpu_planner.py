@@ -108,8 +108,10 @@ def test_per_level_builds_get_their_targets_through_the_package_mechanism() -> N
         "mechanism": "override",
         "override": {"cpuAcceleration": "AVX2_256"},
         "cflags": [],
+        "gccarch": "x86-64-v3",
     }
     assert data["gromacs-sapphirerapids"]["cpu"]["override"] == {"cpuAcceleration": "AVX_512"}
+    assert data["gromacs-sapphirerapids"]["cpu"]["gccarch"] == "sapphirerapids"
     blas = data["openblas-x86-64-v3"]["cpu"]
     assert blas["mechanism"] == "cflags" and "-march=x86-64-v3" in blas["cflags"]
     assert blas["override"] == {}
@@ -227,6 +229,50 @@ def test_runs_on_follows_archspec_and_names_missing_features() -> None:
     answer = family.runs_on("x86-64-v3", ["x86-64-v4"])
     assert answer.level is RunLevel.CANNOT_RUN and "avx512f" in answer.reason
     assert family.parse(" X86_64_V3 ") == "x86-64-v3"
+
+
+def test_compatibility_is_decided_by_instruction_set_features() -> None:
+    """archspec files Zen and the Intel cores on different branches of its tree, so by the tree
+    alone a Zen runs no Intel-microarchitecture build; nixpkgs' lib/systems/architectures.nix
+    lists skylake (and so haswell, sandybridge...) among znver1's inferiors. capplan decides by
+    the features a build's code may use: both directions are tested."""
+    import archspec.cpu  # type: ignore[import-untyped]
+
+    targets = archspec.cpu.TARGETS
+    # Not archspec's tree: sandybridge is no ancestor of zen4 ...
+    assert targets["sandybridge"] not in targets["zen4"].ancestors
+    # ... but a Zen 4 has every feature sandybridge code may use: it runs it.
+    assert MODEL.why_not("zen4", "sandybridge") is None
+    assert CpuFamily(MODEL).runs_on("zen4", ["sandybridge"]).level is RunLevel.COMPATIBLE
+    # Not nixpkgs' inferiors: skylake code may use ADX and RDRAND, which archspec's Zen entries
+    # lack, so a Zen 4 does not run it (the reason names them).
+    why = MODEL.why_not("zen4", "skylake")
+    assert why is not None and "adx" in why and "rdrand" in why
+    # The other way: Sapphire Rapids lacks AMD's SSE4a and CLZERO, so no Zen 4 code on it,
+    # although it has every x86-64-v4 feature Zen 4 code needs from that level.
+    why = MODEL.why_not("sapphirerapids", "zen4")
+    assert why is not None and "sse4a" in why and "clzero" in why
+    assert MODEL.why_not("zen4", "x86-64-v4") is None
+    assert MODEL.why_not("sapphirerapids", "x86-64-v4") is None
+    # Across architectures never, whatever the features.
+    assert MODEL.why_not("neoverse_v2", "x86-64") is not None
+
+
+def test_every_per_level_build_names_its_gccarch_feature() -> None:
+    """make-derivation.nix requires `gccarch-<gcc.arch>` of a set built with gcc.arch: the
+    plan gives each CPU-level variant GCC's name of its target, none to generic builds."""
+    plan = _plan([*MIXED, "zen4"], {"gromacs": {}, "openblas": {}, "numpy": {}})
+    data = plan_json(plan)["variants"]
+    got = {n: v["cpu"]["gccarch"] for n, v in data.items() if v["cpu"] and "target" in v["cpu"]}
+    assert got == {
+        "gromacs-x86-64-v3": "x86-64-v3",
+        "gromacs-sapphirerapids": "sapphirerapids",
+        "gromacs-zen4": "znver4",
+        "openblas-x86-64-v3": "x86-64-v3",
+        "openblas-sapphirerapids": "sapphirerapids",
+        "openblas-zen4": "znver4",
+    }
+    assert data["numpy"]["cpu"] is None
 
 
 @pytest.mark.parametrize("bad", ["x86-64-v5", "saphirerapids", "", "gfx942", "8.6"])

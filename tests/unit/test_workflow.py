@@ -47,6 +47,35 @@ def job(name: str, stage: int, needs: list[str] = [], minutes: float = 10.0,  # 
 # --------------------------------------------------------------------------- runners, timeouts
 
 
+def test_cpu_level_rows_go_only_to_runners_declared_for_their_gccarch_feature() -> None:
+    """A job requiring gccarch-<arch> (a CPU-level build) runs where [policy.runners_os]
+    declares that feature (`<system>/gccarch-<arch>` first), big-parallel or not; with none
+    declared it is refused rather than sent to the system's default runner."""
+    cpu = job("gromacs-sapphirerapids", 0, big=True) | {
+        "required_system_features": ["big-parallel", "gccarch-sapphirerapids"],
+        "cpu_features": ["avx512f", "sse4_1"],
+    }
+    table = {
+        "big-parallel": ["big"],
+        "gccarch-sapphirerapids": ["spr"],
+        "x86_64-linux": ["x86"],
+    }
+    (row,) = github_rows([cpu], table)
+    assert row["os"] == ["spr"]
+    assert (row["gccarch"], row["cpu_features"]) == ("sapphirerapids", "avx512f sse4_1")
+    table["x86_64-linux/gccarch-sapphirerapids"] = ["spr-x86"]
+    assert github_rows([cpu], table)[0]["os"] == ["spr-x86"]
+    plain = github_rows([job("torch-sm86", 0, big=True)], table)[0]
+    assert plain["os"] == ["big"] and "gccarch" not in plain
+    with pytest.raises(CapplanError) as caught:
+        github_rows([cpu], {"big-parallel": ["big"], "x86_64-linux": ["x86"]})
+    assert caught.value.exit_code is ExitCode.CONFIG
+    assert "gccarch-sapphirerapids" in caught.value.message
+    bad = cpu | {"cpu_features": ["avx512f; rm -rf /"]}
+    with pytest.raises(InvalidInputError):
+        github_rows([bad], table)
+
+
 def test_runner_labels_by_system_and_big_parallel() -> None:
     assert runner_labels("x86_64-linux", False) == ("ubuntu-latest",)
     assert runner_labels("aarch64-linux", False) == ("ubuntu-24.04-arm",)
@@ -228,10 +257,10 @@ def test_triggers_and_pinned_actions() -> None:
         "actions/download-artifact@v8",
     }  # fmt: skip
     build = doc["jobs"]["stage0_shard0"]
-    cachix = build["steps"][2]
+    cachix = build["steps"][3]
     assert cachix["with"] == {"name": "c", "authToken": "${{ secrets.CACHIX_AUTH_TOKEN }}"}
-    assert build["steps"][3]["env"] == {"ATTR": "${{ matrix.attr }}"}
-    assert build["steps"][3]["run"] == (
+    assert build["steps"][4]["env"] == {"ATTR": "${{ matrix.attr }}"}
+    assert build["steps"][4]["run"] == (
         'set -o pipefail\nnix build -L ".#$ATTR" 2>&1 | tee capplan-build.log\n'
     )
     assert build["runs-on"] == "${{ matrix.os }}"

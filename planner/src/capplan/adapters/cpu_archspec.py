@@ -3,9 +3,11 @@ Spack's microarchitecture database (it reads its JSON data file at import: an ad
 
 Targets are spelled as users and compilers do: the x86-64 psABI levels as GCC and glibc name
 them (``x86-64-v3``), microarchitectures as archspec does (``sapphirerapids``, ``neoverse_v2``).
-Compatibility is archspec's partial order: a machine runs code built for itself or for any of
-its ancestors (a Sapphire Rapids runs x86-64-v4, -v3 and -v2 code; an x86-64-v3 machine does
-not run v4 code, it lacks AVX-512).
+Compatibility is decided by instruction-set features: a machine runs code built for a target of
+its own architecture when it has every feature archspec lists for that target (a Sapphire Rapids
+runs x86-64-v4, -v3 and -v2 code; an x86-64-v3 machine does not run v4 code, it lacks AVX-512; a
+Zen 4 runs sandybridge code, which archspec's tree alone would refuse, but not skylake code, which
+nixpkgs' architectures.nix would allow: see :meth:`ArchspecCpuModel.why_not`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class OverrideRule:
 class ArchspecCpuModel:
     policies: Mapping[str, CpuPackagePolicy]
     overrides: Mapping[str, Sequence[OverrideRule]] = field(default_factory=dict)
+    # Arguments every per-level build of a package sets (kb ``always``).
+    always: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     _targets: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -99,10 +103,16 @@ class ArchspecCpuModel:
             family = have.family.name
             article = "an" if family[0] in "aeiou" else "a"
             return f"{built} is {code.family.name} code and {device} is {article} {family} CPU"
+        # Decided by instruction-set features, not archspec's tree: the compiler emits for
+        # `-march=<built>` only what that target's features allow, so a machine with every one
+        # of them runs the code (a Zen runs sandybridge code although archspec files them on
+        # different branches). nixpkgs' lib/systems/architectures.nix goes further and lists
+        # skylake among znver1's inferiors (from user reports); skylake code may use ADX and
+        # RDRAND, which archspec's Zen entries do not list, so capplan does not follow it there.
         missing = sorted(set(code.features) - set(have.features))
         if missing:
             return f"{device} lacks {', '.join(missing)}, which {built} code may use"
-        return f"{built} is tuned for another microarchitecture than {device} (not its ancestor)"
+        return None
 
     def x86_levels(self, device: str) -> dict[str, str | None]:
         """For each x86-64 level, lowest first: None when ``device`` runs code built for it,
@@ -120,6 +130,20 @@ class ArchspecCpuModel:
             flags = f"-march={target}"
         return tuple(flags.split())
 
+    def gcc_arch(self, target: str) -> str:
+        """The architecture GCC is given for the target (``-march=``, else ``-mcpu=``): what
+        nixpkgs calls ``gcc.arch`` and names the ``gccarch-<arch>`` system feature after."""
+        for flag in self.cflags(target):
+            for prefix in ("-march=", "-mcpu="):
+                if flag.startswith(prefix):
+                    return flag[len(prefix) :]
+        return target
+
+    def features(self, target: str) -> tuple[str, ...]:
+        """The instruction-set features (as /proc/cpuinfo names them) code built for the
+        target may use."""
+        return tuple(sorted(self._get(target).features))
+
     def psabi_level(self, target: str) -> str | None:
         return target if target in _PSABI else None
 
@@ -128,10 +152,11 @@ class ArchspecCpuModel:
 
     def override(self, package: str, target: str) -> tuple[tuple[str, object], ...]:
         features = set(self._get(target).features)
+        fixed = tuple(sorted(self.always.get(package, {}).items()))
         for rule in self.overrides.get(package, ()):
             if rule.features <= features:
-                return ((rule.argument, rule.value),)
-        return ()
+                return ((rule.argument, rule.value), *fixed)
+        return fixed
 
 
 def load_cpu_model(directory: Path | None = None) -> ArchspecCpuModel:
@@ -150,6 +175,7 @@ def load_cpu_model(directory: Path | None = None) -> ArchspecCpuModel:
     known = {f for target in model._targets.values() for f in target.features}
     policies: dict[str, CpuPackagePolicy] = {}
     overrides: dict[str, list[OverrideRule]] = {}
+    always: dict[str, dict[str, object]] = {}
     for entry in data.packages:
         policies[entry.package] = CpuPackagePolicy(
             package=entry.package,
@@ -162,6 +188,8 @@ def load_cpu_model(directory: Path | None = None) -> ArchspecCpuModel:
             minutes=entry.minutes,
             size_mb=entry.size_mb,
         )
+        if entry.always:
+            always[entry.package] = dict(entry.always)
         for rule in entry.overrides:
             unknown = sorted(set(rule.features) - known)
             if unknown:
@@ -176,4 +204,5 @@ def load_cpu_model(directory: Path | None = None) -> ArchspecCpuModel:
             )
     model.policies = policies
     model.overrides = overrides
+    model.always = always
     return model

@@ -50,6 +50,10 @@ class CpuPackageEntry(Record):
     # mechanism "override": the recipe's arguments and the values each accepts (from source).
     arguments: dict[str, tuple[str, ...]] = field(default_factory=dict)
     overrides: tuple[CpuOverrideRuleEntry, ...] = ()
+    # mechanism "override": arguments every per-level build also sets, whatever its target
+    # (gromacs' enableCuda = false: its recipe reads `enableCuda ? config.cudaSupport`, so a
+    # CPU-level build in a CUDA-enabled set would otherwise be a CUDA gromacs).
+    always: dict[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _non_empty(self, "package", "attr", "reason", "source")
@@ -57,14 +61,17 @@ class CpuPackageEntry(Record):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be greater than 0")
         if self.mechanism == "cflags":
-            if self.overrides or self.arguments:
+            if self.overrides or self.arguments or self.always:
                 raise ValueError(
-                    'mechanism "cflags" takes no overrides or arguments (a per-level build '
-                    "gets compiler flags)"
+                    'mechanism "cflags" takes no overrides, arguments or always (a per-level '
+                    "build gets compiler flags)"
                 )
             return
         if not self.overrides:
             raise ValueError('mechanism "override" needs at least one rule in overrides')
+        for name in self.always:
+            if any(rule.argument == name for rule in self.overrides):
+                raise ValueError(f"always sets '{name}', which an override rule also sets")
         for rule in self.overrides:
             accepted = self.arguments.get(rule.argument)
             if accepted is None:

@@ -44,6 +44,12 @@ __all__ = [
 # GitHub Actions runner labels ([policy.runners_os]); capplan.core.planning.workflow checks
 # the same.
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+# `gccarch-<arch>` (nixpkgs' system feature of a gcc.arch build), optionally after `<system>/`.
+_GCCARCH_KEY = re.compile(
+    r"(?:(?:"
+    + "|".join(re.escape(s) for s in SYSTEMS)
+    + r")/)?gccarch-[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"
+)
 
 
 DEFAULT_SYSTEM = X86_64
@@ -218,8 +224,10 @@ class PolicyConfig(_Strict):
     runners_os: dict[str, tuple[StrictStr, ...]] = Field(
         default_factory=dict,
         description="GitHub Actions runs-on labels by Nix system (x86_64-linux, aarch64-linux), "
-        'for jobs needing big-parallel (torch) ("big-parallel", or "<system>/big-parallel"); '
-        "default: ubuntu-latest, ubuntu-24.04-arm",
+        'for jobs needing big-parallel (torch) ("big-parallel", or "<system>/big-parallel"), '
+        'and for CPU-level jobs ("gccarch-<arch>", or "<system>/gccarch-<arch>": runners whose '
+        "CPU runs that level; such a job goes nowhere else); default: ubuntu-latest, "
+        "ubuntu-24.04-arm",
     )
 
     @field_validator("runners_os")
@@ -227,8 +235,12 @@ class PolicyConfig(_Strict):
     def _runners_os(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
         keys = {*SYSTEMS, "big-parallel", *(f"{s}/big-parallel" for s in SYSTEMS)}
         for key, labels in value.items():
-            if key not in keys:
-                raise ValueError(f"runners_os key '{key}' must be one of {', '.join(sorted(keys))}")
+            # CPU-level jobs go to runners declared for their gccarch-<arch> system feature.
+            if key not in keys and not _GCCARCH_KEY.fullmatch(key):
+                raise ValueError(
+                    f"runners_os key '{key}' must be one of {', '.join(sorted(keys))}, "
+                    "gccarch-<arch> or <system>/gccarch-<arch>"
+                )
             if not labels:
                 raise ValueError(f"runners_os '{key}' needs at least one runner label")
             _once(labels, f"runners_os '{key}'")

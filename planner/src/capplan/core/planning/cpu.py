@@ -53,6 +53,7 @@ from capplan.core.planning.plan import (
 from capplan.errors import CapplanError, ConfigError, shorten
 
 __all__ = [
+    "GCCARCH_PREFIX",
     "CpuFamily",
     "CpuModel",
     "CpuPackagePolicy",
@@ -60,12 +61,15 @@ __all__ = [
     "CpuPlanning",
     "cpu_json",
     "cpu_nix_keys",
+    "gccarch_feature",
     "is_cpu_side",
     "pick_cpu_variants",
 ]
 
 # Where a CPU architecture's builds run (archspec's family names).
 _SYSTEM_OF_ARCH = {"x86_64": X86_64, "aarch64": AARCH64}
+# The system feature of a CPU-level build: nixpkgs' `gccarch-<gcc.arch>` (make-derivation.nix).
+GCCARCH_PREFIX = "gccarch-"
 # The cost of laying out per-level builds in one output (a copy of store paths).
 _HWCAPS_MINUTES = 1.0
 
@@ -117,6 +121,15 @@ class CpuModel(Protocol):
 
     def cflags(self, target: str) -> tuple[str, ...]:
         """The compiler flags of a build for the target (``-march=x86-64-v3``)."""
+        ...
+
+    def gcc_arch(self, target: str) -> str:
+        """GCC's name of the target (``-march``/``-mcpu``): nixpkgs' ``gcc.arch``, which names
+        the ``gccarch-<arch>`` system feature."""
+        ...
+
+    def features(self, target: str) -> tuple[str, ...]:
+        """The instruction-set features (/proc/cpuinfo names) the target's code may use."""
         ...
 
     def psabi_level(self, target: str) -> str | None:
@@ -417,6 +430,8 @@ class CpuPlanning:
                 mechanism=policy.mechanism,
                 override=model.override(package, target) if policy.mechanism == "override" else (),
                 cflags=model.cflags(target) if policy.mechanism == "cflags" else (),
+                gccarch=model.gcc_arch(target),
+                features=model.features(target),
             )
             built.append(self._variant(name, package, attr, system, spec, policy, serves))
             result.decisions.append(Decision(package, name, "cpu-level", why))
@@ -588,7 +603,20 @@ def cpu_json(spec: CpuSpec | None) -> dict[str, Any] | None:
         "mechanism": spec.mechanism,
         "override": dict(spec.override),
         "cflags": list(spec.cflags),
+        # make-derivation.nix adds requiredSystemFeatures "gccarch-${gcc.arch}" to every
+        # derivation of a set with gcc.arch, so only a builder that declares the feature (its
+        # CPU runs that code) builds and tests it; pkgs/variant.nix does the same for this one
+        # package.
+        "gccarch": spec.gccarch,
     }
+
+
+def gccarch_feature(v: Variant) -> str | None:
+    """The ``gccarch-<arch>`` system feature a CPU-level variant's derivation requires; None
+    for generic CPU code and ``-hwcaps`` outputs (which copy builds, running none of them)."""
+    if v.cpu is None or v.cpu.gccarch is None:
+        return None
+    return GCCARCH_PREFIX + v.cpu.gccarch
 
 
 def cpu_nix_keys(v: Variant) -> dict[str, Any]:

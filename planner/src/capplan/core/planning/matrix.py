@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capplan.core.planning.cpu import gccarch_feature
 from capplan.core.planning.families import nix_keys
 from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.graph import JobGraph, build_job_graph
@@ -38,7 +39,7 @@ class Matrix:
         start = self.schedule.start
         # Variants live in legacyPackages (flake.nix), so `nix flake show` stays cheap.
         prefixes = {system: f"legacyPackages.{system}." for system in self.plan.systems}
-        jobs = []
+        jobs: list[dict[str, Any]] = []
         for name, stage, needs in zip(graph.order, graph.stage, graph.needs, strict=True):
             v: Variant = variant(name)  # type: ignore[assignment]
             system = v.system
@@ -61,6 +62,11 @@ class Matrix:
                     "start_minute": round(start[name], 2),
                 }
             )
+            if v.cpu is not None and (gccarch := gccarch_feature(v)) is not None:
+                # CPU-level jobs only: the derivation's gccarch-<arch> feature, and what the
+                # runner's CPU must have before it declares it (workflow.CPU_CHECK).
+                jobs[-1]["required_system_features"].append(gccarch)
+                jobs[-1]["cpu_features"] = list(v.cpu.features)
             if v.rocm is not None:  # AMD jobs only: CUDA jobs keep their shape
                 jobs[-1]["vendor"] = v.vendor
                 jobs[-1]["gfx_targets"] = [str(t) for t in v.rocm.targets]

@@ -76,6 +76,12 @@ class CpuSpec:
     override: tuple[tuple[str, object], ...] = ()  # package argument -> its JSON value
     cflags: tuple[str, ...] = ()
     hwcaps: tuple[tuple[str, str], ...] = ()  # psABI level -> the variant built for it
+    # GCC's name of the target (nixpkgs' gcc.arch): the `gccarch-<arch>` system feature the
+    # build requires; None for a hwcaps variant.
+    gccarch: str | None = None
+    # The instruction-set features (/proc/cpuinfo names) the build's code may use: what a CI
+    # runner's CPU must have before it declares the gccarch feature.
+    features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from capplan.core.model.systems import DEFAULT_RUNNERS_OS
-from capplan.errors import InvalidInputError
+from capplan.errors import ConfigError, InvalidInputError
 
 __all__ = [
     "BIG_PARALLEL",
+    "CPU_CHECK",
     "DEFAULT_RUNNERS_OS",
+    "GCCARCH",
     "GITHUB_HOSTED_LIMIT_MINUTES",
     "SELF_HOSTED_LIMIT_MINUTES",
     "Shard",
@@ -38,6 +40,7 @@ __all__ = [
     "check_label",
     "check_ref_name",
     "check_relative_path",
+    "gccarch_runner",
     "github_output_lines",
     "github_rows",
     "layout_text",
@@ -51,6 +54,35 @@ __all__ = [
 ]
 
 BIG_PARALLEL = "big-parallel"
+# The system feature of a CPU-level build (make-derivation.nix: `gccarch-<gcc.arch>`).
+GCCARCH = "gccarch-"
+_GCC_ARCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+_CPU_FEATURE = re.compile(r"[a-z0-9_]{1,40}")
+
+# The build job's first step: a CPU-level job (matrix.gccarch set) runs only where the runner's
+# CPU has every instruction-set feature the level's code may use (/proc/cpuinfo's `flags`, or
+# `Features` on Arm); then, and only then, Nix is told the runner has the gccarch-<arch> system
+# feature the derivation requires. Other jobs pass through with no extra Nix setting. The
+# values come in through the environment, never into the script's text. CAPPLAN_CPUINFO
+# replaces /proc/cpuinfo in tests.
+CPU_CHECK = """\
+if [ -z "$GCCARCH" ]; then exit 0; fi
+cpuinfo="${CAPPLAN_CPUINFO:-/proc/cpuinfo}"
+have=" $(awk -F: '/^(flags|Features)[[:space:]]*:/ { print $2; exit }' "$cpuinfo") "
+missing=""
+for feature in $CPU_FEATURES; do
+  case "$have" in
+    *" $feature "*) ;;
+    *) missing="$missing $feature" ;;
+  esac
+done
+if [ -n "$missing" ]; then
+  echo "::error::this runner's CPU cannot run $GCCARCH code, it lacks$missing:" \\
+    "give gccarch-$GCCARCH jobs runners with such CPUs in [policy.runners_os]"
+  exit 1
+fi
+echo "nix_config=extra-system-features = gccarch-$GCCARCH" >> "$GITHUB_OUTPUT"
+"""
 # GitHub stops a job on a hosted runner after 6 hours and on a self-hosted one after 5 days
 # (docs.github.com: "Usage limits, billing, and administration").
 GITHUB_HOSTED_LIMIT_MINUTES = 360
@@ -151,6 +183,19 @@ def runner_labels(
     return DEFAULT_RUNNERS_OS.get(system, DEFAULT_RUNNERS_OS["x86_64-linux"])
 
 
+def gccarch_runner(
+    system: str, feature: str, runners_os: Mapping[str, Sequence[str]] | None = None
+) -> tuple[str, ...] | None:
+    """The ``runs-on`` labels of a job requiring ``feature`` (``gccarch-<arch>``): those of
+    ``<system>/gccarch-<arch>``, then ``gccarch-<arch>``; None when no runner declares it (such
+    a job never goes to a runner whose CPU nobody vouched for)."""
+    table = runners_os or {}
+    for key in (f"{system}/{feature}", feature):
+        if table.get(key):
+            return tuple(table[key])
+    return None
+
+
 def timeout_minutes(estimated: float, labels: Sequence[str]) -> tuple[int, int]:
     """(the ``timeout-minutes`` to write, the one the estimate asks for).
 
@@ -169,7 +214,32 @@ def github_rows(
     rows = []
     for job in jobs:
         features = list(job["required_system_features"])
-        labels = runner_labels(job["system"], BIG_PARALLEL in features, runners_os)
+        gccarch = next((f for f in features if f.startswith(GCCARCH)), None)
+        cpu: dict[str, str] = {}
+        if gccarch is None:
+            labels = runner_labels(job["system"], BIG_PARALLEL in features, runners_os)
+        else:
+            found = gccarch_runner(job["system"], gccarch, runners_os)
+            arch = gccarch.removeprefix(GCCARCH)
+            if found is None:
+                raise ConfigError(
+                    f"job {job['name']} needs a runner whose CPU runs {arch} code (its "
+                    f"derivation requires the system feature {gccarch}), and [policy.runners_os] "
+                    "names none",
+                    hint=f'add [policy.runners_os] "{gccarch}" = ["self-hosted", ...] with the '
+                    "labels of runners that have such CPUs (the job checks /proc/cpuinfo first)",
+                )
+            labels = found
+            cpu_features = list(job.get("cpu_features", ()))
+            if not _GCC_ARCH.fullmatch(arch) or not all(
+                _CPU_FEATURE.fullmatch(f) for f in cpu_features
+            ):
+                raise InvalidInputError(
+                    f"job {job['name']}: CPU level {arch!r} or its features {cpu_features} "
+                    "cannot be written to the workflow",
+                    hint="report this: the CPU knowledge base gave an unexpected name",
+                )
+            cpu = {"gccarch": arch, "cpu_features": " ".join(cpu_features)}
         timeout, _ = timeout_minutes(job["estimated_minutes"], labels)
         rows.append(
             {
@@ -184,6 +254,7 @@ def github_rows(
                 "estimated_minutes": job["estimated_minutes"],
                 "timeout_minutes": timeout,
                 "required_system_features": features,
+                **cpu,
             }
         )
     return rows
@@ -358,6 +429,28 @@ def _nix_steps() -> list[dict[str, Any]]:
     ]
 
 
+def _build_nix_steps() -> list[dict[str, Any]]:
+    """A build job's start: check out, check the runner's CPU for a CPU-level job
+    (:data:`CPU_CHECK`), and install Nix with the gccarch feature that check granted."""
+    return [
+        {"name": "Check out", "uses": CHECKOUT},
+        {
+            "name": "Check the runner's CPU runs the job's CPU level",
+            "id": "cpu",
+            "env": {
+                "GCCARCH": "${{ matrix.gccarch }}",
+                "CPU_FEATURES": "${{ matrix.cpu_features }}",
+            },
+            "run": CPU_CHECK,
+        },
+        {
+            "name": "Install Nix",
+            "uses": INSTALL_NIX,
+            "with": {"extra_nix_config": "${{ steps.cpu.outputs.nix_config }}"},
+        },
+    ]
+
+
 def _restore_failures(settings: WorkflowSettings) -> dict[str, Any]:
     return {
         "name": "Restore the failure record",
@@ -506,7 +599,7 @@ def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[
                 "timeout-minutes": "${{ matrix.timeout_minutes }}",
                 "strategy": {"fail-fast": False, "matrix": f"${{{{ fromJSON({output}) }}}}"},
                 "steps": [
-                    *_nix_steps(),
+                    *_build_nix_steps(),
                     {
                         "name": "Use the cachix cache (pushes what is built)",
                         "uses": CACHIX,
