@@ -24,7 +24,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from capplan.adapters.files import INT_DIGITS_MESSAGE, numbered_lines, open_regular
+from capplan.adapters.files import (
+    INT_DIGITS_MESSAGE,
+    link_target,
+    numbered_lines,
+    open_regular,
+)
 from capplan.core.planning.failures import (
     FailureRecord,
     check_drv,
@@ -110,12 +115,10 @@ def write_record(path: Path, record: FailureRecord) -> None:
 
 
 def record_target(path: Path) -> Path:
-    """The file an update of the record ``path`` reads and replaces: the end of a symlink,
-    else ``path`` (a dangling link or a loop stays ``path``: reading or writing it says why)."""
-    if not path.is_symlink():
-        return path
+    """The file an update of the record ``path`` reads and replaces: the end of a symlink
+    (existing or not), else ``path`` (a loop stays ``path``: reading it says why)."""
     try:
-        return Path(os.path.realpath(path, strict=True))
+        return link_target(path)
     except OSError:
         return path
 

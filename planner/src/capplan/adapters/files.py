@@ -7,9 +7,9 @@ folder, fsync, then a rename. What may be replaced is decided once, by :func:`ou
 - a regular file, or a new name in a folder that exists (a missing folder is an error: a typo
   in ``--output`` must not create a tree somewhere; only a default path such as generate's
   ``overlays/plan.json`` creates its folder);
-- a symlink is written *through*: the file it points to (followed to the end) is replaced and
-  the link stays a link, as ``sed -i --follow-symlinks`` and editors do; a link to a missing
-  file, or a link loop, is refused;
+- a symlink is written *through*: the file it points to (followed to the end) is replaced, or
+  created in its existing folder, and the link stays a link, as ``sed -i --follow-symlinks``,
+  editors and the shell's ``>`` do; a symlink loop is refused;
 - anything else (a folder, a FIFO, a character or block device, a socket) is refused: a rename
   would put a regular file in its place, and whatever read the FIFO or device gets nothing.
 
@@ -51,6 +51,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_PROC_BYTES",
     "atomic_write_text",
+    "link_target",
     "numbered_lines",
     "open_regular",
     "output_target",
@@ -141,10 +142,10 @@ def output_target(path: Path, *, make_parents: bool = False) -> Path:
     target = path
     if stat.S_ISLNK(mode):
         try:
-            target = Path(os.path.realpath(path, strict=True))
+            target = link_target(path)
             mode = os.stat(target).st_mode
         except FileNotFoundError:
-            raise _fail(path, f"a symlink to {os.readlink(path)}, which does not exist") from None
+            return _new_file(target, False)  # the link's file is new: created through it
         except OSError as error:
             why = "a symlink loop" if error.errno == errno.ELOOP else error.strerror or str(error)
             raise _fail(path, why) from None
@@ -153,6 +154,17 @@ def output_target(path: Path, *, make_parents: bool = False) -> Path:
     if not stat.S_ISREG(mode):
         raise _fail(path, f"{_kind(mode)}, not a regular file (it is left as it is)")
     return target
+
+
+def link_target(path: Path) -> Path:
+    """Where a write to ``path`` lands: ``path``, or the end of the symlink ``path`` is, which
+    may not exist yet; OSError (ELOOP) for a symlink loop."""
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:
+        return Path(os.path.realpath(path))
 
 
 def _new_file(path: Path, make_parents: bool) -> Path:
