@@ -1,8 +1,9 @@
 """Atomic file writes, and bounded reads of the files a user names.
 
 Writes (:func:`atomic_write_text`, the one writer of every file capplan writes: ``generate``,
-``ci github --output``, ``limits ... --write``, failure records): a temporary file in the same
-folder, fsync, then a rename. What may be replaced is decided once, by :func:`output_target`:
+``ci github --output``, ``limits read --update-kb --write``, failure records): a temporary file
+in the same folder, fsync, then a rename. What may be replaced is decided once, by
+:func:`output_target`:
 
 - a regular file, or a new name in a folder that exists (a missing folder is an error: a typo
   in ``--output`` must not create a tree somewhere; only a default path such as generate's
