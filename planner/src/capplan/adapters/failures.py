@@ -88,14 +88,11 @@ def read_record(path: Path, *, missing_ok: bool = False) -> FailureRecord:
             hint="fix or remove the file (it is left as it is)",
         ) from None
     except (ValueError, RecursionError) as exc:
-        # ValueError past JSONDecodeError: a number of more than 4,300 digits (Python's limit)
-        where = (
-            f" (line {exc.lineno}: {exc.msg})"
-            if isinstance(exc, json.JSONDecodeError)
-            else f" ({INT_DIGITS_MESSAGE})"
-            if isinstance(exc, ValueError)
-            else ""
-        )
+        where = ""  # RecursionError: nested too deeply
+        if isinstance(exc, json.JSONDecodeError):
+            where = f" (line {exc.lineno}: {exc.msg})"
+        elif isinstance(exc, ValueError):  # a number past Python's 4,300 digits
+            where = f" ({INT_DIGITS_MESSAGE})"
         raise DataError(
             f"{path}: the failure record is not JSON{where}",
             hint="fix or remove the file (it is left as it is)",
