@@ -172,7 +172,9 @@ def _reads_back(record: FailureRecord) -> None:
     big=st.sampled_from([False, False, False, True]),
     cut=st.one_of(st.none(), st.none(), st.none(), st.integers(0, 400)),
 )  # fmt: skip
-def test_failure_records(folder: Path, doc: Any, ascii_only: bool, big: bool, cut: int | None) -> None:
+def test_failure_records(
+    folder: Path, doc: Any, ascii_only: bool, big: bool, cut: int | None
+) -> None:
     data = encoded(doc, ascii_only, big)
     path = _fresh(folder) / "record.json"
     path.write_bytes(data if cut is None else data[:cut])
@@ -253,7 +255,9 @@ _ELF = next(
 ).read_bytes()[:65536]  # fmt: skip
 
 
-def _wheel(method: int, flags: int, deflate: bool, flips: list[tuple[int, int]], cut: int | None) -> bytes:
+def _wheel(
+    method: int, flags: int, deflate: bool, flips: list[tuple[int, int]], cut: int | None
+) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED) as z:
         z.writestr("pkg/lib/libx.so", _ELF)
@@ -284,7 +288,10 @@ def test_wheels(folder: Path, method: int, flags: int, deflate: bool,
     wheel = root / "pkg-1.0-py3-none-any.whl"
     wheel.write_bytes(_wheel(method, flags, deflate, flips, cut))
     (root / "out").mkdir()
-    for read in (lambda: inspect_paths([wheel], jobs=1), lambda: _extract_wheel(wheel, root / "out")):
+    for read in (
+        lambda: inspect_paths([wheel], jobs=1),
+        lambda: _extract_wheel(wheel, root / "out"),
+    ):
         try:
             read()
             OUTCOMES["wheels"]["read"] += 1

@@ -54,8 +54,17 @@ def listing(folder: Path) -> list[str]:
 WRITERS: dict[str, Callable[[str], list[str]]] = {
     "generate": lambda path: ["generate", "--output", path],
     "ci github": lambda path: ["ci", "github", "--cache", "c", "--output", path],
-    "failures add": lambda path: ["failures", "add", path, "--drv", DRV, "--attr", "a",
-                                  "--system", "x86_64-linux"],
+    "failures add": lambda path: [
+        "failures",
+        "add",
+        path,
+        "--drv",
+        DRV,
+        "--attr",
+        "a",
+        "--system",
+        "x86_64-linux",
+    ],
 }
 READ_FIRST = {"fifo": ExitCode.DATA, "device": ExitCode.DATA, "loop": ExitCode.DATA,
               "folder": ExitCode.INVALID_INPUT}  # fmt: skip
@@ -158,7 +167,9 @@ def test_a_missing_folder_is_an_error_not_created(writer: Writer, tmp_path: Path
     assert listing(tmp_path) == ["capplan.toml"]
 
 
-def test_generate_still_creates_its_default_overlays_folder(capplan_in: Any, tmp_path: Path) -> None:
+def test_generate_still_creates_its_default_overlays_folder(
+    capplan_in: Any, tmp_path: Path
+) -> None:
     (tmp_path / "capplan.toml").write_text(TOML)
     assert capplan_in("generate").exit_code == 0
     assert listing(tmp_path / "overlays") == ["plan.json"]
@@ -244,7 +255,9 @@ def test_no_lock_file_is_left_by_any_update_refused_or_not(capplan_in: Any, tmp_
     assert listing(tmp_path) == ["in.json", "r.json"]
     (tmp_path / "bad.json").write_text("{not json")
     error_line(_add(capplan_in, "bad.json"), ExitCode.DATA)
-    error_line(capplan_in("failures", "forget", "r.json", "--attr", "nosuch"), ExitCode.INVALID_INPUT)
+    error_line(
+        capplan_in("failures", "forget", "r.json", "--attr", "nosuch"), ExitCode.INVALID_INPUT
+    )
     assert listing(tmp_path) == ["bad.json", "in.json", "r.json"]
 
 
@@ -335,7 +348,9 @@ def test_merge_with_a_symlink_loop_as_input_or_output(capplan_in: Any, tmp_path:
 BIG = "9" * 5000
 
 
-def test_a_huge_integer_in_a_record_or_jobs_file_is_bad_data(capplan_in: Any, tmp_path: Path) -> None:
+def test_a_huge_integer_in_a_record_or_jobs_file_is_bad_data(
+    capplan_in: Any, tmp_path: Path
+) -> None:
     text = json.dumps(_record(1)).replace('"count": 1', f'"count": {BIG}')
     (tmp_path / "r.json").write_text(text)
     assert "digits" in error_line(capplan_in("failures", "list", "r.json"), ExitCode.DATA)
@@ -376,7 +391,9 @@ def test_conda_meta_files_that_are_not_a_list(capplan_in: Any, tmp_path: Path, f
     (env / "conda-meta").mkdir(parents=True)
     (env / "lib").mkdir()
     (env / "lib" / "libc.so.6").write_bytes(LIBC.read_bytes())
-    (env / "conda-meta" / "x-1.json").write_text(f'{{"name": "x", "version": "1", "files": {files}}}')
+    (env / "conda-meta" / "x-1.json").write_text(
+        f'{{"name": "x", "version": "1", "files": {files}}}'
+    )
     result = capplan_in("doctor", "--device", "8.6", "--json", "env")
     assert result.exit_code == 0, result.stderr
 
