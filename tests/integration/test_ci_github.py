@@ -295,6 +295,7 @@ def test_unwritable_output(capplan_in: Any, tmp_path: Path, target: str) -> None
 def test_output_is_written_atomically_and_checked(capplan_in: Any, tmp_path: Path) -> None:
     write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.nccl]\n')
     args = ["ci", "github", "--cache", "c", "--output", str(WORKFLOW)]
+    (tmp_path / WORKFLOW).parent.mkdir(parents=True)  # a typed --output's folder must exist
     result = capplan_in(*args)
     assert result.exit_code == 0 and result.stdout == ""
     assert f"wrote {WORKFLOW}" in result.stderr
@@ -317,6 +318,7 @@ def test_output_is_written_atomically_and_checked(capplan_in: Any, tmp_path: Pat
 def test_check_sees_a_layout_change(capplan_in: Any, tmp_path: Path) -> None:
     write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.nccl]\n')
     args = ["ci", "github", "--cache", "c", "--output", str(WORKFLOW)]
+    (tmp_path / WORKFLOW).parent.mkdir(parents=True)
     assert capplan_in(*args).exit_code == 0
     write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.torchvision]\n')
     stale = capplan_in(*args, "--check")

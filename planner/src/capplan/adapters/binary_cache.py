@@ -36,7 +36,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import requests
 from requests.adapters import HTTPAdapter
 
-from capplan.adapters.files import numbered_lines, open_regular
+from capplan.adapters.files import INT_DIGITS_MESSAGE, numbered_lines, open_regular
 from capplan.core.caches.narinfo import NarInfo, parse_public_key, split_store_path
 from capplan.errors import CapplanError, ConfigError, DataError, InvalidInputError
 
@@ -566,6 +566,10 @@ def output_paths_from_jobs(path: Path) -> dict[str, list[str]]:
                 raise bad(f"not JSON ({exc.msg})") from exc
             except UnicodeDecodeError as exc:
                 raise bad("not UTF-8") from exc
+            except RecursionError:
+                raise bad("nested too deeply to read") from None
+            except ValueError:
+                raise bad(f"not JSON capplan reads ({INT_DIGITS_MESSAGE})") from None
             if not isinstance(job, dict):
                 raise bad("not a JSON object")
             attr = job.get("attr")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from capplan.adapters.files import open_regular, read_bounded, special_kind
 from capplan.adapters.pool import map_files
+from capplan.adapters.zipmembers import ZIP_ERRORS, open_member
 from capplan.core.binaries.doctor import Library, Package, Ptx
 from capplan.errors import BinaryFormatError, InvalidInputError, NixError
 
@@ -311,7 +312,8 @@ def _conda_packages(prefix: Path, owners: dict[str, str], packages: dict[str, Pa
         packages[key] = Package(
             data["name"], version if isinstance(version, str) else None, "conda"
         )
-        for rel in data.get("files") or ():
+        files = data.get("files")
+        for rel in files if isinstance(files, list) else ():  # a damaged file's 5 or true: none
             if isinstance(rel, str):
                 owners.setdefault(os.path.normpath(os.path.join(prefix, rel)), key)
 
@@ -634,6 +636,9 @@ def _wheel_package(path: Path) -> tuple[str, Package]:
     return f"pip:{name.lower()}", Package(name, version, "wheel")
 
 
+_WHEEL_ERRORS: tuple[type[Exception], ...] = (*ZIP_ERRORS, OSError)
+
+
 def _extract_wheel(path: Path, into: Path) -> list[tuple[str, int]]:
     """Extract the wheel's library members (never anything else) into ``into``."""
     out = []
@@ -646,10 +651,10 @@ def _extract_wheel(path: Path, into: Path) -> list[tuple[str, int]]:
                 parts = [p for p in name.split("/") if p not in ("", ".", "..")]
                 target = into.joinpath(*parts)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                with archive.open(info) as src, target.open("wb") as dst:
+                with open_member(archive, info) as src, target.open("wb") as dst:
                     shutil.copyfileobj(src, dst, 8 << 20)
                 out.append(("/".join(parts), info.file_size))
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as error:
+    except _WHEEL_ERRORS as error:
         raise BinaryFormatError(
             f"{path} is not a readable wheel: {error}",
             hint="check the download; a truncated wheel cannot be read",

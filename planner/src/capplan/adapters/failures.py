@@ -6,7 +6,12 @@ and writes the new one with :func:`atomic_write_text` only after the read succee
 
 Parallel writers to one file (``failures add`` from several jobs on one machine, or a shared
 folder) take an exclusive ``flock`` on a lock file beside it, ``.<name>.lock``, for the whole
-read-modify-write; the record itself is replaced by a rename, so it cannot be the lock.
+read-modify-write; the record itself is replaced by a rename, so it cannot be the lock. A
+record that is a symlink is updated through it (as every capplan writer does), so the lock is
+taken beside the file the link points to: writers through the link and through the file
+exclude each other. The lock file is removed when the update ends (refused or not); a writer
+that locked a file removed meanwhile locks the new one instead, so removing it loses no
+exclusion.
 """
 
 from __future__ import annotations
@@ -19,7 +24,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from capplan.adapters.files import numbered_lines, open_regular
+from capplan.adapters.files import (
+    INT_DIGITS_MESSAGE,
+    link_target,
+    numbered_lines,
+    open_regular,
+)
 from capplan.core.planning.failures import (
     FailureRecord,
     check_drv,
@@ -37,6 +47,7 @@ __all__ = [
     "read_job_derivations",
     "read_log_tail",
     "read_record",
+    "record_target",
     "record_text",
     "write_record",
 ]
@@ -76,8 +87,12 @@ def read_record(path: Path, *, missing_ok: bool = False) -> FailureRecord:
             f"{path}: the failure record is not UTF-8 text",
             hint="fix or remove the file (it is left as it is)",
         ) from None
-    except (json.JSONDecodeError, RecursionError) as exc:
-        where = f" (line {exc.lineno}: {exc.msg})" if isinstance(exc, json.JSONDecodeError) else ""
+    except (ValueError, RecursionError) as exc:
+        where = ""  # RecursionError: nested too deeply
+        if isinstance(exc, json.JSONDecodeError):
+            where = f" (line {exc.lineno}: {exc.msg})"
+        elif isinstance(exc, ValueError):  # a number past Python's 4,300 digits
+            where = f" ({INT_DIGITS_MESSAGE})"
         raise DataError(
             f"{path}: the failure record is not JSON{where}",
             hint="fix or remove the file (it is left as it is)",
@@ -96,23 +111,52 @@ def write_record(path: Path, record: FailureRecord) -> None:
     atomic_write_text(path, record_text(record))
 
 
+def record_target(path: Path) -> Path:
+    """The file an update of the record ``path`` reads and replaces: the end of a symlink
+    (existing or not), else ``path`` (a loop stays ``path``: reading it says why)."""
+    try:
+        return link_target(path)
+    except OSError:
+        return path
+
+
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock for updating the record at ``path`` (see the module doc)."""
-    lock = path.with_name(f".{path.name}.lock")
+def locked(path: Path) -> Iterator[Path]:
+    """Hold an exclusive lock for updating the record at ``path`` (see the module doc); yields
+    the file to read and replace (:func:`record_target`)."""
+    target = record_target(path)
+    lock = target.with_name(f".{target.name}.lock")
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        except FileNotFoundError:
+            raise WriteError(
+                f"cannot write {path}: no folder {target.parent} (create it first)",
+                hint="give a record path in an existing, writable folder",
+            ) from None
+        except OSError as exc:
+            raise WriteError(
+                f"cannot create the lock file {lock}: {exc.strerror}",
+                hint="give a record path in a writable folder",
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held, now = os.fstat(fd), os.lstat(lock)
+        except FileNotFoundError:
+            os.close(fd)  # its holder removed it as we waited: lock the new one
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+            break
+        os.close(fd)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as exc:
-        raise WriteError(
-            f"cannot create the lock file {lock}: {exc.strerror}",
-            hint="give a record path in a writable folder",
-        ) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield target
     finally:
-        os.close(fd)  # closing the descriptor releases the lock
+        with contextlib.suppress(OSError):
+            os.unlink(lock)  # still ours: removed before the lock is released
+        os.close(fd)
 
 
 def read_log_tail(path: Path) -> tuple[str, ...]:
@@ -176,6 +220,8 @@ def read_job_derivations(path: Path) -> dict[str, JobDerivation]:
                 raise bad(f"not JSON ({exc.msg})") from None
             except (UnicodeDecodeError, RecursionError):
                 raise bad("not UTF-8 JSON") from None
+            except ValueError:
+                raise bad(f"not JSON capplan reads ({INT_DIGITS_MESSAGE})") from None
             if not isinstance(job, dict):
                 raise bad("not a JSON object")
             attr = job.get("attr")

@@ -32,6 +32,7 @@ from typing import Any, BinaryIO, NamedTuple
 from capplan.adapters.files import open_regular, special_kind
 from capplan.adapters.memsearch import finder, map_file
 from capplan.adapters.pool import map_files
+from capplan.adapters.zipmembers import ZIP_ERRORS, check_member, open_member
 from capplan.core.binaries import amdgpu, fatbin
 from capplan.core.model.amd import AmdTarget
 from capplan.core.model.capability import Capability
@@ -749,13 +750,13 @@ def _inspect_wheel(path: Path, name: str) -> list[FileReport]:
             members: list[tuple[str, str, str, str]] = []
             sizes: list[int] = []
             for info in infos:
-                with archive.open(info) as member:
+                with open_member(archive, info) as member:
                     head = member.read(_SNIFF)
                 kind = _sniff(head, 0, len(head))
                 if kind in ("elf", "ar", "fatbin", "bundle"):
                     members.append((str(path), name, info.filename, kind))
                     sizes.append(info.file_size)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
+    except ZIP_ERRORS as error:
         raise _unreadable_wheel(name, str(error)) from None
     reports: list[FileReport] = []
     for found in map_files(_inspect_wheel_member, members, sizes):
@@ -779,7 +780,7 @@ def _inspect_wheel_member(item: tuple[str, str, str, str]) -> list[FileReport] |
     shown = f"{name}!{filename}"
     try:
         with zipfile.ZipFile(path) as archive:
-            info = archive.getinfo(filename)
+            info = check_member(archive.getinfo(filename))
             if info.compress_type == zipfile.ZIP_STORED:
                 start = _stored_data_offset(archive, info)
                 with open_regular(path) as handle, _mapped(handle) as (mapped, access):
@@ -814,7 +815,7 @@ def _inspect_wheel_member(item: tuple[str, str, str, str]) -> list[FileReport] |
                     return _inspect_blob(
                         mapped, 0, size, shown, kind, keep_empty=False, access=access
                     )
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
+    except ZIP_ERRORS as error:
         return str(error)
     except OSError as error:
         return f"cannot unpack {filename} to a temporary file ({error.strerror or error})"

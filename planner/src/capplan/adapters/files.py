@@ -1,12 +1,26 @@
 """Atomic file writes, and bounded reads of the files a user names.
 
-Writes: a temporary file in the same folder, fsync, then a rename.
+Writes (:func:`atomic_write_text`, the one writer of every file capplan writes: ``generate``,
+``ci github --output``, ``limits read --update-kb --write``, failure records): a temporary file
+in the same folder, fsync, then a rename. What may be replaced is decided once, by
+:func:`output_target`:
+
+- a regular file, or a new name in a folder that exists (a missing folder is an error: a typo
+  in ``--output`` must not create a tree somewhere; only a default path such as generate's
+  ``overlays/plan.json`` creates its folder);
+- a symlink is written *through*: the file it points to (followed to the end) is replaced, or
+  created in its existing folder, and the link stays a link, as ``sed -i --follow-symlinks``,
+  editors and the shell's ``>`` do; a symlink loop is refused;
+- anything else (a folder, a FIFO, a character or block device, a socket) is refused: a rename
+  would put a regular file in its place, and whatever read the FIFO or device gets nothing.
 
 The new file gets the mode a normal file would get (0666 minus the umask, so 0644 under umask
 022), or keeps the mode of the file it replaces. Any failure (a folder that is a file, /proc, a
 read-only or full file system) is a :class:`WriteError` naming the path and the OS's reason, and
 the old file is left as it was. SIGTERM and SIGHUP during the write remove the temporary file
-before the process ends, as an exception does.
+before the process ends, as an exception does. A writer killed outright (``kill -9``, a lost
+runner) cannot remove its temporary file, so each writer holds an ``flock`` on its own
+temporary file, and the next write to the same file removes the ones no live writer holds.
 
 Reads (:func:`open_regular`, :func:`read_bounded`): every file capplan reads from a user (a
 config, a job list, a knowledge-base folder, /proc and sysfs, an environment's metadata) is
@@ -20,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import signal
 import stat
@@ -33,19 +48,26 @@ from typing import BinaryIO
 from capplan.errors import InvalidInputError, WriteError
 
 __all__ = [
+    "INT_DIGITS_MESSAGE",
     "MAX_INPUT_BYTES",
     "MAX_PROC_BYTES",
     "atomic_write_text",
+    "link_target",
     "numbered_lines",
     "open_regular",
+    "output_target",
     "read_bounded",
     "read_input_bytes",
+    "remove_stale_temporaries",
     "special_kind",
 ]
 
 # The default limit of :func:`read_bounded`: far above any config, source or metadata file
 # capplan reads (torch's cpp_extension.py is about 120 KB), far below what would hurt.
 MAX_INPUT_BYTES = 16 * 1024 * 1024
+# What a JSON reader says of the ValueError json.loads raises past JSONDecodeError: an integer
+# longer than Python converts (sys.get_int_max_str_digits(), 4,300 digits by default).
+INT_DIGITS_MESSAGE = "a number with more digits than Python reads"
 # A /proc or sysfs file (a driver's version, a GPU's information, a KFD node's properties).
 MAX_PROC_BYTES = 256 * 1024
 
@@ -92,37 +114,153 @@ def _new_mode(path: Path) -> int:
         return 0o666 & ~mask
 
 
-def _fail(path: Path, error: OSError) -> WriteError:
-    reason = error.strerror or str(error)
+def _fail(path: Path, error: OSError | str) -> WriteError:
+    reason = error if isinstance(error, str) else (error.strerror or str(error))
     return WriteError(
         f"cannot write {path}: {reason}",
-        hint="choose a writable path with --output (the old file, if any, is unchanged)",
+        hint="choose a writable path: a regular file, or a new name in an existing folder "
+        "(the old file, if any, is unchanged)",
     )
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so readers see the old or the new file, never a mix."""
+def output_target(path: Path, *, make_parents: bool = False) -> Path:
+    """The file a write to ``path`` replaces (see the module doc): ``path`` itself, or the end
+    of the symlink ``path`` is; a WriteError for anything that may not be replaced.
+
+    ``make_parents`` creates a missing folder: only for a default path, never for one a user
+    typed.
+    """
     if not path.name or path.name in (".", ".."):
         raise WriteError(
             f"cannot write '{path}': not a file name", hint="give a file path with --output"
         )
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return _new_file(path, make_parents)
     except OSError as error:
         raise _fail(path, error) from None
-    mode = _new_mode(path)
+    target = path
+    if stat.S_ISLNK(mode):
+        try:
+            target = link_target(path)
+            mode = os.stat(target).st_mode
+        except FileNotFoundError:
+            return _new_file(target, False)  # the link's file is new: created through it
+        except OSError as error:
+            why = "a symlink loop" if error.errno == errno.ELOOP else error.strerror or str(error)
+            raise _fail(path, why) from None
+    if stat.S_ISDIR(mode):
+        raise _fail(path, "a folder, not a regular file")
+    if not stat.S_ISREG(mode):
+        raise _fail(path, f"{_kind(mode)}, not a regular file (it is left as it is)")
+    return target
+
+
+def link_target(path: Path) -> Path:
+    """Where a write to ``path`` lands: ``path``, or the end of the symlink ``path`` is, which
+    may not exist yet; OSError (ELOOP) for a symlink loop."""
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:
+        return Path(os.path.realpath(path))
+
+
+def _new_file(path: Path, make_parents: bool) -> Path:
+    parent = path.parent
+    try:
+        if make_parents:
+            parent.mkdir(parents=True, exist_ok=True)
+        is_dir = stat.S_ISDIR(os.stat(parent).st_mode)
+    except FileNotFoundError:
+        raise _fail(path, f"no folder {parent} (create it first)") from None
+    except OSError as error:
+        raise _fail(path, error) from None
+    if not is_dir:
+        raise _fail(path, f"{parent} is not a folder")
+    return path
+
+
+# tempfile.mkstemp's names: the prefix, 8 characters of this alphabet, the suffix.
+_TEMP_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _is_temp_of(name: str, target: str) -> bool:
+    prefix = f".{target}."
+    middle = name[len(prefix) : -len(".tmp")]
+    return (
+        name.startswith(prefix)
+        and name.endswith(".tmp")
+        and len(middle) == 8
+        and set(middle) <= _TEMP_CHARS
+    )
+
+
+def remove_stale_temporaries(target: Path) -> int:
+    """Remove the temporary files of writers to ``target`` that died mid-write (none holds
+    its file's lock any more); the number removed. A live writer's file is never touched."""
+    removed = 0
+    try:
+        with os.scandir(target.parent) as listing:
+            entries = sorted(e.name for e in listing if _is_temp_of(e.name, target.name))
+    except OSError:
+        return 0
+    for name in entries:
+        where = target.parent / name
+        try:
+            fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            held = os.fstat(fd)
+            if not stat.S_ISREG(held.st_mode):
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            now = os.lstat(where)
+            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                os.unlink(where)
+                removed += 1
+        except OSError:
+            continue  # held by a live writer, gone already, or no locks on this file system
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _locked_temporary(target: Path) -> tuple[int, str]:
+    """A new temporary file beside ``target``, open and locked (so no cleaner removes it)."""
+    while True:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            return fd, tmp  # no locks here: nothing will remove it either
+        if os.fstat(fd).st_nlink:
+            return fd, tmp
+        os.close(fd)  # a cleaner took it between its creation and the lock: take another
+
+
+def atomic_write_text(path: Path, text: str, *, make_parents: bool = False) -> None:
+    """Replace ``path`` (or the file its symlink points to) with ``text`` so readers see the
+    old or the new file, never a mix; ``make_parents`` as :func:`output_target`."""
+    target = output_target(path, make_parents=make_parents)
+    mode = _new_mode(target)
+    remove_stale_temporaries(target)
     tmp: str | None = None
     try:
         with _signals_raise():
             try:
-                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+                fd, tmp = _locked_temporary(target)
                 with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                     handle.write(text)
                     handle.flush()
                     os.fchmod(handle.fileno(), mode)
                     os.fsync(handle.fileno())
-                os.replace(tmp, path)
-                tmp = None
+                    # renamed while its lock is held: a cleaner never sees it unlocked
+                    os.replace(tmp, target)
+                    tmp = None
             finally:
                 if tmp is not None:
                     Path(tmp).unlink(missing_ok=True)

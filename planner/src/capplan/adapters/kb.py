@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from capplan.adapters.files import read_bounded
+from capplan.adapters.files import INT_DIGITS_MESSAGE, read_bounded
 from capplan.core.model.fromjson import from_json
 from capplan.core.model.kb import (
     CapabilitiesFile,
@@ -78,6 +78,11 @@ def load_kb_file(name: str, model: type[M], directory: Path | None = None) -> M:
     except RecursionError:
         raise DataError(
             f"knowledge-base file {label} is nested too deeply to read",
+            hint="fix the file or restore it from the capplan repository",
+        ) from None
+    except ValueError:
+        raise DataError(
+            f"knowledge-base file {label} is not JSON capplan reads ({INT_DIGITS_MESSAGE})",
             hint="fix the file or restore it from the capplan repository",
         ) from None
     if directory is None:

@@ -37,6 +37,7 @@ from capplan.adapters.files import (
     read_bounded,
     read_input_bytes,
 )
+from capplan.adapters.zipmembers import ZIP_ERRORS, open_member
 from capplan.errors import BinaryFormatError, InvalidInputError, NetworkError
 
 __all__ = [
@@ -336,12 +337,13 @@ def _read_member(handle: IO[bytes], label: str) -> bytes:
     try:
         with zipfile.ZipFile(handle) as wheel:
             try:
-                return wheel.read(MEMBER)
+                with open_member(wheel, wheel.getinfo(MEMBER)) as member:
+                    return member.read()
             except KeyError:
                 raise BinaryFormatError(
                     f"wheel {label} has no {MEMBER}", hint="pass a torch wheel"
                 ) from None
-    except zipfile.BadZipFile as exc:
+    except ZIP_ERRORS as exc:
         raise BinaryFormatError(
             f"{label} is not a wheel (zip): {exc}", hint="pass a torch .whl file"
         ) from None

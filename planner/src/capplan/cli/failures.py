@@ -39,6 +39,8 @@ __all__ = [
 ]
 
 _RECORD = click.Path(dir_okay=False, path_type=Path)
+# 9999-12-31T23:59:59Z: the last second a record's four-digit years can say.
+_LAST_SECOND = 253_402_300_799
 
 
 def now() -> datetime:
@@ -47,9 +49,10 @@ def now() -> datetime:
     raw = os.environ.get("SOURCE_DATE_EPOCH")
     if raw is None:
         return datetime.fromtimestamp(time.time(), UTC)
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 12:
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 12 or int(raw) > _LAST_SECOND:
         raise InvalidInputError(
-            f"SOURCE_DATE_EPOCH is {raw[:40]!r}, not whole seconds since 1970",
+            f"SOURCE_DATE_EPOCH is {raw[:40]!r}, not whole seconds since 1970 up to the year "
+            f"9999 ({_LAST_SECOND})",
             hint="unset it, or give an integer like 1764000000",
         )
     return datetime.fromtimestamp(int(raw), UTC)
@@ -121,10 +124,10 @@ def add(
     assert drv is not None and system is not None
     log = read_log_tail(log_file) if log_file is not None else ()
     when = _utc(now())
-    with locked(record):
-        old = read_record(record, missing_ok=True)
+    with locked(record) as target:
+        old = read_record(target, missing_ok=True)
         new = old.add(drv, attr, system, when, log)
-        write_record(record, new)
+        write_record(target, new)
     entry = new.failures[drv]
     _say(f"recorded {attr} ({drv}): failed {entry.count} time(s) since {entry.since}")
 
@@ -189,8 +192,8 @@ def forget(record: Path, attr: str | None, days: int | None) -> None:
     if (attr is None) == (days is None):
         raise click.UsageError("give either --attr NAME or --older-than DAYS")
     moment = now()
-    with locked(record):
-        old = read_record(record)
+    with locked(record) as target:
+        old = read_record(target)
         if attr is not None:
             new, gone = old.forget_attr(attr)
             if not gone:
@@ -205,7 +208,7 @@ def forget(record: Path, attr: str | None, days: int | None) -> None:
             assert days is not None
             new, gone = old.forget_before(_utc(moment - timedelta(days=days)))
         if gone:
-            write_record(record, new)
+            write_record(target, new)
     for f in gone:
         _say(f"forgot {f.attr} ({f.drv}), last failed {f.last}")
     _say(f"{len(gone)} forgotten, {len(new)} left in {record}")
@@ -228,13 +231,14 @@ def merge(out: Path, inputs: tuple[Path, ...]) -> None:
             files += sorted(p for p in path.glob("*.json") if p.is_file())
         else:
             files.append(path)
-    target = out.resolve()
-    files = [p for p in dict.fromkeys(files) if p.resolve() != target]
+    # realpath, not Path.resolve: a symlink loop stays a path that reading refuses (exit 6)
+    same = os.path.realpath(out)
+    files = [p for p in dict.fromkeys(files) if os.path.realpath(p) != same]
     records = [read_record(p) for p in files]
-    with locked(out):
-        old = read_record(out, missing_ok=True)
+    with locked(out) as target:
+        old = read_record(target, missing_ok=True)
         new = old.merge(*records)
-        write_record(out, new)
+        write_record(target, new)
     _say(f"merged {len(files)} record(s) into {out}: {len(new)} failure(s), {len(old)} before")
 
 

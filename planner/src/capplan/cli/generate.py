@@ -32,6 +32,7 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
     plan = planned.plan
     dispatch = dispatch_section(current_kb(), plan, fallback=planned.config.dispatch.fallback)
     text = to_json_text(plan_json(plan, dispatch))
+    default = output is None
     if output is None:
         found = planned.config_file
         root = found.parent if found is not None else Path.cwd()
@@ -47,7 +48,8 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
                 markup=False,
                 highlight=False,
             )
-    atomic_write_text(output, text)
+    # Only the default overlays/ folder is created; a typed --output's folder must exist.
+    atomic_write_text(output, text, make_parents=default)
     err_console().print(
         f"wrote {output} ({len(plan.variants)} variants)", markup=False, highlight=False
     )

@@ -27,6 +27,7 @@ __all__ = [
     "FORMAT",
     "LOG_LINES",
     "LOG_LINE_CHARS",
+    "MAX_COUNT",
     "VERSION",
     "Failure",
     "FailureRecord",
@@ -43,6 +44,9 @@ FORMAT = "capplan-failures"
 VERSION = 1
 LOG_LINES = 40  # enough for nix's "error: builder for ... failed" and the compiler's complaint
 LOG_LINE_CHARS = 400  # a line of a minified CMake command can be megabytes
+# The largest count a record holds: the reader refuses more, so adding to it stays there (a
+# writer never writes what its reader refuses).
+MAX_COUNT = 10**9
 _MAX_ATTR = 500
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _SYSTEM = re.compile(r"[a-z0-9_]+-[a-z0-9_]+")
@@ -135,7 +139,7 @@ class Failure:
             newer,
             since=min(self.since, other.since),
             last=max(self.last, other.last),
-            count=self.count + other.count,
+            count=min(self.count + other.count, MAX_COUNT),
         )
 
 
@@ -167,6 +171,12 @@ class FailureRecord:
         _check_attr(attr)
         _check_system(system)
         check_time(when)
+        for text in (drv, attr, *log):
+            if not _unicode(text):
+                raise InvalidInputError(
+                    f"{_quote(text)} is not valid text (bytes that are not UTF-8?)",
+                    hint="give the attribute, derivation and log as UTF-8 text",
+                )
         new = Failure(drv, attr, system, when, when, 1, tuple(log))
         old = self.failures.get(drv)
         return self._with(new if old is None else old.merged(new))
@@ -199,6 +209,16 @@ class FailureRecord:
 
     def _with(self, failure: Failure) -> FailureRecord:
         return FailureRecord({**self.failures, failure.drv: failure})
+
+
+def _unicode(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8: no lone surrogate (what Python makes of
+    bytes that are not UTF-8 in argv, or a JSON ``"\\ud800"`` escape)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _variant(attr: str) -> str:
@@ -290,14 +310,18 @@ def parse_record(data: Any, source: str) -> FailureRecord:
                 raise bad(f"{where}: '{key}' is {_quote(value)}, not a UTC time") from None
         if times[0] > times[1]:
             raise bad(f"{where}: 'since' {times[0]} is after 'last' {times[1]}")
-        if type(count) is not int or not 1 <= count <= 10**9:
-            raise bad(f"{where}: 'count' is {_quote(count)}, not a whole number >= 1")
+        if type(count) is not int or not 1 <= count <= MAX_COUNT:
+            raise bad(
+                f"{where}: 'count' is {_quote(count)}, not a whole number from 1 to {MAX_COUNT:,}"
+            )
         if (
             not isinstance(tail, list)
             or len(tail) > LOG_LINES
             or not all(isinstance(line, str) and len(line) <= LOG_LINE_CHARS + 3 for line in tail)
         ):
             raise bad(f"{where}: 'log_tail' is not a list of at most {LOG_LINES} short lines")
+        if not all(_unicode(text) for text in (drv, attr, *tail)):
+            raise bad(f"{where}: a lone surrogate escape (\\ud800-\\udfff) is not text")
         out[drv] = Failure(drv, attr, system, times[0], times[1], count, tuple(tail))
     return FailureRecord(out)
 
@@ -337,7 +361,12 @@ def record_schema() -> dict[str, Any]:
                 "pattern": f"^{_TIME.pattern}$",
                 "description": "Latest recorded failure, UTC (forget --older-than reads it).",
             },
-            "count": {"type": "integer", "minimum": 1, "description": "Failures recorded."},
+            "count": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_COUNT,
+                "description": "Failures recorded (stays at the maximum once there).",
+            },
             "log_tail": {
                 "type": "array",
                 "maxItems": LOG_LINES,
