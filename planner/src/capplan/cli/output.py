@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 from capplan.core.planning.gcpause import gc_paused
+from capplan.errors import printable
 
 __all__ = [
     "AsciiIntRange",
@@ -137,6 +138,14 @@ def _console_class() -> type[Console]:
         def on_broken_pipe(self) -> None:
             _on_broken_pipe(self)
 
+        def render_str(self, text: str, **options: Any) -> Any:
+            # Every string printed, table cells included, passes here before rich reads its
+            # markup: a control character a value brought along (an ESC sequence in a GPU
+            # model, a CR in a log line) is shown escaped, never sent to the terminal. Our own
+            # line breaks stay; a value that may hold one goes through escape() first.
+            lines = text.split("\n")
+            return super().render_str("\n".join(map(printable, lines)), **options)
+
     return _Console
 
 
@@ -155,11 +164,13 @@ def err_console() -> Console:
 
 
 def escape(text: str) -> str:
-    """``text`` with rich markup escaped (rich's own ``escape``, loaded only when a command has
-    something to draw: a command that answers with an error never imports rich)."""
+    """A value for rich text: control characters escaped, newlines included
+    (:func:`capplan.errors.printable`), and rich markup escaped (rich's own ``escape``, loaded
+    only when a command has something to draw: a command that answers with an error never
+    imports rich)."""
     from rich.markup import escape as rich_escape
 
-    return rich_escape(text)
+    return rich_escape(printable(text))
 
 
 def make_table(*columns: str, title: str | None = None, whole: Iterable[str] = ()) -> Table:

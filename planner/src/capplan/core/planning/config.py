@@ -56,7 +56,7 @@ def check_system(value: str) -> str:
         near = difflib.get_close_matches(value, SYSTEMS, n=1, cutoff=0.8)
         hint = f"; did you mean '{near[0]}'?" if near else ""
         raise ValueError(
-            f"unknown system '{value}': capplan plans {' and '.join(SYSTEMS)} only "
+            f"unknown system '{shorten(value)}': capplan plans {' and '.join(SYSTEMS)} only "
             f"(nixpkgs' CUDA packages evaluate on no other system){hint}"
         )
     return value
@@ -265,7 +265,8 @@ class PolicyConfig(_Strict):
         for system in value:
             check_system(system)
         if len(set(value)) != len(value):
-            raise ValueError(f"systems lists a system twice: {list(value)}")
+            twice = next(system for i, system in enumerate(value) if system in value[:i])
+            raise ValueError(f"systems lists '{shorten(twice)}' twice: list each system once")
         return value
 
     @field_validator("runners")

@@ -1,0 +1,149 @@
+"""Issue 31's input contract for what capplan echoes and how it reports errors.
+
+Every echoed value goes through one function (``capplan.errors.shorten``: control characters
+escaped, then cut), every error is one line, and an identifier is checked in one place
+(``capplan.core.model.identifiers``). Each test here failed on the commit the issue was fixed
+from (c9356a3).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from capplan.errors import ExitCode
+
+REPO = Path(__file__).resolve().parents[2]
+DRV = "/nix/store/" + "a" * 32 + "-torch.drv"
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x1b[31m\r\x9b1m\u202e"
+
+
+def one_line(result: object, code: ExitCode) -> str:
+    """The whole of stderr: one ``capplan: error:`` line, with exit ``code``."""
+    assert result.exit_code == int(code), (result.exit_code, result.stderr)  # type: ignore[attr-defined]
+    err: str = result.stderr  # type: ignore[attr-defined]
+    assert err.startswith("capplan: error: ") and err.count("\n") == 1, err[:2000]
+    return err
+
+
+def no_controls(text: str) -> bool:
+    """Nothing a terminal or a CI log would act on: no ESC, CR, C1 or bidi override, and no
+    line that starts (after blanks) with a GitHub workflow command."""
+    bad = any(c in text for c in "\x1b\r\x07\x9b\u202e")
+    command = any(line.lstrip().startswith("::") for line in text.splitlines())
+    return not bad and not command
+
+
+# -- cut: a long value gives a readable line -------------------------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("gpus", "A" * 100_000),
+        ("ci", "github", "--cache", "a" * 100_000),
+        ("ci", "github", "--cache", "cache", "--cache-url", "http://x/" + "%" * 100_000),
+    ],
+    ids=["gpus", "ci-cache", "ci-cache-url"],
+)
+def test_a_long_value_is_cut_in_the_error_line(capplan_cli: object, args: tuple[str, ...]) -> None:
+    err = one_line(capplan_cli(*args), ExitCode.INVALID_INPUT)  # type: ignore[operator]
+    assert len(err) < 1_200  # it was 100,069 and 100,125 characters
+
+
+def test_a_long_policy_system_is_cut(capplan_in: object, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text(
+        f'[fleet]\ngpus = ["A100"]\n[packages.torch]\n[policy]\nsystems = ["{"x" * 50_000}"]\n'
+    )
+    err = one_line(capplan_in("plan"), ExitCode.CONFIG)  # type: ignore[operator]
+    assert len(err) < 1_200 and "unknown system" in err
+
+
+def test_a_repeated_policy_system_is_named_once(capplan_in: object, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ngpus = ["A100"]\n[packages.torch]\n[policy]\n'
+        'systems = ["x86_64-linux", "aarch64-linux", "x86_64-linux"]\n'
+    )
+    err = one_line(capplan_in("plan"), ExitCode.CONFIG)  # type: ignore[operator]
+    assert "'x86_64-linux' twice" in err
+
+
+# -- escaped: control characters never reach the terminal or the CI log --------------------------
+def test_an_error_line_escapes_control_characters(capplan_cli: object) -> None:
+    err = one_line(capplan_cli("gpus", "RTX" + HOSTILE), ExitCode.INVALID_INPUT)  # type: ignore[operator]
+    assert no_controls(err) and "\\x1b]0;pwned\\x07" in err
+
+
+def test_failures_add_refuses_a_newline_in_the_attribute(
+    capplan_in: object, tmp_path: Path
+) -> None:
+    attr = "x86_64-linux.torch-sm86\n::error::the build was tampered with"
+    result = capplan_in(  # type: ignore[operator]
+        "failures", "add", "rec.json", "--attr", attr, "--drv", DRV, "--system", "x86_64-linux"
+    )
+    err = one_line(result, ExitCode.INVALID_INPUT)
+    assert no_controls(err) and "control character" in err
+    assert not (tmp_path / "rec.json").exists()
+
+
+@pytest.mark.parametrize("attr", ["a\tb", "a\x1b[2Jb", " a", "a\u2028b", ""])
+def test_failures_add_refuses_other_unusable_attributes(capplan_in: object, attr: str) -> None:
+    result = capplan_in(  # type: ignore[operator]
+        "failures", "add", "rec.json", "--attr", attr, "--drv", DRV, "--system", "x86_64-linux"
+    )
+    assert no_controls(one_line(result, ExitCode.INVALID_INPUT))
+
+
+def _poisoned_record(path: Path) -> None:
+    """A record as another branch's cache could hold it: a log line made to act."""
+    path.write_text(
+        json.dumps(
+            {
+                "format": "capplan-failures",
+                "version": 1,
+                "failures": {
+                    DRV: {
+                        "attr": "x86_64-linux.torch-sm86",
+                        "system": "x86_64-linux",
+                        "since": "2026-01-01T00:00:00Z",
+                        "last": "2026-01-01T00:00:00Z",
+                        "count": 1,
+                        "log_tail": ["fine", HOSTILE + "\n::error::owned [bold]x[/bold]"],
+                    }
+                },
+            }
+        )
+    )
+
+
+def test_failures_list_escapes_a_poisoned_log_line(capplan_in: object, tmp_path: Path) -> None:
+    _poisoned_record(tmp_path / "rec.json")
+    result = capplan_in("failures", "list", "rec.json")  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    assert no_controls(result.stdout) and "\\x1b]0;pwned" in result.stdout
+    assert "[bold]x[/bold]" in result.stdout.replace("\n", "")  # shown, not read as markup
+
+
+def test_detect_escapes_a_jetson_model(capplan_cli: object, tmp_path: Path) -> None:
+    tree = tmp_path / "root" / "proc" / "device-tree"
+    tree.mkdir(parents=True)
+    (tree / "model").write_bytes(b"NVIDIA Jetson AGX Orin" + HOSTILE.encode()[:23] + b"\0")
+    (tree / "compatible").write_bytes(b"nvidia,p3701-0005\0nvidia,tegra234\0")
+    env = {
+        "PATH": str(tmp_path),
+        "CAPPLAN_SYSTEM": "aarch64-linux",
+        "CAPPLAN_ROOT": str(tmp_path / "root"),
+    }
+    result = capplan_cli("detect", env=env)  # type: ignore[operator]
+    assert result.exit_code in (0, int(ExitCode.NO_GPU)), result.stderr
+    assert no_controls(result.stdout) and no_controls(result.stderr)
+
+
+# -- the error contract ---------------------------------------------------------------------
+def test_bare_capplan_prints_the_whole_help(capplan_cli: object) -> None:
+    result = capplan_cli()  # type: ignore[operator]
+    assert result.exit_code == int(ExitCode.USAGE)
+    text = result.stdout + result.stderr
+    for name in ("caps", "plan", "verify"):  # it stopped after "caps List CUDA capabilities"
+        assert f"  {name} " in text
+    assert "wont-run" in text  # the exit-code epilog, the help's last part
