@@ -147,3 +147,103 @@ def test_bare_capplan_prints_the_whole_help(capplan_cli: object) -> None:
     for name in ("caps", "plan", "verify"):  # it stopped after "caps List CUDA capabilities"
         assert f"  {name} " in text
     assert "wont-run" in text  # the exit-code epilog, the help's last part
+
+
+def test_dispatch_explain_reports_its_failure_on_stderr(capplan_cli: object) -> None:
+    result = capplan_cli("dispatch", "explain", "--device", "3.5", "--package", "torch")  # type: ignore[operator]
+    err = one_line(result, ExitCode.INFEASIBLE)  # the table on stdout, and the line
+    assert "torch-dispatch would start nothing" in err and "3.5" in err
+    assert "torch" in result.stdout
+    as_json = capplan_cli("dispatch", "explain", "--device", "3.5", "--json")  # type: ignore[operator]
+    err = one_line(as_json, ExitCode.INFEASIBLE)
+    assert "more package(s)" in err and json.loads(as_json.stdout)["dispatch"]
+
+
+# -- garbage accepted -----------------------------------------------------------------------
+def test_matrix_refuses_a_stage_the_plan_lacks(capplan_cli: object) -> None:
+    result = capplan_cli("matrix", "--format", "github", "--stage", "99")  # type: ignore[operator]
+    err = one_line(result, ExitCode.INVALID_INPUT)
+    assert "--stage 99" in err and result.stdout == ""
+    for flags in (("--stage", "0"), ("--stage", "0", "--shards")):
+        ok = capplan_cli("matrix", "--format", "github", *flags)  # type: ignore[operator]
+        assert ok.exit_code == 0 and json.loads(ok.stdout)
+
+
+@pytest.mark.parametrize("layout", ["garbage", "1,,2", "0", "1,2,", "-1", ""])
+def test_expect_shards_garbage_is_invalid_input(capplan_cli: object, layout: str) -> None:
+    result = capplan_cli("matrix", "--format", "github", "--expect-shards", layout)  # type: ignore[operator]
+    assert "is not a layout" in one_line(result, ExitCode.INVALID_INPUT)
+
+
+def test_expect_shards_of_another_layout_is_still_stale(capplan_cli: object) -> None:
+    result = capplan_cli("matrix", "--format", "github", "--expect-shards", "9,9")  # type: ignore[operator]
+    one_line(result, ExitCode.STALE)
+
+
+@pytest.mark.parametrize("flags", [("--failures", "rec.json", "--offline"),
+                                   ("--skip-cached", "--cache", "http://127.0.0.1:9")])  # fmt: skip
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_an_empty_jobs_file_is_an_error(
+    capplan_in: object, tmp_path: Path, flags: tuple[str, ...], content: str
+) -> None:
+    (tmp_path / "capplan.toml").write_text('[fleet]\ngpus = ["A100"]\n[packages.torch]\n')
+    (tmp_path / "jobs.jsonl").write_text(content)
+    result = capplan_in("matrix", "--jobs", "jobs.jsonl", *flags)  # type: ignore[operator]
+    err = result.stderr.splitlines()[-1]
+    assert result.exit_code == int(ExitCode.DATA) and "holds no jobs" in err
+
+
+@pytest.mark.parametrize("port", ["0", "99999", "65536", "00000"])
+def test_a_cache_url_port_out_of_range_is_refused(capplan_cli: object, port: str) -> None:
+    url = f"http://127.0.0.1:{port}"
+    result = capplan_cli("ci", "github", "--cache", "c", "--cache-url", url)  # type: ignore[operator]
+    assert "port" in one_line(result, ExitCode.INVALID_INPUT)
+
+
+def test_a_cache_url_with_a_valid_port_is_taken(capplan_cli: object, tmp_path: Path) -> None:
+    out = tmp_path / "wf.yml"
+    result = capplan_cli(  # type: ignore[operator]
+        "ci",
+        "github",
+        "--cache",
+        "c",
+        "--cache-url",
+        "http://127.0.0.1:65535",
+        "--output",
+        str(out),
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "127.0.0.1:65535" in out.read_text()
+
+
+@pytest.mark.parametrize("command", [("plan",), ("matrix",), ("generate", "--check")])
+def test_an_unknown_dispatch_fallback_is_a_config_error(
+    capplan_in: object, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ngpus = ["A100"]\n[packages.torch]\n[dispatch]\nfallback = "nosuch"\n'
+    )
+    err = one_line(capplan_in(*command), ExitCode.CONFIG)  # type: ignore[operator]
+    assert "dispatch.fallback names 'nosuch'" in err
+
+
+def test_a_planned_dispatch_fallback_is_taken(capplan_in: object, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ngpus = ["A100"]\n[packages.torch]\n[dispatch]\nfallback = "torch-sm80"\n'
+    )
+    assert capplan_in("plan").exit_code == 0  # type: ignore[operator]
+
+
+NO_GPU_ENV = {"CAPPLAN_NVML": "0", "CAPPLAN_NVIDIA_SMI": "/nonexistent", "PATH": "/nonexistent"}
+
+
+def test_doctor_refuses_an_empty_path(capplan_in: object, tmp_path: Path) -> None:
+    (tmp_path / "lib.so").write_bytes(b"\x7fELF")
+    result = capplan_in("doctor", "", "--device", "8.6")  # type: ignore[operator]
+    assert "PATH is empty" in one_line(result, ExitCode.INVALID_INPUT)
+
+
+def test_doctor_says_no_such_file_before_no_gpu(capplan_in: object, tmp_path: Path) -> None:
+    env = {**NO_GPU_ENV, "CAPPLAN_SYSFS_ROOT": str(tmp_path)}
+    result = capplan_in("doctor", str(tmp_path / "missing"), env=env)  # type: ignore[operator]
+    assert "no such file or directory" in one_line(result, ExitCode.INVALID_INPUT)
