@@ -247,3 +247,73 @@ def test_doctor_says_no_such_file_before_no_gpu(capplan_in: object, tmp_path: Pa
     env = {**NO_GPU_ENV, "CAPPLAN_SYSFS_ROOT": str(tmp_path)}
     result = capplan_in("doctor", str(tmp_path / "missing"), env=env)  # type: ignore[operator]
     assert "no such file or directory" in one_line(result, ExitCode.INVALID_INPUT)
+
+
+# -- determinism and valid output -------------------------------------------------------------
+FLEET = ["A100", "RTX 3090", "L4", "MI300X", "Radeon RX 7900 XTX", "Jetson Orin", "GH200"]
+
+
+def _fleet_toml(gpus: list[str], cpus: list[str]) -> str:
+    return (
+        f"[fleet]\ngpus = {json.dumps(gpus)}\ncpus = {json.dumps(cpus)}\n"
+        "[packages.torch]\n[packages.cupy]\n[packages.nccl]\n"
+        '[policy]\nsystems = ["x86_64-linux", "aarch64-linux"]\n'
+    )
+
+
+def test_plan_json_does_not_follow_the_fleet_order(capplan_in: object, tmp_path: Path) -> None:
+    outputs = set()
+    for gpus, cpus in [(FLEET, ["x86-64-v3", "zen4"]), (FLEET[::-1], ["zen4", "x86-64-v3"])]:
+        (tmp_path / "capplan.toml").write_text(_fleet_toml(gpus, cpus))
+        result = capplan_in("plan", "--json")  # type: ignore[operator]
+        assert result.exit_code == 0, result.stderr
+        outputs.add(result.stdout)
+    assert len(outputs) == 1  # fleet lists, cupy's and AMD variants' serves, decision texts
+
+
+@pytest.mark.parametrize(
+    ("what", "entries"),
+    [
+        ("gpus", ["A100", "a100"]),
+        ("gpus", ["RTX 3090", "rtx   3090"]),
+        ("cpus", ["x86-64-v3", "X86_64_V3"]),
+    ],
+)
+def test_a_fleet_entry_in_two_spellings_is_a_repeat(
+    capplan_in: object, tmp_path: Path, what: str, entries: list[str]
+) -> None:
+    (tmp_path / "capplan.toml").write_text(
+        f"[fleet]\n{what} = {json.dumps(entries)}\n[packages.torch]\n[packages.gromacs]\n"
+    )
+    err = one_line(capplan_in("plan"), ExitCode.CONFIG)  # type: ignore[operator]
+    assert f"{what} lists '{entries[0]}' twice" in err
+
+
+def test_many_case_spellings_of_one_gpu_are_refused(capplan_in: object, tmp_path: Path) -> None:
+    # 2**14 spellings of "A100" planned as that many GPUs (37 s); they are one GPU repeated.
+    import itertools
+
+    letters = [(c.lower(), c.upper()) if c.isalpha() else (c,) for c in "nvidia tesla a100 sxm"]
+    spellings = ["".join(p) for p in itertools.islice(itertools.product(*letters), 16_384)]
+    assert len(spellings) == 16_384
+    (tmp_path / "capplan.toml").write_text(
+        f"[fleet]\ngpus = {json.dumps(spellings)}\n[packages.torch]\n"
+    )
+    err = one_line(capplan_in("plan"), ExitCode.CONFIG)  # type: ignore[operator]
+    assert "twice" in err and len(err) < 1_200
+
+
+def test_a_huge_knowledge_base_cost_is_refused(capplan_cli: object, tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    source = REPO / "planner/src/capplan/kb"
+    for item in source.iterdir():
+        if item.suffix == ".json":
+            (kb / item.name).write_bytes(item.read_bytes())
+    packages = json.loads((kb / "packages.json").read_text())
+    packages["packages"]["torch"]["cost"]["base_minutes"] = 1e308
+    (kb / "packages.json").write_text(json.dumps(packages))
+    result = capplan_cli("plan", "--json", env={"CAPPLAN_KB_DIR": str(kb)})  # type: ignore[operator]
+    assert "Infinity" not in result.stdout
+    err = one_line(result, ExitCode.DATA)
+    assert "base_minutes" in err and "torch" in err

@@ -37,7 +37,10 @@ __all__ = [
 
 
 # Compact pieces come from the json module's C encoder (it is only used when indent is None).
-_COMPACT = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+# allow_nan=False: a non-finite number is a bug to report, never "Infinity" (not JSON) printed.
+_COMPACT = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(", ", ": "), allow_nan=False
+)
 _INDENT_DEPTH = 2
 
 
