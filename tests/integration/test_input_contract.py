@@ -317,3 +317,18 @@ def test_a_huge_knowledge_base_cost_is_refused(capplan_cli: object, tmp_path: Pa
     assert "Infinity" not in result.stdout
     err = one_line(result, ExitCode.DATA)
     assert "base_minutes" in err and "torch" in err
+
+
+def test_an_unwritable_output_is_documented_under_one_code(capplan_cli: object) -> None:
+    # docs/exit-codes.md listed it under 4 and 15; the writer answers 15.
+    result = capplan_cli("generate", "--output", "/proc/no-such-dir/plan.json")  # type: ignore[operator]
+    assert result.exit_code == int(ExitCode.WRITE)
+    rows = {}
+    for line in (REPO / "docs/exit-codes.md").read_text().splitlines():
+        cells = line.split("|")
+        if len(cells) > 2 and cells[1].strip().isdigit():
+            rows[int(cells[1])] = cells[2]
+    claims = [code for code, text in rows.items() if "cannot be written" in text]
+    assert claims == [int(ExitCode.WRITE)] or all(
+        "is 15" in rows[code] for code in claims if code != int(ExitCode.WRITE)
+    )
