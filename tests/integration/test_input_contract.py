@@ -332,3 +332,47 @@ def test_an_unwritable_output_is_documented_under_one_code(capplan_cli: object) 
     assert claims == [int(ExitCode.WRITE)] or all(
         "is 15" in rows[code] for code in claims if code != int(ExitCode.WRITE)
     )
+
+
+def test_no_text_line_starts_a_workflow_command(capplan_cli: object, tmp_path: Path) -> None:
+    # A GPU name nvidia-smi printed lands at a line's start in detect's text output.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho '::error::owned, 8.6, 550.54.14'\n")
+    smi.chmod(0o755)
+    env = {"CAPPLAN_NVML": "0", "CAPPLAN_NVIDIA_SMI": str(smi), "CAPPLAN_SYSFS_ROOT": str(tmp_path)}
+    result = capplan_cli("detect", env=env)  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    assert "\\x3a:error::owned" in result.stdout
+    assert no_controls(result.stdout) and no_controls(result.stderr)
+
+
+def test_a_wrapped_line_never_starts_a_workflow_command(
+    capplan_cli: object, tmp_path: Path
+) -> None:
+    # rich wraps a long line at a blank: padding the name puts "::error::" at the start of the
+    # next line for one of these widths.
+    smi = tmp_path / "nvidia-smi"
+    env = {"CAPPLAN_NVML": "0", "CAPPLAN_NVIDIA_SMI": str(smi), "CAPPLAN_SYSFS_ROOT": str(tmp_path)}
+    for pad in range(80, 100):  # COLUMNS=100 (conftest): the wrap comes at 85-95
+        smi.write_text(f"#!/bin/sh\necho 'RTX {'x' * pad} ::error::owned, 8.6, 550.54.14'\n")
+        smi.chmod(0o755)
+        result = capplan_cli("detect", env=env)  # type: ignore[operator]
+        assert result.exit_code == 0, result.stderr
+        assert no_controls(result.stdout), (pad, result.stdout)
+
+
+def _record_with(log_line: str) -> dict[str, object]:
+    return {
+        "format": "capplan-failures",
+        "version": 1,
+        "failures": {
+            DRV: {
+                "attr": "x86_64-linux.torch-sm86",
+                "system": "x86_64-linux",
+                "since": "2026-01-01T00:00:00Z",
+                "last": "2026-01-01T00:00:00Z",
+                "count": 1,
+                "log_tail": [log_line],
+            }
+        },
+    }

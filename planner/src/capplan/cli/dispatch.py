@@ -21,7 +21,7 @@ from capplan.core.planning.dispatch import (
     jetson_capabilities,
     pci_capabilities,
 )
-from capplan.errors import CapplanError, ExitCode, InvalidInputError
+from capplan.errors import CapplanError, ExitCode, InvalidInputError, printable
 from capplan.runtime import selector
 
 __all__ = ["dispatch"]
@@ -148,4 +148,4 @@ def _print(report: list[dict[str, Any]]) -> None:
         gpus = ", ".join(first["gpus"]) or "none"
         console.print(f"GPUs: {gpus} (from {first['source'] or 'no source'})", markup=False)
         for note in first["notes"]:
-            console.print(f"note: {note}", markup=False)
+            console.print(f"note: {printable(note)}", markup=False)

@@ -17,6 +17,7 @@ import click
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
+    from rich.segment import Segment
     from rich.table import Table
 
 from capplan.core.planning.gcpause import gc_paused
@@ -35,6 +36,9 @@ __all__ = [
     "to_json_text",
 ]
 
+
+# A line's start (blanks and colour codes aside) and the first colon of a "::" there.
+_WORKFLOW_COMMAND = re.compile(r"(?m)^((?:[ \t]|\x1b\[[0-9;]*m)*):(?=:)")
 
 # Compact pieces come from the json module's C encoder (it is only used when indent is None).
 # allow_nan=False: a non-finite number is a bug to report, never "Infinity" (not JSON) printed.
@@ -148,6 +152,14 @@ def _console_class() -> type[Console]:
             # line breaks stay; a value that may hold one goes through escape() first.
             lines = text.split("\n")
             return super().render_str("\n".join(map(printable, lines)), **options)
+
+        def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+            # A GitHub Actions runner reads a line that starts with "::" as a workflow command
+            # (::error::, ::add-mask::). No line of ours starts so; one that does comes from a
+            # value (a GPU name nvidia-smi printed, a job name), put there by the layout or by
+            # a wrap at a blank, so its first colon is escaped whatever put it there.
+            text = super()._render_buffer(buffer)
+            return _WORKFLOW_COMMAND.sub(r"\1\\x3a", text) if "::" in text else text
 
     return _Console
 
