@@ -209,3 +209,49 @@ def test_any_order_of_the_fleet_gives_the_same_plan(tmp_path: Path) -> None:
         os.chdir(old)
     print(f"\nfuzz fleet order: {sum(texts.values())} permutations, {len(texts)} distinct plan(s)")
     assert list(texts) == [reference]
+
+
+# -- failure records from another branch's cache --------------------------------------------
+def test_a_hostile_failure_record_is_listed_escaped_or_refused(tmp_path: Path) -> None:
+    outcomes: Counter[int] = Counter()
+    runner = CliRunner()
+    drv = "/nix/store/" + "a" * 32 + "-x.drv"
+
+    @settings(PROFILE, max_examples=80)
+    @given(
+        st.one_of(st.just("x86_64-linux.torch-sm86"), hostile),
+        st.lists(hostile, max_size=4),
+    )
+    def check(attr: str, log_tail: list[str]) -> None:
+        record = {
+            "format": "capplan-failures",
+            "version": 1,
+            "failures": {
+                drv: {
+                    "attr": attr,
+                    "system": "x86_64-linux",
+                    "since": "2026-01-01T00:00:00Z",
+                    "last": "2026-01-01T00:00:00Z",
+                    "count": 1,
+                    "log_tail": log_tail,
+                }
+            },
+        }
+        (tmp_path / "rec.json").write_text(json.dumps(record))
+        result = runner.invoke(cli, ["failures", "list", "rec.json"], catch_exceptions=False)
+        detail = (attr, log_tail, result.stdout[-2000:], result.stderr[-2000:])
+        assert result.exit_code in (0, int(ExitCode.DATA)), detail
+        for line in (result.stdout + result.stderr).splitlines():
+            assert not _active(line) and not line.lstrip().startswith("::"), detail
+        outcomes[result.exit_code] += 1
+
+    old = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        check()
+    finally:
+        os.chdir(old)
+    print(
+        f"\nfuzz records: {sum(outcomes.values())} records; outcomes: {dict(sorted(outcomes.items()))}"
+    )
+    assert outcomes[0] and outcomes[int(ExitCode.DATA)], outcomes
