@@ -285,10 +285,19 @@ def test_generate_writes_a_normal_file_mode(capplan_cli: object, tmp_path: Path)
 
 
 # -- 14. usage errors ------------------------------------------------------------------------------
-def test_usage_errors_end_with_the_one_line_form(capplan_cli: object) -> None:
+def test_usage_errors_are_one_line(capplan_cli: object) -> None:
+    # Issue 31: click's block (usage, "Try ...", "Error: ...") then our line said it twice.
     result = capplan_cli("plan", "--bogus")  # type: ignore[operator]
     last = one_line_error(result, ExitCode.USAGE)
-    assert "--bogus" in last and "Usage:" in result.stderr
+    assert "--bogus" in last and result.stderr == last + "\n"
+    assert "Usage:" not in result.stderr and "Error:" not in result.stderr
+    # click's suggestion for a near option, and ours for a near command, stay on the line.
+    near = capplan_cli("plan", "--jsn")  # type: ignore[operator]
+    assert near.stderr.count("\n") == 1 and "Did you mean '--json'?" in near.stderr
+    command = capplan_cli("pla")  # type: ignore[operator]
+    assert command.stderr.count("\n") == 1 and "Did you mean" in command.stderr
+    assert "'plan'" in command.stderr
+    assert one_line_error(command, ExitCode.USAGE).startswith("capplan: error: No such command")
     long = capplan_cli("matrix", "--runners", "x" * 5000)  # type: ignore[operator]
     last = one_line_error(long, ExitCode.USAGE)
     assert len(last) < 400 and all(len(line) < 500 for line in long.stderr.splitlines())

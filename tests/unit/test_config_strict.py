@@ -48,15 +48,25 @@ def test_the_same_lists_without_repeats_are_accepted() -> None:
         origin="capplan.toml",
     )
     assert config.policy.runners_for("x86_64-linux") == 8
-    assert config.fleet.gpus == ("RTX 3090", "A100")
+    assert config.fleet.gpus == ("A100", "RTX 3090")  # one order, whatever the file's
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(["A100", "H100", "RTX 3090", "8.6", "L4"]), min_size=1))
+@given(
+    st.lists(
+        st.sampled_from(["A100", "a100", "H100", "RTX 3090", "rtx  3090", "8.6", "L4", "l4"]),
+        min_size=1,
+    )
+)
 def test_a_fleet_list_is_accepted_exactly_when_it_has_no_repeats(gpus: list[str]) -> None:
+    # A repeat is the same name in any case and spacing (issue 31: 16,384 case spellings of
+    # "A100" planned as that many GPUs); the list is kept in one order, not the file's.
     data = {"fleet": {"gpus": gpus}}
-    if len(set(gpus)) == len(gpus):
-        assert config_from_mapping(data, origin="x").fleet.gpus == tuple(gpus)
+    keys = [" ".join(gpu.split()).casefold() for gpu in gpus]
+    if len(set(keys)) == len(keys):
+        got = config_from_mapping(data, origin="x").fleet.gpus
+        assert sorted(got) == sorted(gpus)
+        assert got == config_from_mapping({"fleet": {"gpus": gpus[::-1]}}, origin="x").fleet.gpus
     else:
         with pytest.raises(ConfigError, match="twice"):
             config_from_mapping(data, origin="x")

@@ -155,7 +155,11 @@ def test_hwcaps_serves_a_microarchitecture_with_the_level_it_runs() -> None:
 
 
 def test_one_target_one_build_and_the_baseline_is_generic() -> None:
-    plan = _plan(["x86-64-v3", "X86_64_V3"], {"gromacs": {}})  # two spellings, one target
+    # Two spellings of one target are one CPU listed twice (issue 31: it planned two fleet
+    # entries): refused as a repeat, as "A100" and "a100" are.
+    with pytest.raises(ConfigError, match="cpus lists 'x86-64-v3' twice"):
+        _plan(["x86-64-v3", "X86_64_V3"], {"gromacs": {}})
+    plan = _plan(["X86_64_V3"], {"gromacs": {}})
     assert [v.name for v in plan.variants] == ["gromacs-x86-64-v3"]
     plan = _plan(["x86-64"], {"gromacs": {}})
     assert [(v.name, v.cpu) for v in plan.variants] == [("gromacs", None)]
@@ -198,7 +202,8 @@ def test_costs_against_one_generic_build_and_every_level() -> None:
     assert (costs.every_level_jobs, costs.every_level_minutes) == (4, 2 * 40 + 2 * 8)
     assert costs.every_level_size_mb == 2 * 60 + 2 * 30
     assert plan_dict(plan)["costs"]["cpu"]["every_level"]["jobs"] == 4
-    assert [e.count for e in plan.cpu_fleet] == [1, 8]
+    # The fleet in one order (sapphirerapids before x86-64-v3), whatever the file's.
+    assert [(e.label, e.count) for e in plan.cpu_fleet] == [("sapphirerapids", 8), ("x86-64-v3", 1)]
     # The reference strategies take the CPU-side builds in too.
     assert plan.baselines.nixpkgs_default_jobs == 2
     assert plan.baselines.naive_jobs == 4

@@ -8,6 +8,7 @@ The table of exit codes is documented in README.md ("Exit codes") and printed by
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 
 __all__ = [
@@ -26,14 +27,43 @@ __all__ = [
     "StaleError",
     "VerifyError",
     "WriteError",
+    "printable",
     "shorten",
 ]
 
 QUOTE_LIMIT = 200
+# The longest message (or hint) an error line carries: a value quoted whole by mistake still
+# gives a line a terminal and a CI log can show.
+MESSAGE_LIMIT = 1000
+
+# What a terminal or a CI log would act on instead of showing: C0 controls (ESC starts colour,
+# window-title and screen-clearing sequences; CR rewrites the line; LF starts a new one, where
+# GitHub Actions reads "::error::" as a workflow command), DEL, C1 controls (CSI and OSC as one
+# byte), the Unicode line and paragraph separators, and the bidirectional overrides that make
+# text read differently from what it holds.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character written as an escape (ESC as ``\\x1b``, a newline
+    as ``\\n``): a value echoed to a terminal or a CI log shows what it holds and does nothing."""
+    return _UNPRINTABLE.sub(_escaped, text) if _UNPRINTABLE.search(text) else text
 
 
 def shorten(text: str, limit: int = QUOTE_LIMIT) -> str:
-    """``text`` cut to about ``limit`` characters (with "..."), for quoting a bad value."""
+    """The one way a value is echoed: control characters escaped (:func:`printable`), then cut to
+    about ``limit`` characters (with "...")."""
+    text = printable(text)
     return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -69,8 +99,10 @@ class CapplanError(Exception):
     exit_code: ExitCode = ExitCode.FAILURE
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        self.message = " ".join(message.split())
-        self.hint = " ".join(hint.split()) if hint else None
+        # One line whatever the message quotes: whitespace runs (newlines included) become one
+        # space, other control characters are escaped, and a value quoted whole by mistake is cut.
+        self.message = shorten(" ".join(message.split()), MESSAGE_LIMIT)
+        self.hint = shorten(" ".join(hint.split()), MESSAGE_LIMIT) if hint else None
         super().__init__(self.one_line())
 
     def one_line(self) -> str:

@@ -546,6 +546,7 @@ def output_paths_from_jobs(path: Path) -> dict[str, list[str]]:
         raise DataError(
             f"cannot read jobs file {path}: {exc.strerror}", hint="check the path"
         ) from exc
+    seen = False
     with handle:
         for number, line in numbered_lines(handle, MAX_JOBS_LINE):
 
@@ -559,6 +560,7 @@ def output_paths_from_jobs(path: Path) -> dict[str, list[str]]:
                 raise bad(f"a line longer than {MAX_JOBS_LINE >> 20} MiB")
             if not line.strip():
                 continue
+            seen = True
 
             try:
                 job = json.loads(line)
@@ -597,4 +599,11 @@ def output_paths_from_jobs(path: Path) -> dict[str, list[str]]:
             if attr in out:
                 raise bad(f"duplicate attr {attr!r}")
             out[attr] = paths
+    if not seen:
+        # An empty file is a step that went wrong (nix-eval-jobs failed, the wrong path), not
+        # a plan without jobs: reading it as one would skip or keep every job without a word.
+        raise DataError(
+            f"jobs file {path} holds no jobs",
+            hint="give the JSON lines nix-eval-jobs printed (fields attr and outputs)",
+        )
     return out

@@ -34,7 +34,7 @@ from capplan.adapters.files import open_regular, read_bounded, special_kind
 from capplan.adapters.pool import map_files
 from capplan.adapters.zipmembers import ZIP_ERRORS, open_member
 from capplan.core.binaries.doctor import Library, Package, Ptx
-from capplan.errors import BinaryFormatError, InvalidInputError, NixError
+from capplan.errors import BinaryFormatError, InvalidInputError, NixError, printable
 
 __all__ = [
     "Scan",
@@ -663,4 +663,4 @@ def _extract_wheel(path: Path, into: Path) -> list[tuple[str, int]]:
 
 
 def say(message: str) -> None:
-    sys.stderr.write(f"capplan: {message}\n")
+    sys.stderr.write(f"capplan: {printable(message)}\n")  # paths of the environment, echoed

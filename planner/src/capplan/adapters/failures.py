@@ -201,6 +201,7 @@ def read_job_derivations(path: Path) -> dict[str, JobDerivation]:
         ) from None
     except OSError as exc:
         raise DataError(f"cannot read jobs file {path}: {exc.strerror}") from None
+    seen = False
     with handle:
         for number, line in numbered_lines(handle, MAX_JOBS_LINE):
 
@@ -214,6 +215,7 @@ def read_job_derivations(path: Path) -> dict[str, JobDerivation]:
                 raise bad(f"a line longer than {MAX_JOBS_LINE >> 20} MiB")
             if not line.strip():
                 continue
+            seen = True
             try:
                 job = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -243,6 +245,13 @@ def read_job_derivations(path: Path) -> dict[str, JobDerivation]:
             if attr in out:
                 raise bad(f"duplicate attr {attr!r}")
             out[attr] = JobDerivation(attr, drv, system)
+    if not seen:
+        # An empty file is a step that went wrong (nix-eval-jobs failed, the wrong path), not
+        # a plan without jobs: reading it as one would skip or keep every job without a word.
+        raise DataError(
+            f"jobs file {path} holds no jobs",
+            hint="give the JSON lines nix-eval-jobs printed (fields attr, drvPath, system)",
+        )
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,12 +41,14 @@ from capplan.core.planning.workflow import (
     shard_matrices,
     without_cached,
 )
-from capplan.errors import InvalidInputError, StaleError
+from capplan.errors import InvalidInputError, StaleError, shorten
 
 __all__ = ["ci", "print_github_matrix"]
 
 DEFAULT_OUTPUT = Path(".github/workflows/cuda-cache.yml")
 # One-line JSON for $GITHUB_OUTPUT values (name=value lines cannot hold a newline).
+# What --expect-shards takes: layout_text's own spelling (shards per stage), or "none".
+_LAYOUT = re.compile(r"none|[1-9][0-9]{0,6}(?:,[1-9][0-9]{0,6})*")
 _ONE_LINE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
@@ -74,9 +77,25 @@ def print_github_matrix(
         rows = [{**row, "drv": drvs.get(row["name"], "")} for row in rows]
     layout = shard_layout(rows, max_jobs)
     text = layout_text(layout)
+    if expect_shards is not None and not _LAYOUT.fullmatch(expect_shards.strip()):
+        # Not a layout at all: a typo in the workflow, not a plan that moved on (exit 11).
+        raise InvalidInputError(
+            f"--expect-shards '{shorten(expect_shards)}' is not a layout",
+            hint="give shards per stage as 'capplan ci github' writes them, e.g. 1,1,2,1, "
+            "or 'none' for a plan with no jobs",
+        )
+    stages = sorted({int(row["stage"]) for row in rows})
+    if stage is not None and stage not in stages:
+        # The stages come from the whole plan (cached jobs included), so a stage the workflow
+        # names always exists: one that does not is a mistake, not an empty matrix.
+        having = f"stages 0 to {stages[-1]}" if stages else "no stages (no jobs)"
+        raise InvalidInputError(
+            f"--stage {stage}: the plan has {having}",
+            hint="give a stage of the plan ('capplan matrix' lists each job's stage)",
+        )
     if expect_shards is not None and expect_shards.strip() != (text or "none"):
         raise StaleError(
-            f"the workflow expects shards per stage '{expect_shards}' but the plan has "
+            f"the workflow expects shards per stage '{shorten(expect_shards)}' but the plan has "
             f"'{text or 'none'}'",
             hint="regenerate the workflow with 'capplan ci github ... --output FILE' and commit it",
         )

@@ -15,7 +15,7 @@ from capplan.core.model.compat import RunLevel
 from capplan.core.model.gpus import unique_model
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import uses_jetson_redist
-from capplan.errors import DataError
+from capplan.errors import DataError, printable
 
 if TYPE_CHECKING:
     from capplan.core.planning.plan import Plan, Variant
@@ -121,7 +121,7 @@ def detect(config_path: Path | None, as_json: bool) -> None:
     _print(report)
     _print_cpu(cpu, levels=any(v.cpu is not None for v in plan.variants))
     for note in amd_notes:
-        out_console().print(f"note: {note}", markup=False)
+        out_console().print(f"note: {printable(note)}", markup=False)
 
 
 def _cpu_entry(plan: Plan) -> dict[str, Any]:
@@ -159,7 +159,7 @@ def _print_cpu(cpu: dict[str, Any], *, levels: bool) -> None:
     console = out_console()
     if cpu["microarchitecture"] is None:
         if levels:
-            console.print(f"CPU unknown ({cpu['note']})", markup=False, highlight=False)
+            console.print(f"CPU unknown ({printable(cpu['note'])})", markup=False, highlight=False)
         return
     level = f", {cpu['level']}" if cpu.get("level") else ""
     console.print(
@@ -299,7 +299,7 @@ def _print(report: list[dict[str, Any]]) -> None:
                 markup=False,
             )
         if entry.get("note"):
-            console.print(entry["note"], markup=False)
+            console.print(printable(entry["note"]), markup=False)
         if entry["capability"] is None:
             continue
         _print_answers(console, entry)
@@ -329,7 +329,7 @@ def _print_amd(console: Any, entry: dict[str, Any]) -> None:
         f"{entry['target']}{source}{pci}"
     )
     if entry.get("note"):
-        console.print(entry["note"], markup=False)
+        console.print(printable(entry["note"]), markup=False)
     _print_answers(console, entry)
     console.print(
         f"or, in a ROCm package set (rocmSupport = true), build for {entry['target']}: "

@@ -21,7 +21,7 @@ from capplan.core.planning.dispatch import (
     jetson_capabilities,
     pci_capabilities,
 )
-from capplan.errors import InvalidInputError
+from capplan.errors import CapplanError, ExitCode, InvalidInputError, printable
 from capplan.runtime import selector
 
 __all__ = ["dispatch"]
@@ -118,7 +118,22 @@ def explain(
     else:
         _print(report)
     if code:
-        raise SystemExit(code)
+        raise _failure(report, code)
+
+
+def _failure(report: list[dict[str, Any]], code: int) -> CapplanError:
+    """The error line on stderr as every command gives one (the table or JSON on stdout says
+    the same per package), with the selector's exit code."""
+    failed = [entry for entry in report if entry["exit_code"]]
+    first = failed[0]
+    why = str(first["error"] or "no variant to start").removeprefix("capplan-dispatch: ")
+    more = f" (and {len(failed) - 1} more package(s))" if len(failed) > 1 else ""
+    error = CapplanError(
+        f"{first['package']}-dispatch would start nothing{more}: {why}",
+        hint="the output above gives each package's reason",
+    )
+    error.exit_code = ExitCode(code)
+    return error
 
 
 def _print(report: list[dict[str, Any]]) -> None:
@@ -133,4 +148,4 @@ def _print(report: list[dict[str, Any]]) -> None:
         gpus = ", ".join(first["gpus"]) or "none"
         console.print(f"GPUs: {gpus} (from {first['source'] or 'no source'})", markup=False)
         for note in first["notes"]:
-            console.print(f"note: {note}", markup=False)
+            console.print(f"note: {printable(note)}", markup=False)

@@ -43,7 +43,8 @@ _CU_SUFFIX = re.compile(r"-cu[0-9]{2,3}$")
 
 
 @click.command()
-@click.argument("paths", nargs=-1, metavar="[PATH]...", type=click.Path(path_type=Path))
+# Kept as text: click's Path(path_type=Path) turns '' into '.', which checked the current folder.
+@click.argument("paths", nargs=-1, metavar="[PATH]...", type=click.Path())
 @click.option(
     "--device",
     "devices",
@@ -72,7 +73,7 @@ _CU_SUFFIX = re.compile(r"-cu[0-9]{2,3}$")
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (shape in docs/doctor.md).")
 def doctor(
-    paths: tuple[Path, ...],
+    paths: tuple[str, ...],
     devices: tuple[str, ...],
     driver: str | None,
     jobs: int | None,
@@ -87,15 +88,18 @@ def doctor(
     """
     from capplan.adapters.environment import default_sources, sources_for
 
-    kb = current_kb()
     if driver is not None:
         driver = _check_driver(driver)
-    cpu_facts, cpu_note = _cpu_facts(cpu)
-    gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
-    version = driver if driver is not None else detected_driver
-    facts = _driver_facts(kb, version)
+    if "" in paths:
+        raise InvalidInputError(
+            "PATH is empty ('')",
+            hint="give a virtualenv, site-packages, conda prefix, store path, wheel or library "
+            "('.' for the current folder)",
+        )
+    # What to check is settled first: a missing PATH is "no such file" (exit 4), whatever the
+    # machine's GPUs (with none, GPU detection would answer exit 10 first).
     if paths:
-        sources = sources_for(list(paths))
+        sources = sources_for([Path(path) for path in paths])
     else:
         sources = default_sources(os.environ)
         if not sources:
@@ -106,6 +110,11 @@ def doctor(
         for source in sources:
             err_console().print(f"capplan: checking {source.path} ({source.why})", markup=False,
                                 highlight=False, soft_wrap=True)  # fmt: skip
+    kb = current_kb()
+    cpu_facts, cpu_note = _cpu_facts(cpu)
+    gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
+    version = driver if driver is not None else detected_driver
+    facts = _driver_facts(kb, version)
     scan = _scan(sources, jobs)
     report = diagnose(scan.libraries, scan.packages, gpus, facts, cpu_facts)
     fixes = _plan_fixes(report, kb, facts)

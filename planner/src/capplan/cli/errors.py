@@ -39,7 +39,7 @@ def report_unexpected(error: BaseException, *, debug: bool) -> NoReturn:
         import traceback  # only when something went wrong
 
         traceback.print_exc()
-    detail = " ".join(str(error).split()) or type(error).__name__
+    detail = shorten(" ".join(str(error).split()), _MESSAGE_LIMIT) or type(error).__name__
     sys.stderr.write(
         f"capplan: internal error: {type(error).__name__}: {detail} "
         "(this is a bug; rerun with --debug for the traceback and report it)\n"
@@ -48,18 +48,21 @@ def report_unexpected(error: BaseException, *, debug: bool) -> NoReturn:
 
 
 def usage_error(error: click.ClickException) -> NoReturn:
-    """click's usage message as click prints it, then the documented one-line form.
+    """One line, ``capplan: error: <click's message> (see 'capplan <command> --help')``, with
+    click's "did you mean" where it has one: click's own block (usage, "Try ...", "Error: ...")
+    said the same thing over four lines.
 
     Exit code 2 (usage) for every click-level error: click gives some (FileError) exit 1,
     which capplan reserves for internal errors.
     """
-    error.message = shorten(error.message, _MESSAGE_LIMIT)
-    with contextlib.suppress(BrokenPipeError):
-        error.show()
     if type(error).__name__ == "NoArgsIsHelpError":  # bare `capplan`: the help is the answer
+        with contextlib.suppress(BrokenPipeError):
+            error.show()  # the whole help: a message, not a value to cut
         raise SystemExit(error.exit_code)
-    message = " ".join(error.format_message().split())
-    sys.stderr.write(f"capplan: error: {shorten(message, _MESSAGE_LIMIT)} (see --help)\n")
+    message = shorten(" ".join(error.format_message().split()), _MESSAGE_LIMIT)
+    ctx = getattr(error, "ctx", None)
+    where = ctx.command_path if isinstance(ctx, click.Context) else "capplan"
+    sys.stderr.write(f"capplan: error: {message} (see '{shorten(where, 80)} --help')\n")
     code = error.exit_code if error.exit_code not in (0, int(ExitCode.FAILURE)) else 2
     raise SystemExit(code)
 

@@ -20,12 +20,13 @@ from capplan.cli.output import (
     AsciiIntRange,
     emit_json,
     err_console,
+    escape,
     make_table,
     out_console,
     print_table,
 )
 from capplan.core.planning.failures import FailureRecord, KnownFailures
-from capplan.errors import InvalidInputError
+from capplan.errors import InvalidInputError, printable
 
 __all__ = [
     "MatrixFailures",
@@ -63,7 +64,9 @@ def _utc(moment: datetime) -> str:
 
 
 def _say(text: str) -> None:
-    err_console().print(text, markup=False, highlight=False, soft_wrap=True)
+    # One line whatever a job's name or a record holds: a newline from a record restored from
+    # another branch's cache must not start a line ("::error::" is a GitHub workflow command).
+    err_console().print(printable(text), markup=False, highlight=False, soft_wrap=True)
 
 
 @click.group()
@@ -169,7 +172,8 @@ def list_(record: Path, as_json: bool) -> None:
         "job", "system", "since", "last", "count", "last log line", whole=("job", "since", "last")
     )
     for f in data.entries():
-        table.add_row(f.attr, f.system, f.since, f.last, str(f.count), (f.log_tail or ("",))[-1])
+        last_line = (f.log_tail or ("",))[-1]
+        table.add_row(escape(f.attr), f.system, f.since, f.last, str(f.count), escape(last_line))
     print_table(out_console(), table)
     out_console().print(f"{len(data)} recorded failure(s)", markup=False, highlight=False)
 
@@ -361,11 +365,10 @@ def known_failures_table(known: KnownFailures) -> None:
             "skipped", "job", "since", "count", "last log line", whole=("job",),
         )  # fmt: skip
         for name, f in sorted(known.failed.items()):
-            table.add_row(
-                "failed", name, f.since, str(f.count), f.log_tail[-1] if f.log_tail else "-"
-            )
+            last_line = escape(f.log_tail[-1]) if f.log_tail else "-"
+            table.add_row("failed", escape(name), f.since, str(f.count), last_line)
         for name, by in sorted(known.blocked.items()):
-            table.add_row("blocked", name, "-", "-", "needs " + ", ".join(by))
+            table.add_row("blocked", escape(name), "-", "-", escape("needs " + ", ".join(by)))
         print_table(console, table)
         console.print(
             f"known failures: {len(known.failed)} skipped, {len(known.blocked)} blocked behind "
@@ -374,8 +377,9 @@ def known_failures_table(known: KnownFailures) -> None:
             highlight=False,
         )
     if known.retried:
+        retried = printable(", ".join(known.retried))
         console.print(
-            f"retrying {len(known.retried)} known failure(s): {', '.join(known.retried)}",
+            f"retrying {len(known.retried)} known failure(s): {retried}",
             markup=False,
             highlight=False,
         )

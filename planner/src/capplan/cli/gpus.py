@@ -14,7 +14,7 @@ from capplan.cli.output import emit_json, make_table, out_console
 from capplan.cli.planning import current_kb, kb_directory
 from capplan.core.model.gpus import find_gpus, lookup_pci, suggestions
 from capplan.core.model.kb import GpuModel, KnowledgeBase
-from capplan.errors import InvalidInputError
+from capplan.errors import InvalidInputError, shorten
 
 __all__ = ["gpus"]
 
@@ -34,7 +34,7 @@ def gpus(query: str | None, pci_id: str | None, as_json: bool) -> None:
     if pci_id is not None:
         if query is not None:
             raise InvalidInputError(
-                f"give a name or --pci, not both (got '{query}' and '{pci_id}')",
+                f"give a name or --pci, not both (got '{shorten(query)}' and '{shorten(pci_id)}')",
                 hint="drop one of them",
             )
         _print_pci(kb, pci_id, as_json)
@@ -53,7 +53,7 @@ def gpus(query: str | None, pci_id: str | None, as_json: bool) -> None:
                 if close
                 else "run 'capplan gpus' for the full list"
             )
-            raise InvalidInputError(f"unknown GPU '{query}'", hint=hint)
+            raise InvalidInputError(f"unknown GPU '{shorten(query)}'", hint=hint)
         models = [m.model for m in matches]
     _emit(kb, [_row(kb, m) for m in models], as_json)
 

@@ -98,6 +98,18 @@ class _Group(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as error:
+            # The commands load on demand, so click's own list (self.commands) is empty and it
+            # has no "did you mean" to give: offer the names it would have had.
+            raise click.exceptions.NoSuchCommand(
+                args[0], possibilities=sorted(COMMANDS), ctx=ctx
+            ) from error
+
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug")) or os.environ.get("CAPPLAN_DEBUG") == "1"
         try:

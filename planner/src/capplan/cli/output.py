@@ -17,9 +17,11 @@ import click
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
+    from rich.segment import Segment
     from rich.table import Table
 
 from capplan.core.planning.gcpause import gc_paused
+from capplan.errors import printable
 
 __all__ = [
     "AsciiIntRange",
@@ -35,8 +37,14 @@ __all__ = [
 ]
 
 
+# A line's start (blanks and colour codes aside) and the first colon of a "::" there.
+_WORKFLOW_COMMAND = re.compile(r"(?m)^((?:[ \t]|\x1b\[[0-9;]*m)*):(?=:)")
+
 # Compact pieces come from the json module's C encoder (it is only used when indent is None).
-_COMPACT = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+# allow_nan=False: a non-finite number is a bug to report, never "Infinity" (not JSON) printed.
+_COMPACT = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(", ", ": "), allow_nan=False
+)
 _INDENT_DEPTH = 2
 
 
@@ -137,6 +145,22 @@ def _console_class() -> type[Console]:
         def on_broken_pipe(self) -> None:
             _on_broken_pipe(self)
 
+        def render_str(self, text: str, **options: Any) -> Any:
+            # Every string printed, table cells included, passes here before rich reads its
+            # markup: a control character a value brought along (an ESC sequence in a GPU
+            # model, a CR in a log line) is shown escaped, never sent to the terminal. Our own
+            # line breaks stay; a value that may hold one goes through escape() first.
+            lines = text.split("\n")
+            return super().render_str("\n".join(map(printable, lines)), **options)
+
+        def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+            # A GitHub Actions runner reads a line that starts with "::" as a workflow command
+            # (::error::, ::add-mask::). No line of ours starts so; one that does comes from a
+            # value (a GPU name nvidia-smi printed, a job name), put there by the layout or by
+            # a wrap at a blank, so its first colon is escaped whatever put it there.
+            text = super()._render_buffer(buffer)
+            return _WORKFLOW_COMMAND.sub(r"\1\\x3a", text) if "::" in text else text
+
     return _Console
 
 
@@ -155,11 +179,13 @@ def err_console() -> Console:
 
 
 def escape(text: str) -> str:
-    """``text`` with rich markup escaped (rich's own ``escape``, loaded only when a command has
-    something to draw: a command that answers with an error never imports rich)."""
+    """A value for rich text: control characters escaped, newlines included
+    (:func:`capplan.errors.printable`), and rich markup escaped (rich's own ``escape``, loaded
+    only when a command has something to draw: a command that answers with an error never
+    imports rich)."""
     from rich.markup import escape as rich_escape
 
-    return rich_escape(text)
+    return rich_escape(printable(text))
 
 
 def make_table(*columns: str, title: str | None = None, whole: Iterable[str] = ()) -> Table:

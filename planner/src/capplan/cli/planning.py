@@ -167,7 +167,14 @@ def plan_with_settings(
             soft_wrap=True,
         )
     kb = current_kb()
-    return Planned(make_plan(kb, config, cpu=_cpu_model(kb, config)), config, found)
+    plan = make_plan(kb, config, cpu=_cpu_model(kb, config))
+    if config.dispatch.fallback != "error":
+        from capplan.core.planning.dispatch import resolve_fallback
+
+        # Every command that plans refuses a fallback naming nothing (exit 5), not only those
+        # that write the dispatch table: `plan` and `matrix` accepted it.
+        resolve_fallback(plan, "", config.dispatch.fallback)
+    return Planned(plan, config, found)
 
 
 def _cpu_model(kb: KnowledgeBase, config: Config) -> CpuModel | None:

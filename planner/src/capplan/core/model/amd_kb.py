@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from capplan.core.model.amd import AmdTarget
-from capplan.core.model.records import Record, record
+from capplan.core.model.records import Record, check_costs, record
 from capplan.errors import DataError, InvalidInputError, shorten
 
 __all__ = [
@@ -199,6 +199,11 @@ class RocmCost(Record):
     base_size_mb: float
     per_target_size_mb: float
     source: str
+
+    def __post_init__(self) -> None:
+        check_costs(
+            self, "base_minutes", "per_target_minutes", "base_size_mb", "per_target_size_mb"
+        )
 
 
 RocmHow = Literal["gpu-targets", "inherited", "default-targets"]

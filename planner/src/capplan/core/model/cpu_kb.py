@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Literal
 
-from capplan.core.model.records import Record, record
+from capplan.core.model.records import Record, check_costs, record
 
 __all__ = ["CpuOverrideRuleEntry", "CpuPackageEntry", "CpuPackagesFile"]
 
@@ -60,6 +60,7 @@ class CpuPackageEntry(Record):
         for name in ("minutes", "size_mb"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be greater than 0")
+        check_costs(self, "minutes", "size_mb")
         if self.mechanism == "cflags":
             if self.overrides or self.arguments or self.always:
                 raise ValueError(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from capplan.core.model.capability import ACCEPTED_SPELLINGS, Capability, Target
 from capplan.core.model.cuda import CudaVersion
-from capplan.core.model.records import Record, record
+from capplan.core.model.records import Record, check_costs, record
 from capplan.errors import DataError, InvalidInputError, shorten
 
 if TYPE_CHECKING:  # only an annotation here: commands without AMD data never import it
@@ -203,6 +203,11 @@ class Cost(Record):
     base_size_mb: float
     per_target_size_mb: float
     source: str
+
+    def __post_init__(self) -> None:
+        check_costs(
+            self, "base_minutes", "per_target_minutes", "base_size_mb", "per_target_size_mb"
+        )
 
 
 PackageKind = Literal["capability-dependent", "capability-independent", "ignores-capabilities"]

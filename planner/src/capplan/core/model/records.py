@@ -20,7 +20,7 @@ import reprlib
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
-__all__ = ["Record", "record"]
+__all__ = ["MAX_COST", "Record", "check_costs", "record"]
 
 _MISSING: Any = dataclasses.MISSING
 _C = TypeVar("_C", bound="type[Record]")
@@ -119,3 +119,16 @@ def _bad_arguments(cls: type, spec: _Spec, values: dict[str, Any]) -> None:
         f"{cls.__qualname__}.__init__() missing {len(missing)} required keyword-only "
         f"argument{plural}: {listed}"
     )
+
+
+# A build's minutes or megabytes: a knowledge-base cost beyond this is a typo, and one near
+# 1e308 summed over a plan overflowed to inf, which `plan --json` printed as Infinity (not JSON).
+MAX_COST = 1e9
+
+
+def check_costs(owner: object, *names: str) -> None:
+    """ValueError unless each field ``names`` of ``owner`` is a number from 0 to MAX_COST."""
+    for name in names:
+        value = getattr(owner, name)
+        if not 0 <= value <= MAX_COST:  # False for NaN too
+            raise ValueError(f"{name} is {value!r}: a cost must be from 0 to {MAX_COST:.0e}")

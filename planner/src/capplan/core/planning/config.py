@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import (
@@ -62,7 +62,7 @@ def check_system(value: str) -> str:
         near = difflib.get_close_matches(value, SYSTEMS, n=1, cutoff=0.8)
         hint = f"; did you mean '{near[0]}'?" if near else ""
         raise ValueError(
-            f"unknown system '{value}': capplan plans {' and '.join(SYSTEMS)} only "
+            f"unknown system '{shorten(value)}': capplan plans {' and '.join(SYSTEMS)} only "
             f"(nixpkgs' CUDA packages evaluate on no other system){hint}"
         )
     return value
@@ -102,6 +102,36 @@ def _once(values: tuple[str, ...], what: str, hint: str = "") -> tuple[str, ...]
     return values
 
 
+def _gpu_key(label: str) -> str:
+    """A GPU label as the name lookup reads it: case and runs of blanks do not matter."""
+    return " ".join(label.split()).casefold()
+
+
+def _cpu_key(label: str) -> str:
+    """A CPU label as archspec and the psABI levels are matched: case, and '-' against '_'
+    (x86-64-v3 is archspec's x86_64_v3), do not matter."""
+    return _gpu_key(label).replace("-", "_")
+
+
+def _fleet_list(values: tuple[str, ...], what: str, key: Callable[[str], str]) -> tuple[str, ...]:
+    """A fleet list refusing repeats, spelled alike or not ("A100" and "a100" are one GPU listed
+    twice), in one order whatever the file's: the plan is a function of the fleet, not of the
+    order it was written in (same fleet, same plan.json bytes)."""
+    seen: dict[str, str] = {}
+    for value in values:
+        first = seen.get(key(value))
+        if first is not None:
+            also = (
+                "" if first == value else f" (as '{shorten(first, 60)}' and '{shorten(value, 60)}')"
+            )
+            raise ValueError(
+                f"{what} lists '{shorten(first)}' twice{also}: list each entry once "
+                "(weights go in [fleet] count)"
+            )
+        seen[key(value)] = value
+    return tuple(sorted(values, key=lambda value: (key(value), value)))
+
+
 class FleetConfig(_Strict):
     """The GPUs to serve: names as nvidia-smi prints them, loose names, or capabilities."""
 
@@ -131,12 +161,12 @@ class FleetConfig(_Strict):
     @field_validator("gpus")
     @classmethod
     def _gpus(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return _once(value, "gpus", " (weights go in [fleet] count)")
+        return _fleet_list(value, "gpus", _gpu_key)
 
     @field_validator("cpus")
     @classmethod
     def _cpus(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return _once(value, "cpus", " (weights go in [fleet] count)")
+        return _fleet_list(value, "cpus", _cpu_key)
 
     @field_validator("count")
     @classmethod
@@ -277,7 +307,8 @@ class PolicyConfig(_Strict):
         for system in value:
             check_system(system)
         if len(set(value)) != len(value):
-            raise ValueError(f"systems lists a system twice: {list(value)}")
+            twice = next(system for i, system in enumerate(value) if system in value[:i])
+            raise ValueError(f"systems lists '{shorten(twice)}' twice: list each system once")
         return value
 
     @field_validator("runners")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from capplan.core.caches.storepath import split_store_path
+from capplan.core.model.identifiers import check_identifier
 from capplan.errors import DataError, InvalidInputError
 
 __all__ = [
@@ -228,13 +229,12 @@ def _variant(attr: str) -> str:
 
 
 def _check_attr(attr: str) -> str:
-    if not attr or len(attr) > _MAX_ATTR or _CONTROL.search(attr) or attr != attr.strip():
-        shown = attr if len(attr) <= 200 else attr[:200] + "..."
-        raise InvalidInputError(
-            f"invalid job attribute {shown!r}",
-            hint="give the attribute as the jobs file names it, e.g. x86_64-linux.torch-sm86",
-        )
-    return attr
+    return check_identifier(
+        attr,
+        "job attribute",
+        example="x86_64-linux.torch-sm86 (as the jobs file names it)",
+        limit=_MAX_ATTR,
+    )
 
 
 def _check_system(system: str) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capplan.core.model.systems import DEFAULT_RUNNERS_OS
-from capplan.errors import ConfigError, InvalidInputError
+from capplan.errors import ConfigError, InvalidInputError, shorten
 
 __all__ = [
     "BIG_PARALLEL",
@@ -110,7 +110,7 @@ FAILURES_KEY = "capplan-failures-${{ github.ref_name }}-"
 RETRY_AFTER_DAYS = 30
 
 _CACHE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-_URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~/-]*)?")
+_URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::(?P<port>[0-9]{1,5}))?(?:/[A-Za-z0-9._~/-]*)?")
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 _PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
@@ -123,17 +123,25 @@ _PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 def check_cache_name(name: str) -> str:
     if not _CACHE_NAME.fullmatch(name):
         raise InvalidInputError(
-            f"invalid cachix cache name '{name}'",
+            f"invalid cachix cache name '{shorten(name)}'",
             hint="use lowercase letters, digits and dashes, as on cachix.org, e.g. my-cuda-cache",
         )
     return name
 
 
 def check_cache_url(url: str) -> str:
-    if not _URL.fullmatch(url) or ".." in url:
+    match = _URL.fullmatch(url)
+    if match is None or ".." in url:
         raise InvalidInputError(
-            f"invalid cache URL '{url}'",
+            f"invalid cache URL '{shorten(url)}'",
             hint="use http(s)://host[:port][/path] with letters, digits and . _ ~ / - only",
+        )
+    port = match.group("port")
+    if port is not None and not 1 <= int(port) <= 65535:
+        # A TCP port is 1-65535: nix would fail on this substituter in every job of the run.
+        raise InvalidInputError(
+            f"cache URL '{shorten(url)}' has port {int(port)}",
+            hint="give a TCP port from 1 to 65535, or none for the scheme's own",
         )
     return url.rstrip("/") if url.count("/") > 2 else url
 
@@ -141,7 +149,7 @@ def check_cache_url(url: str) -> str:
 def check_label(label: str) -> str:
     if not _LABEL.fullmatch(label):
         raise InvalidInputError(
-            f"invalid runner label '{label}'",
+            f"invalid runner label '{shorten(label)}'",
             hint="use letters, digits, '.', '_' and '-', e.g. self-hosted",
         )
     return label
@@ -150,7 +158,7 @@ def check_label(label: str) -> str:
 def check_ref_name(branch: str) -> str:
     if not _REF.fullmatch(branch) or ".." in branch or branch.endswith((".lock", "/")):
         raise InvalidInputError(
-            f"invalid branch name '{branch}'",
+            f"invalid branch name '{shorten(branch)}'",
             hint="use letters, digits, '.', '_', '/' and '-', e.g. main",
         )
     return branch
@@ -159,7 +167,7 @@ def check_ref_name(branch: str) -> str:
 def check_relative_path(path: str) -> str:
     if not _PATH.fullmatch(path) or ".." in path.split("/"):
         raise InvalidInputError(
-            f"invalid --config path '{path}' for the workflow",
+            f"invalid --config path '{shorten(path)}' for the workflow",
             hint="give a path relative to the repository root, e.g. capplan.toml",
         )
     return path
