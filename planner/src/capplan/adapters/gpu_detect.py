@@ -62,10 +62,6 @@ NVIDIA_SMI_ENV = "CAPPLAN_NVIDIA_SMI"
 SYSFS_ENV = "CAPPLAN_SYSFS_ROOT"
 NVML_ENV = "CAPPLAN_NVML"  # "0": skip NVML
 PROC_ROOT = Path("/proc/driver/nvidia")
-NVIDIA_VENDOR = 0x10DE
-# PCI class codes (base class 0x03 display): 0x0300 VGA controller, 0x0302 3D controller. The
-# GPU's HDMI audio function (0x0403) and USB-C controller (0x0c03) share its vendor id.
-_GPU_CLASSES = (0x0300, 0x0302)
 
 _FULL_QUERY = ("name", "compute_cap", "driver_version")
 _OLD_DRIVER_QUERY = ("name", "driver_version")
@@ -263,46 +259,17 @@ class SysfsGpu:
     pci_id: str  # 10de:2330
 
 
-def _hex_file(path: Path) -> int:
-    """A sysfs hex attribute (``0x10de``); ValueError naming the file when it is not one."""
-    raw = read_bounded(path, MAX_PROC_BYTES)
-    text = raw.decode("ascii", errors="strict").strip() if raw.isascii() else None
-    if not text:
-        raise ValueError(f"{path}: {'empty' if not raw.strip() else 'not text'}")
-    try:
-        return int(text, 16)
-    except ValueError:
-        raise ValueError(f"{path}: not hex ({text[:20]!r})") from None
-
-
 def read_sysfs(root: Path) -> tuple[list[SysfsGpu], list[str]]:
-    """NVIDIA GPU functions under ``root``/bus/pci/devices, in bus order, and the problems met."""
-    devices = root / "bus" / "pci" / "devices"
-    problems: list[str] = []
-    try:
-        entries = sorted(devices.iterdir(), key=lambda p: p.name)
-    except OSError as exc:
-        return [], [f"{devices}: {exc.strerror or exc}"]
-    found: list[SysfsGpu] = []
-    for entry in entries:
-        try:
-            vendor = _hex_file(entry / "vendor")
-            if vendor != NVIDIA_VENDOR:
-                continue
-            device = _hex_file(entry / "device")
-            pci_class = _hex_file(entry / "class")
-        except OSError as exc:
-            problems.append(
-                f"{entry.name}: cannot read {Path(exc.filename or '').name} ({exc.strerror or exc})"
-            )
-            continue
-        except ValueError as exc:
-            problems.append(f"{entry.name}: {str(exc).replace(str(entry) + '/', '')}")
-            continue
-        if pci_class >> 8 not in _GPU_CLASSES or device > 0xFFFF:
-            continue
-        found.append(SysfsGpu(entry.name, f"10de:{device:04x}"))
-    return found, problems
+    """NVIDIA GPU functions under ``root``/bus/pci/devices, in bus order, and the problems met.
+
+    The dispatch selector's reader (:func:`capplan.runtime.selector.read_pci_gpus`), so
+    ``capplan detect`` and every dispatch wrapper read the same tree the same way: only regular
+    files, opened without blocking, each value exactly as the kernel writes it.
+    """
+    from capplan.runtime.selector import read_pci_gpus
+
+    found, problems = read_pci_gpus(str(root))
+    return [SysfsGpu(bus, f"10de:{device:04x}") for bus, device in found], problems
 
 
 def _from_sysfs(found: list[SysfsGpu], kb: KnowledgeBase) -> list[DetectedGpu]:

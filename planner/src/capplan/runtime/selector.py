@@ -30,7 +30,9 @@ nodes visible: NVML costs about 20 ms a start, reading the inventory back well u
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import sys
 
 # Every import costs start-up time on each run of a dispatch package (bench/bench_dispatch.py):
@@ -39,7 +41,18 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Selection", "choose", "detect", "main", "parse_capability", "run", "select"]
+__all__ = [
+    "Selection",
+    "choose",
+    "detect",
+    "main",
+    "parse_capability",
+    "pci_attribute",
+    "read_pci_gpus",
+    "read_regular",
+    "run",
+    "select",
+]
 
 EXIT_INVALID = 4
 EXIT_NO_VARIANT = 7
@@ -47,8 +60,10 @@ EXIT_NO_GPU = 10
 EXIT_CANNOT_START = 14
 
 _RANKS = {0: "native", 1: "compatible", 2: "ptx-jit"}
-_DISPLAY_CLASSES = ("0x0300", "0x0302")  # VGA-compatible and 3D controllers
-_NVIDIA = "0x10de"
+# PCI class codes (class >> 8, base class 0x03 display): 0x0300 VGA controller, 0x0302 3D
+# controller. The GPU's HDMI audio function (0x0403) and USB-C controller (0x0c03) share its vendor.
+_DISPLAY_CLASSES = (0x0300, 0x0302)
+_NVIDIA = 0x10DE
 
 Cap = tuple[int, int, str]
 
@@ -273,10 +288,10 @@ def _inventory_key() -> str | None:
     """Boot id, driver version and the /dev/nvidiaN nodes this process sees (a container sees
     only the GPUs it may use); None when any is unknown, and then nothing is cached."""
     try:
-        with open(os.path.join(_PROC, "sys", "kernel", "random", "boot_id"), encoding="ascii") as f:
-            boot = f.read(64).strip()
-        with open(os.path.join(_PROC, "driver", "nvidia", "version"), encoding="utf-8") as f:
-            driver = f.readline(256).strip()
+        boot_id = os.path.join(_PROC, "sys", "kernel", "random", "boot_id")
+        boot = read_regular(boot_id, 64).decode("ascii").strip()
+        version = read_regular(os.path.join(_PROC, "driver", "nvidia", "version"), 4096)
+        driver = version.decode("utf-8").partition("\n")[0].strip()
         nodes = sorted(n for n in os.listdir(_DEV) if n.startswith("nvidia") and n[6:].isdigit())
     except (OSError, UnicodeError):
         return None
@@ -306,8 +321,7 @@ def _cache_read(folder: str, key: str) -> list[tuple[str, Cap]] | None:
     if not _private(folder):
         return None
     try:
-        with open(os.path.join(folder, _CACHE_FILE), encoding="utf-8") as handle:
-            lines = handle.read(65536).splitlines()
+        lines = read_regular(os.path.join(folder, _CACHE_FILE), 65536).decode().splitlines()
     except (OSError, UnicodeError):
         return None
     if not lines or lines[0] != key:
@@ -383,32 +397,98 @@ def _from_nvml(notes: list[str], uuids: bool) -> list[tuple[str, Cap]] | None:
         return None
 
 
-def _read(path: str) -> str:
-    with open(path, encoding="ascii", errors="replace") as handle:
-        return handle.read(64).strip().lower()
+# -- sysfs: one reader for this selector and `capplan detect` (adapters/gpu_detect.py) ----------
+# The kernel writes a PCI function's ids as "0x%04x\n" (vendor, device) and its class as
+# "0x%06x\n" (drivers/pci/pci-sysfs.c): anything else is a spoiled file, and both readers skip
+# that function with the same note, so `capplan detect` and the wrappers never disagree.
+_PCI_DIGITS = {"vendor": 4, "device": 4, "class": 6}
+_PCI_LIMIT = 4096  # a sysfs attribute is one page at most
+_HEX = frozenset("0123456789abcdefABCDEF")
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
 
 
-def _from_sysfs(root: str, pci: dict[str, str], notes: list[str]) -> list[tuple[str, Cap]] | None:
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit``: opened without blocking, so a
+    FIFO under the root cannot hang a start; a FIFO, device, socket or folder, or a file longer
+    than ``limit``, is an OSError whose ``strerror`` says which (as capplan's adapters/files.py)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise OSError(errno.EISDIR, "a folder, not a regular file", path)
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise OSError(errno.EINVAL, f"{kind}, not a regular file", path)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes", path)
+    return b"".join(chunks)
+
+
+def pci_attribute(folder: str, name: str) -> int:
+    """A PCI function's ``vendor``, ``device`` or ``class`` file as a number. OSError when it
+    cannot be read; ValueError (``"device: not hex ..."``) when it is not what the kernel writes."""
+    raw = read_regular(os.path.join(folder, name), _PCI_LIMIT)
+    text = raw.strip()
+    if not text:
+        raise ValueError(f"{name}: empty")
+    if not text.isascii() or b"\0" in text:
+        raise ValueError(f"{name}: not text")
+    value = text.decode("ascii")
+    digits = _PCI_DIGITS[name]
+    if not (value[:2] in ("0x", "0X") and len(value) == 2 + digits and _HEX.issuperset(value[2:])):
+        shown = value if len(value) <= 20 else value[:20] + "..."
+        raise ValueError(f"{name}: not hex ({shown!r}; sysfs writes 0x and {digits} hex digits)")
+    return int(value[2:], 16)
+
+
+def read_pci_gpus(root: str) -> tuple[list[tuple[str, int]], list[str]]:
+    """NVIDIA VGA or 3D controller functions under ``root``/bus/pci/devices as (bus address,
+    device id), in bus order, and the problems met (``"0000:01:00.0: device: empty"``)."""
     base = os.path.join(root, "bus", "pci", "devices")
     try:
         names = sorted(os.listdir(base))
-    except OSError:
-        notes.append(f"sysfs: {base} not readable")
-        return None
-    found: list[tuple[str, Cap]] = []
+    except OSError as error:
+        return [], [f"{base}: {error.strerror or error}"]
+    found: list[tuple[str, int]] = []
+    problems: list[str] = []
     for name in names:
         folder = os.path.join(base, name)
         try:
-            if _read(os.path.join(folder, "vendor")) != _NVIDIA:
+            if pci_attribute(folder, "vendor") != _NVIDIA:
                 continue
-            if not _read(os.path.join(folder, "class")).startswith(_DISPLAY_CLASSES):
-                continue
-            device = _read(os.path.join(folder, "device")).removeprefix("0x")
-        except OSError:
+            device = pci_attribute(folder, "device")
+            pci_class = pci_attribute(folder, "class")
+        except OSError as error:
+            what = os.path.basename(error.filename) if error.filename else "a file"
+            problems.append(f"{name}: cannot read {what} ({error.strerror or error})")
             continue
-        cap = parse_capability(pci.get(device, ""))
+        except ValueError as error:
+            problems.append(f"{name}: {error}")
+            continue
+        if pci_class >> 8 in _DISPLAY_CLASSES:
+            found.append((name, device))
+    return found, problems
+
+
+def _from_sysfs(root: str, pci: dict[str, str], notes: list[str]) -> list[tuple[str, Cap]] | None:
+    functions, problems = read_pci_gpus(root)
+    notes.extend(f"sysfs: {problem}" for problem in problems)
+    found: list[tuple[str, Cap]] = []
+    for name, device in functions:
+        cap = parse_capability(pci.get(f"{device:04x}", ""))
         if cap is None:
-            notes.append(f"sysfs: NVIDIA device 10de:{device} at {name} is not in the table")
+            notes.append(f"sysfs: NVIDIA device 10de:{device:04x} at {name} is not in the table")
             continue
         found.append(("", cap))
     return found or None
