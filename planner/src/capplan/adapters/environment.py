@@ -22,7 +22,6 @@ import re
 import shutil
 import stat
 import struct
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -34,6 +33,7 @@ from capplan.adapters.files import open_regular, read_bounded, special_kind
 from capplan.adapters.pool import map_files
 from capplan.core.binaries.doctor import Library, Package, Ptx
 from capplan.errors import BinaryFormatError, InvalidInputError, NixError
+from capplan.runtime.selector import run_bounded
 
 __all__ = [
     "Scan",
@@ -361,24 +361,19 @@ def _nix_closure(path: Path, environ: Mapping[str, str]) -> list[Path] | None:
     if tool is None:
         return None
     top = _store_path_of(path)
-    try:
-        done = subprocess.run(
-            [tool, "--query", "--requisites", str(top)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as error:
+    # A closure lists a store path a line (~100 bytes): 16 MiB is some 160,000 paths.
+    done = run_bounded([tool, "--query", "--requisites", str(top)], timeout=120, limit=16 << 20)
+    if isinstance(done, str):
         raise NixError(
-            f"nix-store --query --requisites {top} failed: {error}",
+            f"nix-store --query --requisites {top} failed: {done}",
             hint="check the Nix installation, or give a directory that is not a store path",
-        ) from None
+        )
     if done.returncode != 0:
-        line = next((s for s in done.stderr.splitlines() if s.strip()), "no output").strip()
+        stderr = done.stderr.decode(errors="replace")
+        line = next((s for s in stderr.splitlines() if s.strip()), "no output").strip()
         say(f"nix-store does not know {top} ({line[:160]}): checking the path itself")
         return None
-    return [Path(p) for p in sorted(done.stdout.split())]
+    return [Path(p) for p in sorted(done.stdout.decode(errors="replace").split())]
 
 
 def sources_for(paths: Sequence[Path]) -> list[Source]:
@@ -415,13 +410,11 @@ def default_sources(environ: Mapping[str, str]) -> list[Source]:
             "import json, site, sysconfig; p = sysconfig.get_paths(); "
             "print(json.dumps(sorted({p['purelib'], p['platlib']})))"
         )
-        try:
-            done = subprocess.run(
-                [python, "-c", script], capture_output=True, text=True, timeout=30, check=False
-            )
-            dirs = json.loads(done.stdout) if done.returncode == 0 else []
-        except (OSError, subprocess.SubprocessError, ValueError):
-            dirs = []
+        done = run_bounded([python, "-c", script], timeout=30, limit=64 << 10)
+        dirs: object = []
+        if not isinstance(done, str) and done.returncode == 0:
+            with contextlib.suppress(ValueError):  # not JSON, or not UTF-8
+                dirs = json.loads(done.stdout)
         for entry in dirs if isinstance(dirs, list) else []:
             if isinstance(entry, str) and os.path.isdir(entry):
                 sources.append(Source(Path(entry), "dir", f"site-packages of {python}"))

@@ -29,7 +29,6 @@ import importlib
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,12 +39,14 @@ from capplan.core.model.capability import Capability
 from capplan.core.model.gpus import REPORT_HINT, lookup_pci
 from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import CapplanError, ConfigError, InvalidInputError, NoGpuError
+from capplan.runtime.selector import Finished, read_pci_gpus, run_bounded
 
 __all__ = [
     "NVIDIA_SMI_ENV",
     "NVML_ENV",
     "PROC_ROOT",
     "SYSFS_ENV",
+    "TOOL_OUTPUT_LIMIT",
     "DetectedGpu",
     "SysfsGpu",
     "detect_gpus",
@@ -155,13 +156,14 @@ def run_nvidia_smi(executable: str, *, timeout: float = 20.0) -> tuple[list[Dete
         proc = run_tool(
             [executable, f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
             timeout=timeout,
-            text=True,
         )
         if isinstance(proc, str):
             return [], proc
-        output = proc.stdout + "\n" + proc.stderr
+        # Strict: output that is not UTF-8 text is a UnicodeDecodeError the CLI reports.
+        stdout = proc.stdout.decode()
+        output = stdout + "\n" + proc.stderr.decode(errors="replace")
         if proc.returncode == 0:
-            gpus = parse_nvidia_smi_csv(proc.stdout, fields)
+            gpus = parse_nvidia_smi_csv(stdout, fields)
             return (
                 gpus,
                 ""
@@ -266,8 +268,6 @@ def read_sysfs(root: Path) -> tuple[list[SysfsGpu], list[str]]:
     ``capplan detect`` and every dispatch wrapper read the same tree the same way: only regular
     files, opened without blocking, each value exactly as the kernel writes it.
     """
-    from capplan.runtime.selector import read_pci_gpus
-
     found, problems = read_pci_gpus(str(root))
     return [SysfsGpu(bus, f"10de:{device:04x}") for bus, device in found], problems
 
@@ -295,22 +295,17 @@ def _from_sysfs(found: list[SysfsGpu], kb: KnowledgeBase) -> list[DetectedGpu]:
     return gpus
 
 
-def run_tool(
-    argv: list[str], *, timeout: float, text: bool = False
-) -> subprocess.CompletedProcess[Any] | str:
-    """Run a detection tool (nvidia-smi, rocminfo); the finished process, or why it could not
-    run (one line: not found, not executable, no answer within ``timeout``)."""
-    executable = argv[0]
-    try:
-        return subprocess.run(argv, capture_output=True, text=text, timeout=timeout, check=False)
-    except FileNotFoundError:
-        return f"{executable}: not found"
-    except PermissionError:
-        return f"{executable}: not executable"
-    except subprocess.TimeoutExpired:
-        return f"{executable} did not answer within {timeout:g} s"
-    except OSError as exc:
-        return f"{executable}: {exc.strerror or exc}"
+# What a detection tool may print: nvidia-smi's CSV is a line per GPU, rocminfo a few KiB per
+# agent. A tool that prints more (a broken or fake one writing without end) is unusable.
+TOOL_OUTPUT_LIMIT = 4 * 1024 * 1024
+
+
+def run_tool(argv: list[str], *, timeout: float, limit: int = TOOL_OUTPUT_LIMIT) -> Finished | str:
+    """Run a detection tool (nvidia-smi, rocminfo) through the one bounded runner
+    (:func:`capplan.runtime.selector.run_bounded`): the finished process, or why it is unusable
+    (one line: not found, not executable, no answer within ``timeout``, more than ``limit``
+    bytes of output)."""
+    return run_bounded(argv, timeout=timeout, limit=limit)
 
 
 def find_tool(env: Mapping[str, str], variable: str, name: str) -> str | None:

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "Finished",
     "Selection",
+    "Unusable",
     "choose",
     "detect",
     "main",
@@ -51,6 +53,7 @@ __all__ = [
     "read_pci_gpus",
     "read_regular",
     "run",
+    "run_bounded",
     "select",
 ]
 
@@ -494,19 +497,127 @@ def _from_sysfs(root: str, pci: dict[str, str], notes: list[str]) -> list[tuple[
     return found or None
 
 
-def _from_nvidia_smi(env: dict[str, str], notes: list[str]) -> list[tuple[str, Cap]] | None:
-    import subprocess  # imported here: most starts never need it
+# -- helper programs: one bounded runner for this selector and capplan's adapters ---------------
+# A wedged driver makes nvidia-smi hang, and a broken one (or a fake on PATH) can write without
+# end: read at most ``limit`` bytes of its output, for at most ``timeout`` seconds, then kill it
+# (its whole process group: a shell script's children too) and say the program is unusable.
+class Finished:
+    """A helper program that ended within its limits: exit status and what it printed."""
 
-    program = env.get("CAPPLAN_NVIDIA_SMI") or "nvidia-smi"
+    __slots__ = ("returncode", "stderr", "stdout")
+
+    def __init__(self, returncode: int, stdout: bytes, stderr: bytes) -> None:
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+class Unusable(str):
+    """Why a helper program gave no answer (the one line); ``kind`` says which way: ``missing``,
+    ``denied``, ``failed`` (could not start), ``timeout`` or ``output`` (printed too much)."""
+
+    kind: str
+
+    def __new__(cls, reason: str, kind: str) -> Unusable:
+        made = super().__new__(cls, reason)
+        made.kind = kind
+        return made
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} bytes"
+
+
+def run_bounded(
+    argv: list[str],
+    *,
+    timeout: float | None,
+    limit: int,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Finished | Unusable:
+    """Run ``argv`` (stdin closed); the finished program, or why it is unusable (one line: not
+    found, not executable, no answer within ``timeout`` seconds, more than ``limit`` bytes of
+    output on stdout and stderr together). Nothing past ``limit`` is ever held in memory."""
+    import selectors
+    import subprocess
+    import time
+
+    program = argv[0]
     try:
-        done = subprocess.run(
-            [program, "--query-gpu=uuid,compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            timeout=10,
-            check=False,
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
         )
-    except (OSError, subprocess.SubprocessError) as error:
-        notes.append(f"nvidia-smi: {error}")
+    except FileNotFoundError:
+        return Unusable(f"{program}: not found", "missing")
+    except PermissionError:
+        return Unusable(f"{program}: not executable", "denied")
+    except (OSError, ValueError) as error:
+        return Unusable(f"{program}: {getattr(error, 'strerror', None) or error}", "failed")
+    assert proc.stdout is not None and proc.stderr is not None
+    out: dict[int, list[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
+    total = 0
+    why: Unusable | None = None
+    deadline = None if timeout is None else time.monotonic() + timeout
+    late = Unusable(f"{program} did not answer within {timeout or 0:g} s", "timeout")
+    try:
+        with selectors.DefaultSelector() as chooser:
+            for fd in out:
+                chooser.register(fd, selectors.EVENT_READ)
+            while chooser.get_map() and why is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    why = late
+                    break
+                for key, _ in chooser.select(left):
+                    data = os.read(key.fd, 65536)
+                    if not data:
+                        chooser.unregister(key.fd)
+                        continue
+                    out[key.fd].append(data)
+                    total += len(data)
+                    if total > limit:
+                        why = Unusable(
+                            f"{program} printed more than {_size(limit)}, the most read from it",
+                            "output",
+                        )
+                        break
+        if why is None:
+            try:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                proc.wait(left)
+            except subprocess.TimeoutExpired:
+                why = late
+    finally:
+        if why is not None or proc.returncode is None:
+            try:
+                os.killpg(proc.pid, 9)
+            except OSError:
+                proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    if why is not None:
+        return why
+    stdout, stderr = (b"".join(chunks) for chunks in out.values())
+    return Finished(proc.returncode, stdout, stderr)
+
+
+def _from_nvidia_smi(env: dict[str, str], notes: list[str]) -> list[tuple[str, Cap]] | None:
+    program = env.get("CAPPLAN_NVIDIA_SMI") or "nvidia-smi"
+    done = run_bounded(
+        [program, "--query-gpu=uuid,compute_cap", "--format=csv,noheader"],
+        timeout=10,
+        limit=1 << 20,
+    )
+    if isinstance(done, str):
+        notes.append(f"nvidia-smi: {done}")
         return None
     if done.returncode != 0:
         notes.append(f"nvidia-smi: exit {done.returncode}")
