@@ -41,6 +41,7 @@ __all__ = [
     "default_sources",
     "elf_dynamic",
     "elf_facts",
+    "loader_problem",
     "scan_sources",
     "sources_for",
 ]
@@ -442,7 +443,8 @@ def default_sources(environ: Mapping[str, str]) -> list[Source]:
 
 def _candidates(root: Path) -> Iterator[tuple[str, int]]:
     """Library-like regular files under ``root`` (sorted walk, each inode once): names ending in
-    ``.so``/``.so.N`` or executable files; directory symlinks are not followed."""
+    ``.so``/``.so.N``, or executable files of 64 bytes or more; directory symlinks are not
+    followed."""
     seen: set[tuple[int, int]] = set()
     for directory, dirs, files in os.walk(root, followlinks=False):
         dirs.sort()
@@ -452,9 +454,11 @@ def _candidates(root: Path) -> Iterator[tuple[str, int]]:
                 info = os.stat(path)
             except OSError:
                 continue
-            if not stat.S_ISREG(info.st_mode) or info.st_size < 64:
+            if not stat.S_ISREG(info.st_mode):
                 continue
-            if not (_LIB_NAME.search(name) or info.st_mode & 0o111):
+            # Every file named as a library (even empty: the loader cannot load it); other
+            # executables only when they can hold an ELF header.
+            if not _LIB_NAME.search(name) and (info.st_size < 64 or not info.st_mode & 0o111):
                 continue
             key = (info.st_dev, info.st_ino)
             if key in seen:
@@ -491,6 +495,59 @@ def _ptx_details(fd: int, report: object) -> tuple[Ptx, ...]:
     return tuple(sorted(found.values(), key=lambda p: (p.capability, p.isa or (0, 0))))
 
 
+# ELF e_type: a shared object (every library, and PIE programs) or a fixed-address program.
+_LOADABLE_TYPES = (2, 3)
+_ET_REL = 1
+_PT_LOAD = 1
+# A GNU ld linker script named like a library (libc.so, libpthread.so in a conda prefix): read by
+# the static linker at build time, never by the dynamic loader.
+_LD_SCRIPT = re.compile(rb"^\s*(?:/\*.*?\*/\s*)*(?:OUTPUT_FORMAT|GROUP|INPUT)\s*\(", re.S)
+
+
+def loader_problem(fd: int, size: int) -> str | None:
+    """Why the dynamic loader cannot load the ELF file open at ``fd`` (``size`` bytes), from
+    its ELF and program headers the way ld.so reads them (glibc elf/dl-load.c: the header, the
+    program header table, then each PT_LOAD segment mapped from the file); None when they are
+    whole. A file cut inside a loaded segment is refused: the loader dies of SIGBUS touching the
+    missing pages, or maps zeros for the tail of its last page."""
+    if size == 0:
+        return "an empty file"
+    head = _pread(fd, 64, 0)
+    if head[:4] == _ELF[: len(head)] and len(head) < (64 if head[4:5] != b"\x01" else 52):
+        return f"truncated: {size} bytes, shorter than an ELF header"
+    if head[:4] != _ELF:
+        return f"not an ELF file (it starts with bytes {head[:8].hex()})"
+    if head[4] not in (1, 2) or head[5] not in (1, 2):
+        return f"its ELF header is damaged (class {head[4]}, byte order {head[5]})"
+    (e_type,) = struct.unpack_from("<H" if head[5] == 1 else ">H", head, 0x10)
+    if e_type == _ET_REL:
+        return None  # an object file (an AMD code object named directly): no loader reads it
+    if e_type not in _LOADABLE_TYPES:
+        return f"its ELF header is damaged (file type {e_type}, not a library or a program)"
+    try:
+        found = _program_headers(fd)
+    except _DAMAGED:
+        found = None
+    if found is None:
+        return "its ELF header is damaged (no readable program header table)"
+    end, wide, headers = found
+    if wide:
+        (phoff,) = struct.unpack_from(end + "Q", head, 0x20)
+        phentsize, phnum = struct.unpack_from(end + "HH", head, 0x36)
+    else:
+        (phoff,) = struct.unpack_from(end + "I", head, 0x1C)
+        phentsize, phnum = struct.unpack_from(end + "HH", head, 0x2A)
+    table_end = phoff + phentsize * phnum
+    if table_end > size:
+        return f"truncated: {size} bytes, its program headers end at byte {table_end}"
+    loads = [offset + filesz for kind, offset, _, filesz in headers if kind == _PT_LOAD]
+    if not loads:
+        return "its ELF header is damaged (no loadable segment)"
+    if max(loads) > size:
+        return f"truncated: {size} bytes, its segments need {max(loads)}"
+    return None
+
+
 def _library(path: str, shown: str, package: str, size: int) -> Library:
     from capplan.adapters.fatbin import inspect_paths
 
@@ -500,19 +557,26 @@ def _library(path: str, shown: str, package: str, size: int) -> Library:
         return Library(shown, package, size=size, problems=(f"cannot read: {error.strerror}",))
     try:
         if _pread(fd, 4, 0) != _ELF:
-            return Library(shown, package, size=size)
+            # A file named as a library that is neither ELF nor a linker script: the loader
+            # refuses it ("invalid ELF header"); other non-ELF executables are scripts.
+            named = _LIB_NAME.search(os.path.basename(path))
+            if not named or _LD_SCRIPT.match(_pread(fd, 4096, 0)):
+                return Library(shown, package, size=size)
+            return Library(shown, package, size=size, unloadable=loader_problem(fd, size))
+        unloadable = loader_problem(fd, size)
         needed, soname, level = elf_facts(fd)
         try:
             reports = inspect_paths([Path(path)])
         except BinaryFormatError as error:
             return Library(shown, package, needed=needed, soname=soname, size=size,
-                           problems=(error.one_line(),), cpu_level=level)  # fmt: skip
+                           problems=(error.one_line(),), cpu_level=level,
+                           unloadable=unloadable)  # fmt: skip
         sass = tuple(sorted({c for r in reports for c in r.sass}))
         amd = tuple(sorted({t for r in reports for t in r.amd}))
         ptx = tuple(p for r in reports for p in _ptx_details(fd, r))
         problems = tuple(p for r in reports for p in r.problems)
         return Library(shown, package, sass, ptx, amd, needed, soname, size, problems,
-                       cpu_level=level)  # fmt: skip
+                       cpu_level=level, unloadable=unloadable)  # fmt: skip
     finally:
         os.close(fd)
 
@@ -634,7 +698,7 @@ def _extract_wheel(path: Path, into: Path) -> list[tuple[str, int]]:
         with zipfile.ZipFile(path) as archive:
             for info in sorted(archive.infolist(), key=lambda i: i.filename):
                 name = info.filename
-                if info.is_dir() or not _LIB_NAME.search(name) or info.file_size < 64:
+                if info.is_dir() or not _LIB_NAME.search(name):
                     continue
                 parts = [p for p in name.split("/") if p not in ("", ".", "..")]
                 target = into.joinpath(*parts)
