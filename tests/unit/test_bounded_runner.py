@@ -122,3 +122,17 @@ def test_endless_nix_is_a_nix_error(tmp_path: Path) -> None:
     with pytest.raises(NixError, match="printed more than 64 MiB") as caught:
         nix_eval_json(["--expr", "1"], env={"PATH": str(tmp_path / "bin")}, timeout=300)
     assert caught.value.message.startswith("nix eval is unusable: nix printed more than")
+
+
+def test_no_other_module_starts_programs() -> None:
+    """The runner stays the only one: no module of capplan but the selector imports subprocess
+    (or starts programs another way), so every new helper program gets the same bounds."""
+    src = Path(selector.__file__).resolve().parents[1]
+    starters = ("import subprocess", "from subprocess", "os.system(", "os.popen(", "os.exec")
+    offenders = []
+    for path in sorted(src.rglob("*.py")):
+        if path.name == "selector.py" and path.parent.name == "runtime":
+            continue
+        text = path.read_text(encoding="utf-8")
+        offenders += [f"{path.relative_to(src)}: {s}" for s in starters if s in text]
+    assert offenders == []
