@@ -22,7 +22,6 @@ import re
 import shutil
 import stat
 import struct
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -35,6 +34,7 @@ from capplan.adapters.pool import map_files
 from capplan.adapters.zipmembers import ZIP_ERRORS, open_member
 from capplan.core.binaries.doctor import Library, Package, Ptx
 from capplan.errors import BinaryFormatError, InvalidInputError, NixError, printable
+from capplan.runtime.selector import run_bounded
 
 __all__ = [
     "Scan",
@@ -42,6 +42,7 @@ __all__ = [
     "default_sources",
     "elf_dynamic",
     "elf_facts",
+    "loader_problem",
     "scan_sources",
     "sources_for",
 ]
@@ -363,24 +364,19 @@ def _nix_closure(path: Path, environ: Mapping[str, str]) -> list[Path] | None:
     if tool is None:
         return None
     top = _store_path_of(path)
-    try:
-        done = subprocess.run(
-            [tool, "--query", "--requisites", str(top)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as error:
+    # A closure lists a store path a line (~100 bytes): 16 MiB is some 160,000 paths.
+    done = run_bounded([tool, "--query", "--requisites", str(top)], timeout=120, limit=16 << 20)
+    if isinstance(done, str):
         raise NixError(
-            f"nix-store --query --requisites {top} failed: {error}",
+            f"nix-store --query --requisites {top} failed: {done}",
             hint="check the Nix installation, or give a directory that is not a store path",
-        ) from None
+        )
     if done.returncode != 0:
-        line = next((s for s in done.stderr.splitlines() if s.strip()), "no output").strip()
+        stderr = done.stderr.decode(errors="replace")
+        line = next((s for s in stderr.splitlines() if s.strip()), "no output").strip()
         say(f"nix-store does not know {top} ({line[:160]}): checking the path itself")
         return None
-    return [Path(p) for p in sorted(done.stdout.split())]
+    return [Path(p) for p in sorted(done.stdout.decode(errors="replace").split())]
 
 
 def sources_for(paths: Sequence[Path]) -> list[Source]:
@@ -417,13 +413,11 @@ def default_sources(environ: Mapping[str, str]) -> list[Source]:
             "import json, site, sysconfig; p = sysconfig.get_paths(); "
             "print(json.dumps(sorted({p['purelib'], p['platlib']})))"
         )
-        try:
-            done = subprocess.run(
-                [python, "-c", script], capture_output=True, text=True, timeout=30, check=False
-            )
-            dirs = json.loads(done.stdout) if done.returncode == 0 else []
-        except (OSError, subprocess.SubprocessError, ValueError):
-            dirs = []
+        done = run_bounded([python, "-c", script], timeout=30, limit=64 << 10)
+        dirs: object = []
+        if not isinstance(done, str) and done.returncode == 0:
+            with contextlib.suppress(ValueError):  # not JSON, or not UTF-8
+                dirs = json.loads(done.stdout)
         for entry in dirs if isinstance(dirs, list) else []:
             if isinstance(entry, str) and os.path.isdir(entry):
                 sources.append(Source(Path(entry), "dir", f"site-packages of {python}"))
@@ -451,7 +445,8 @@ def default_sources(environ: Mapping[str, str]) -> list[Source]:
 
 def _candidates(root: Path) -> Iterator[tuple[str, int]]:
     """Library-like regular files under ``root`` (sorted walk, each inode once): names ending in
-    ``.so``/``.so.N`` or executable files; directory symlinks are not followed."""
+    ``.so``/``.so.N``, or executable files of 64 bytes or more; directory symlinks are not
+    followed."""
     seen: set[tuple[int, int]] = set()
     for directory, dirs, files in os.walk(root, followlinks=False):
         dirs.sort()
@@ -461,9 +456,11 @@ def _candidates(root: Path) -> Iterator[tuple[str, int]]:
                 info = os.stat(path)
             except OSError:
                 continue
-            if not stat.S_ISREG(info.st_mode) or info.st_size < 64:
+            if not stat.S_ISREG(info.st_mode):
                 continue
-            if not (_LIB_NAME.search(name) or info.st_mode & 0o111):
+            # Every file named as a library (even empty: the loader cannot load it); other
+            # executables only when they can hold an ELF header.
+            if not _LIB_NAME.search(name) and (info.st_size < 64 or not info.st_mode & 0o111):
                 continue
             key = (info.st_dev, info.st_ino)
             if key in seen:
@@ -500,6 +497,59 @@ def _ptx_details(fd: int, report: object) -> tuple[Ptx, ...]:
     return tuple(sorted(found.values(), key=lambda p: (p.capability, p.isa or (0, 0))))
 
 
+# ELF e_type: a shared object (every library, and PIE programs) or a fixed-address program.
+_LOADABLE_TYPES = (2, 3)
+_ET_REL = 1
+_PT_LOAD = 1
+# A GNU ld linker script named like a library (libc.so, libpthread.so in a conda prefix): read by
+# the static linker at build time, never by the dynamic loader.
+_LD_SCRIPT = re.compile(rb"^\s*(?:/\*.*?\*/\s*)*(?:OUTPUT_FORMAT|GROUP|INPUT)\s*\(", re.S)
+
+
+def loader_problem(fd: int, size: int) -> str | None:
+    """Why the dynamic loader cannot load the ELF file open at ``fd`` (``size`` bytes), from
+    its ELF and program headers the way ld.so reads them (glibc elf/dl-load.c: the header, the
+    program header table, then each PT_LOAD segment mapped from the file); None when they are
+    whole. A file cut inside a loaded segment is refused: the loader dies of SIGBUS touching the
+    missing pages, or maps zeros for the tail of its last page."""
+    if size == 0:
+        return "an empty file"
+    head = _pread(fd, 64, 0)
+    if head[:4] == _ELF[: len(head)] and len(head) < (64 if head[4:5] != b"\x01" else 52):
+        return f"truncated: {size} bytes, shorter than an ELF header"
+    if head[:4] != _ELF:
+        return f"not an ELF file (it starts with bytes {head[:8].hex()})"
+    if head[4] not in (1, 2) or head[5] not in (1, 2):
+        return f"its ELF header is damaged (class {head[4]}, byte order {head[5]})"
+    (e_type,) = struct.unpack_from("<H" if head[5] == 1 else ">H", head, 0x10)
+    if e_type == _ET_REL:
+        return None  # an object file (an AMD code object named directly): no loader reads it
+    if e_type not in _LOADABLE_TYPES:
+        return f"its ELF header is damaged (file type {e_type}, not a library or a program)"
+    try:
+        found = _program_headers(fd)
+    except _DAMAGED:
+        found = None
+    if found is None:
+        return "its ELF header is damaged (no readable program header table)"
+    end, wide, headers = found
+    if wide:
+        (phoff,) = struct.unpack_from(end + "Q", head, 0x20)
+        phentsize, phnum = struct.unpack_from(end + "HH", head, 0x36)
+    else:
+        (phoff,) = struct.unpack_from(end + "I", head, 0x1C)
+        phentsize, phnum = struct.unpack_from(end + "HH", head, 0x2A)
+    table_end = phoff + phentsize * phnum
+    if table_end > size:
+        return f"truncated: {size} bytes, its program headers end at byte {table_end}"
+    loads = [offset + filesz for kind, offset, _, filesz in headers if kind == _PT_LOAD]
+    if not loads:
+        return "its ELF header is damaged (no loadable segment)"
+    if max(loads) > size:
+        return f"truncated: {size} bytes, its segments need {max(loads)}"
+    return None
+
+
 def _library(path: str, shown: str, package: str, size: int) -> Library:
     from capplan.adapters.fatbin import inspect_paths
 
@@ -509,19 +559,26 @@ def _library(path: str, shown: str, package: str, size: int) -> Library:
         return Library(shown, package, size=size, problems=(f"cannot read: {error.strerror}",))
     try:
         if _pread(fd, 4, 0) != _ELF:
-            return Library(shown, package, size=size)
+            # A file named as a library that is neither ELF nor a linker script: the loader
+            # refuses it ("invalid ELF header"); other non-ELF executables are scripts.
+            named = _LIB_NAME.search(os.path.basename(path))
+            if not named or _LD_SCRIPT.match(_pread(fd, 4096, 0)):
+                return Library(shown, package, size=size)
+            return Library(shown, package, size=size, unloadable=loader_problem(fd, size))
+        unloadable = loader_problem(fd, size)
         needed, soname, level = elf_facts(fd)
         try:
             reports = inspect_paths([Path(path)])
         except BinaryFormatError as error:
             return Library(shown, package, needed=needed, soname=soname, size=size,
-                           problems=(error.one_line(),), cpu_level=level)  # fmt: skip
+                           problems=(error.one_line(),), cpu_level=level,
+                           unloadable=unloadable)  # fmt: skip
         sass = tuple(sorted({c for r in reports for c in r.sass}))
         amd = tuple(sorted({t for r in reports for t in r.amd}))
         ptx = tuple(p for r in reports for p in _ptx_details(fd, r))
         problems = tuple(p for r in reports for p in r.problems)
         return Library(shown, package, sass, ptx, amd, needed, soname, size, problems,
-                       cpu_level=level)  # fmt: skip
+                       cpu_level=level, unloadable=unloadable)  # fmt: skip
     finally:
         os.close(fd)
 
@@ -646,7 +703,7 @@ def _extract_wheel(path: Path, into: Path) -> list[tuple[str, int]]:
         with zipfile.ZipFile(path) as archive:
             for info in sorted(archive.infolist(), key=lambda i: i.filename):
                 name = info.filename
-                if info.is_dir() or not _LIB_NAME.search(name) or info.file_size < 64:
+                if info.is_dir() or not _LIB_NAME.search(name):
                     continue
                 parts = [p for p in name.split("/") if p not in ("", ".", "..")]
                 target = into.joinpath(*parts)

@@ -29,7 +29,6 @@ import importlib
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,12 +39,14 @@ from capplan.core.model.capability import Capability
 from capplan.core.model.gpus import REPORT_HINT, lookup_pci
 from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import CapplanError, ConfigError, InvalidInputError, NoGpuError
+from capplan.runtime.selector import Finished, read_pci_gpus, run_bounded
 
 __all__ = [
     "NVIDIA_SMI_ENV",
     "NVML_ENV",
     "PROC_ROOT",
     "SYSFS_ENV",
+    "TOOL_OUTPUT_LIMIT",
     "DetectedGpu",
     "SysfsGpu",
     "detect_gpus",
@@ -62,10 +63,6 @@ NVIDIA_SMI_ENV = "CAPPLAN_NVIDIA_SMI"
 SYSFS_ENV = "CAPPLAN_SYSFS_ROOT"
 NVML_ENV = "CAPPLAN_NVML"  # "0": skip NVML
 PROC_ROOT = Path("/proc/driver/nvidia")
-NVIDIA_VENDOR = 0x10DE
-# PCI class codes (base class 0x03 display): 0x0300 VGA controller, 0x0302 3D controller. The
-# GPU's HDMI audio function (0x0403) and USB-C controller (0x0c03) share its vendor id.
-_GPU_CLASSES = (0x0300, 0x0302)
 
 _FULL_QUERY = ("name", "compute_cap", "driver_version")
 _OLD_DRIVER_QUERY = ("name", "driver_version")
@@ -159,13 +156,14 @@ def run_nvidia_smi(executable: str, *, timeout: float = 20.0) -> tuple[list[Dete
         proc = run_tool(
             [executable, f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
             timeout=timeout,
-            text=True,
         )
         if isinstance(proc, str):
             return [], proc
-        output = proc.stdout + "\n" + proc.stderr
+        # Strict: output that is not UTF-8 text is a UnicodeDecodeError the CLI reports.
+        stdout = proc.stdout.decode()
+        output = stdout + "\n" + proc.stderr.decode(errors="replace")
         if proc.returncode == 0:
-            gpus = parse_nvidia_smi_csv(proc.stdout, fields)
+            gpus = parse_nvidia_smi_csv(stdout, fields)
             return (
                 gpus,
                 ""
@@ -263,46 +261,15 @@ class SysfsGpu:
     pci_id: str  # 10de:2330
 
 
-def _hex_file(path: Path) -> int:
-    """A sysfs hex attribute (``0x10de``); ValueError naming the file when it is not one."""
-    raw = read_bounded(path, MAX_PROC_BYTES)
-    text = raw.decode("ascii", errors="strict").strip() if raw.isascii() else None
-    if not text:
-        raise ValueError(f"{path}: {'empty' if not raw.strip() else 'not text'}")
-    try:
-        return int(text, 16)
-    except ValueError:
-        raise ValueError(f"{path}: not hex ({text[:20]!r})") from None
-
-
 def read_sysfs(root: Path) -> tuple[list[SysfsGpu], list[str]]:
-    """NVIDIA GPU functions under ``root``/bus/pci/devices, in bus order, and the problems met."""
-    devices = root / "bus" / "pci" / "devices"
-    problems: list[str] = []
-    try:
-        entries = sorted(devices.iterdir(), key=lambda p: p.name)
-    except OSError as exc:
-        return [], [f"{devices}: {exc.strerror or exc}"]
-    found: list[SysfsGpu] = []
-    for entry in entries:
-        try:
-            vendor = _hex_file(entry / "vendor")
-            if vendor != NVIDIA_VENDOR:
-                continue
-            device = _hex_file(entry / "device")
-            pci_class = _hex_file(entry / "class")
-        except OSError as exc:
-            problems.append(
-                f"{entry.name}: cannot read {Path(exc.filename or '').name} ({exc.strerror or exc})"
-            )
-            continue
-        except ValueError as exc:
-            problems.append(f"{entry.name}: {str(exc).replace(str(entry) + '/', '')}")
-            continue
-        if pci_class >> 8 not in _GPU_CLASSES or device > 0xFFFF:
-            continue
-        found.append(SysfsGpu(entry.name, f"10de:{device:04x}"))
-    return found, problems
+    """NVIDIA GPU functions under ``root``/bus/pci/devices, in bus order, and the problems met.
+
+    The dispatch selector's reader (:func:`capplan.runtime.selector.read_pci_gpus`), so
+    ``capplan detect`` and every dispatch wrapper read the same tree the same way: only regular
+    files, opened without blocking, each value exactly as the kernel writes it.
+    """
+    found, problems = read_pci_gpus(str(root))
+    return [SysfsGpu(bus, f"10de:{device:04x}") for bus, device in found], problems
 
 
 def _from_sysfs(found: list[SysfsGpu], kb: KnowledgeBase) -> list[DetectedGpu]:
@@ -328,22 +295,17 @@ def _from_sysfs(found: list[SysfsGpu], kb: KnowledgeBase) -> list[DetectedGpu]:
     return gpus
 
 
-def run_tool(
-    argv: list[str], *, timeout: float, text: bool = False
-) -> subprocess.CompletedProcess[Any] | str:
-    """Run a detection tool (nvidia-smi, rocminfo); the finished process, or why it could not
-    run (one line: not found, not executable, no answer within ``timeout``)."""
-    executable = argv[0]
-    try:
-        return subprocess.run(argv, capture_output=True, text=text, timeout=timeout, check=False)
-    except FileNotFoundError:
-        return f"{executable}: not found"
-    except PermissionError:
-        return f"{executable}: not executable"
-    except subprocess.TimeoutExpired:
-        return f"{executable} did not answer within {timeout:g} s"
-    except OSError as exc:
-        return f"{executable}: {exc.strerror or exc}"
+# What a detection tool may print: nvidia-smi's CSV is a line per GPU, rocminfo a few KiB per
+# agent. A tool that prints more (a broken or fake one writing without end) is unusable.
+TOOL_OUTPUT_LIMIT = 4 * 1024 * 1024
+
+
+def run_tool(argv: list[str], *, timeout: float, limit: int = TOOL_OUTPUT_LIMIT) -> Finished | str:
+    """Run a detection tool (nvidia-smi, rocminfo) through the one bounded runner
+    (:func:`capplan.runtime.selector.run_bounded`): the finished process, or why it is unusable
+    (one line: not found, not executable, no answer within ``timeout``, more than ``limit``
+    bytes of output)."""
+    return run_bounded(argv, timeout=timeout, limit=limit)
 
 
 def find_tool(env: Mapping[str, str], variable: str, name: str) -> str | None:

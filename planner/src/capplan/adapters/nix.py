@@ -11,13 +11,13 @@ import json
 import os
 import platform
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from capplan.core.caches.narinfo import split_store_path
 from capplan.errors import CapplanError, NixError
+from capplan.runtime.selector import Unusable, run_bounded
 
 __all__ = [
     "NIX_FEATURES",
@@ -28,6 +28,9 @@ __all__ = [
 ]
 
 NIX_FEATURES = "nix-command flakes"
+# What one nix eval may print (stdout and stderr together): the largest answer capplan asks
+# for, every planned variant's output paths, is a few MB; past this nix is unusable here.
+NIX_OUTPUT_LIMIT = 64 * 1024 * 1024
 PARAMS_ENV = "CAPPLAN_NIX_PARAMS"
 
 # Given the flake's `legacyPackages` attrset (where capplan's flake keeps its variants, as
@@ -95,35 +98,36 @@ def nix_eval_json(
     Raises NixError with nix's first error line when it fails, or when nix is not installed.
     """
     command = ["nix", "--extra-experimental-features", NIX_FEATURES, "eval", "--json", *args]
-    try:
-        proc = subprocess.run(
-            command,
-            cwd=cwd,
-            env=None if env is None else {**os.environ, **env},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except FileNotFoundError as exc:
-        raise NixError("nix not found", hint="install nix-bin (Debian) or Nix") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise NixError(
-            f"nix eval did not finish within {timeout:g} s", hint="check the flake evaluates"
-        ) from exc
-    if proc.returncode != 0:
-        too_old = _nixpkgs_needs_newer_nix(proc.stderr)
+    done = run_bounded(
+        command,
+        cwd=None if cwd is None else str(cwd),
+        env=None if env is None else {**os.environ, **env},
+        timeout=timeout,
+        limit=NIX_OUTPUT_LIMIT,
+    )
+    if isinstance(done, Unusable):
+        if done.kind == "missing":
+            raise NixError("nix not found", hint="install nix-bin (Debian) or Nix")
+        if done.kind == "timeout":
+            raise NixError(
+                f"nix eval did not finish within {timeout or 0:g} s",
+                hint="check the flake evaluates",
+            )
+        raise NixError(f"nix eval is unusable: {done}", hint="check the Nix installation")
+    stdout, stderr = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+    if done.returncode != 0:
+        too_old = _nixpkgs_needs_newer_nix(stderr)
         if too_old is not None:
             raise too_old
         raise NixError(
-            f"nix eval failed: {_error_line(proc.stderr)}",
+            f"nix eval failed: {_error_line(stderr)}",
             hint="run the same nix eval by hand with --show-trace",
         )
     try:
-        return json.loads(proc.stdout)
+        return json.loads(stdout)
     except json.JSONDecodeError as exc:
         raise NixError(
-            f"nix eval printed something that is not JSON: {proc.stdout[:80]!r}",
+            f"nix eval printed something that is not JSON: {stdout[:80]!r}",
             hint="check the nix version (2.8 or newer)",
         ) from exc
 

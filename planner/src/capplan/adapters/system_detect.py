@@ -25,7 +25,13 @@ from capplan.core.model.capability import Capability
 from capplan.core.model.systems import SYSTEMS
 from capplan.errors import ConfigError
 
-__all__ = ["ROOT_ENV", "SYSTEM_ENV", "host_system", "jetson_from_device_tree"]
+__all__ = [
+    "ROOT_ENV",
+    "SYSTEM_ENV",
+    "host_system",
+    "jetson_from_device_tree",
+    "read_device_tree",
+]
 
 SYSTEM_ENV = "CAPPLAN_SYSTEM"
 ROOT_ENV = "CAPPLAN_ROOT"
@@ -58,30 +64,61 @@ def host_system(environ: Mapping[str, str], machine: str | None = None) -> str:
     return f"{_MACHINES.get(cpu, cpu)}-linux"
 
 
-def _read(path: Path) -> str | None:
+def _read(path: Path) -> bytes | None:
     try:
-        return read_bounded(path, MAX_PROC_BYTES).decode("utf-8", errors="replace")
+        return read_bounded(path, MAX_PROC_BYTES)
     except OSError:
         return None
 
 
-def jetson_from_device_tree(root: Path) -> DetectedGpu | None:
-    """The Jetson module the device tree under ``root`` describes, or None when it is not one."""
+# A device tree's model is a short product string ("NVIDIA Jetson AGX Orin Developer Kit").
+_MAX_MODEL = 128
+
+
+def _model_problem(raw: bytes) -> str | None:
+    """Why a ``model`` property is no product name (None: it is one): it must be UTF-8 text,
+    one NUL-terminated string of printable characters, at most ``_MAX_MODEL`` of them."""
+    text = raw.rstrip(b"\0")
+    try:
+        name = text.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    if not name.isprintable():
+        return "control characters or several strings"
+    if len(name) > _MAX_MODEL:
+        return f"{len(name)} characters, more than a product name"
+    return None
+
+
+def read_device_tree(root: Path) -> tuple[DetectedGpu | None, str]:
+    """The Jetson module the device tree under ``root`` describes (``source`` "device-tree"),
+    or None and, when the tree is there but unusable (a model that is binary garbage), why."""
     for tree in _TREES:
         base = root / tree
         compatible = _read(base / "compatible")
         model = _read(base / "model")
         if compatible is None and model is None:
             continue
-        entries = [e.strip() for e in (compatible or "").split("\0") if e.strip()]
+        if model is not None and (problem := _model_problem(model)) is not None:
+            return None, f"{base / 'model'} is no product name ({problem}): device tree unusable"
+        entries = [e.strip() for e in (compatible or b"").decode(errors="replace").split("\0")]
         capability = None
         for entry in entries:
             vendor, _, chip = entry.partition(",")
             if vendor == "nvidia" and chip in _TEGRA:
                 capability = Capability.parse(_TEGRA[chip])
                 break
-        name = (model or "").replace("\0", "").strip()
+        name = (model or b"").rstrip(b"\0").decode().strip()
         if capability is None and "jetson" not in name.lower():
-            return None
-        return DetectedGpu(name=name or "NVIDIA Jetson", capability=capability, driver=None)
-    return None
+            return None, ""
+        gpu = DetectedGpu(
+            name=name or "NVIDIA Jetson", capability=capability, driver=None, source="device-tree"
+        )
+        return gpu, ""
+    return None, ""
+
+
+def jetson_from_device_tree(root: Path) -> DetectedGpu | None:
+    """The Jetson module the device tree under ``root`` describes, or None when it is not one
+    (or is unusable: :func:`read_device_tree` says why)."""
+    return read_device_tree(root)[0]

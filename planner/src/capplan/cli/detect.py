@@ -34,7 +34,7 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         ROOT_ENV,
         SYSTEM_ENV,
         host_system,
-        jetson_from_device_tree,
+        read_device_tree,
     )
     from capplan.errors import NoGpuError
 
@@ -46,13 +46,14 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         found = detect_gpus(kb=kb)
     except NoGpuError as error:
         # A Jetson without (a working) nvidia-smi: its device tree names the module.
-        module = jetson_from_device_tree(Path(os.environ.get(ROOT_ENV) or "/"))
+        module, unusable = read_device_tree(Path(os.environ.get(ROOT_ENV) or "/"))
         found = [module] if module is not None else []
         if module is None and not amd_found:
             why = "; ".join(amd_notes[:3]) or "no KFD GPU node and no rocminfo"
+            tree = f"; {unusable}" if unusable else ""
             # Not yet an error: a plan with per-CPU-level builds still has an answer here.
             no_gpu = NoGpuError(
-                f"{error.message}; no AMD GPU found either ({why})", hint=error.hint
+                f"{error.message}{tree}; no AMD GPU found either ({why})", hint=error.hint
             )
     except (UnicodeError, ValueError) as error:
         raise DataError(

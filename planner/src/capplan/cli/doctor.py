@@ -570,6 +570,7 @@ def _json(
                         "soname": lib.soname,
                         "cuda_majors": list(lib.cuda_majors),
                         "problems": list(lib.problems),
+                        "unloadable": lib.unloadable,
                         "verdicts": [c.to_json() for c in report.cells[lib.path]],
                     }
                     for lib in libs
@@ -588,6 +589,7 @@ def _json(
         "scanned": {"files": scan.files, "bytes": scan.bytes},
         "packages": packages,
         "mixed_cuda_majors": {str(m): list(n) for m, n in report.mixed_majors.items()},
+        "unloadable": [{"path": lib.path, "reason": lib.unloadable} for lib in report.unloadable],
     }
 
 
@@ -669,7 +671,13 @@ def _print(data: dict[str, Any]) -> None:
         console.print(
             f"mixed CUDA majors: CUDA {major} in {', '.join(names)}", highlight=False, markup=False
         )
-    ok = "everything runs" if data["ok"] else "something cannot run (exit 16)"
+    for lib in data["unloadable"]:
+        console.print(f"cannot load {lib['path']}: {lib['reason']}", highlight=False,
+                      markup=False, soft_wrap=True)  # fmt: skip
+    if data["unloadable"]:
+        ok = f"{len(data['unloadable'])} libraries cannot be loaded (exit 16)"
+    else:
+        ok = "everything runs" if data["ok"] else "something cannot run (exit 16)"
     console.print(
         f"{len(data['packages'])} packages, {data['scanned']['files']} ELF files "
         f"({data['scanned']['bytes'] / 1e9:.2f} GB) checked: {ok}",
@@ -683,6 +691,7 @@ _CAUSE_WORDS = {
     "driver-runtime": "driver",
     "driver-ptx": "driver (PTX)",
     "vendor": "other vendor",
+    "unloadable": "cannot load",
 }
 
 

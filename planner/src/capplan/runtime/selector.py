@@ -30,7 +30,9 @@ nodes visible: NVML costs about 20 ms a start, reading the inventory back well u
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import sys
 
 # Every import costs start-up time on each run of a dispatch package (bench/bench_dispatch.py):
@@ -39,7 +41,21 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Selection", "choose", "detect", "main", "parse_capability", "run", "select"]
+__all__ = [
+    "Finished",
+    "Selection",
+    "Unusable",
+    "choose",
+    "detect",
+    "main",
+    "parse_capability",
+    "pci_attribute",
+    "read_pci_gpus",
+    "read_regular",
+    "run",
+    "run_bounded",
+    "select",
+]
 
 EXIT_INVALID = 4
 EXIT_NO_VARIANT = 7
@@ -47,8 +63,10 @@ EXIT_NO_GPU = 10
 EXIT_CANNOT_START = 14
 
 _RANKS = {0: "native", 1: "compatible", 2: "ptx-jit"}
-_DISPLAY_CLASSES = ("0x0300", "0x0302")  # VGA-compatible and 3D controllers
-_NVIDIA = "0x10de"
+# PCI class codes (class >> 8, base class 0x03 display): 0x0300 VGA controller, 0x0302 3D
+# controller. The GPU's HDMI audio function (0x0403) and USB-C controller (0x0c03) share its vendor.
+_DISPLAY_CLASSES = (0x0300, 0x0302)
+_NVIDIA = 0x10DE
 
 Cap = tuple[int, int, str]
 
@@ -273,10 +291,10 @@ def _inventory_key() -> str | None:
     """Boot id, driver version and the /dev/nvidiaN nodes this process sees (a container sees
     only the GPUs it may use); None when any is unknown, and then nothing is cached."""
     try:
-        with open(os.path.join(_PROC, "sys", "kernel", "random", "boot_id"), encoding="ascii") as f:
-            boot = f.read(64).strip()
-        with open(os.path.join(_PROC, "driver", "nvidia", "version"), encoding="utf-8") as f:
-            driver = f.readline(256).strip()
+        boot_id = os.path.join(_PROC, "sys", "kernel", "random", "boot_id")
+        boot = read_regular(boot_id, 64).decode("ascii").strip()
+        version = read_regular(os.path.join(_PROC, "driver", "nvidia", "version"), 4096)
+        driver = version.decode("utf-8").partition("\n")[0].strip()
         nodes = sorted(n for n in os.listdir(_DEV) if n.startswith("nvidia") and n[6:].isdigit())
     except (OSError, UnicodeError):
         return None
@@ -306,8 +324,7 @@ def _cache_read(folder: str, key: str) -> list[tuple[str, Cap]] | None:
     if not _private(folder):
         return None
     try:
-        with open(os.path.join(folder, _CACHE_FILE), encoding="utf-8") as handle:
-            lines = handle.read(65536).splitlines()
+        lines = read_regular(os.path.join(folder, _CACHE_FILE), 65536).decode().splitlines()
     except (OSError, UnicodeError):
         return None
     if not lines or lines[0] != key:
@@ -383,50 +400,224 @@ def _from_nvml(notes: list[str], uuids: bool) -> list[tuple[str, Cap]] | None:
         return None
 
 
-def _read(path: str) -> str:
-    with open(path, encoding="ascii", errors="replace") as handle:
-        return handle.read(64).strip().lower()
+# -- sysfs: one reader for this selector and `capplan detect` (adapters/gpu_detect.py) ----------
+# The kernel writes a PCI function's ids as "0x%04x\n" (vendor, device) and its class as
+# "0x%06x\n" (drivers/pci/pci-sysfs.c): anything else is a spoiled file, and both readers skip
+# that function with the same note, so `capplan detect` and the wrappers never disagree.
+_PCI_DIGITS = {"vendor": 4, "device": 4, "class": 6}
+_PCI_LIMIT = 4096  # a sysfs attribute is one page at most
+_HEX = frozenset("0123456789abcdefABCDEF")
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
 
 
-def _from_sysfs(root: str, pci: dict[str, str], notes: list[str]) -> list[tuple[str, Cap]] | None:
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit``: opened without blocking, so a
+    FIFO under the root cannot hang a start; a FIFO, device, socket or folder, or a file longer
+    than ``limit``, is an OSError whose ``strerror`` says which (as capplan's adapters/files.py)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise OSError(errno.EISDIR, "a folder, not a regular file", path)
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise OSError(errno.EINVAL, f"{kind}, not a regular file", path)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes", path)
+    return b"".join(chunks)
+
+
+def pci_attribute(folder: str, name: str) -> int:
+    """A PCI function's ``vendor``, ``device`` or ``class`` file as a number. OSError when it
+    cannot be read; ValueError (``"device: not hex ..."``) when it is not what the kernel writes."""
+    raw = read_regular(os.path.join(folder, name), _PCI_LIMIT)
+    text = raw.strip()
+    if not text:
+        raise ValueError(f"{name}: empty")
+    if not text.isascii() or b"\0" in text:
+        raise ValueError(f"{name}: not text")
+    value = text.decode("ascii")
+    digits = _PCI_DIGITS[name]
+    if not (value[:2] in ("0x", "0X") and len(value) == 2 + digits and _HEX.issuperset(value[2:])):
+        shown = value if len(value) <= 20 else value[:20] + "..."
+        raise ValueError(f"{name}: not hex ({shown!r}; sysfs writes 0x and {digits} hex digits)")
+    return int(value[2:], 16)
+
+
+def read_pci_gpus(root: str) -> tuple[list[tuple[str, int]], list[str]]:
+    """NVIDIA VGA or 3D controller functions under ``root``/bus/pci/devices as (bus address,
+    device id), in bus order, and the problems met (``"0000:01:00.0: device: empty"``)."""
     base = os.path.join(root, "bus", "pci", "devices")
     try:
         names = sorted(os.listdir(base))
-    except OSError:
-        notes.append(f"sysfs: {base} not readable")
-        return None
-    found: list[tuple[str, Cap]] = []
+    except OSError as error:
+        return [], [f"{base}: {error.strerror or error}"]
+    found: list[tuple[str, int]] = []
+    problems: list[str] = []
     for name in names:
         folder = os.path.join(base, name)
         try:
-            if _read(os.path.join(folder, "vendor")) != _NVIDIA:
+            if pci_attribute(folder, "vendor") != _NVIDIA:
                 continue
-            if not _read(os.path.join(folder, "class")).startswith(_DISPLAY_CLASSES):
-                continue
-            device = _read(os.path.join(folder, "device")).removeprefix("0x")
-        except OSError:
+            device = pci_attribute(folder, "device")
+            pci_class = pci_attribute(folder, "class")
+        except OSError as error:
+            what = os.path.basename(error.filename) if error.filename else "a file"
+            problems.append(f"{name}: cannot read {what} ({error.strerror or error})")
             continue
-        cap = parse_capability(pci.get(device, ""))
+        except ValueError as error:
+            problems.append(f"{name}: {error}")
+            continue
+        if pci_class >> 8 in _DISPLAY_CLASSES:
+            found.append((name, device))
+    return found, problems
+
+
+def _from_sysfs(root: str, pci: dict[str, str], notes: list[str]) -> list[tuple[str, Cap]] | None:
+    functions, problems = read_pci_gpus(root)
+    notes.extend(f"sysfs: {problem}" for problem in problems)
+    found: list[tuple[str, Cap]] = []
+    for name, device in functions:
+        cap = parse_capability(pci.get(f"{device:04x}", ""))
         if cap is None:
-            notes.append(f"sysfs: NVIDIA device 10de:{device} at {name} is not in the table")
+            notes.append(f"sysfs: NVIDIA device 10de:{device:04x} at {name} is not in the table")
             continue
         found.append(("", cap))
     return found or None
 
 
-def _from_nvidia_smi(env: dict[str, str], notes: list[str]) -> list[tuple[str, Cap]] | None:
-    import subprocess  # imported here: most starts never need it
+# -- helper programs: one bounded runner for this selector and capplan's adapters ---------------
+# A wedged driver makes nvidia-smi hang, and a broken one (or a fake on PATH) can write without
+# end: read at most ``limit`` bytes of its output, for at most ``timeout`` seconds, then kill it
+# (its whole process group: a shell script's children too) and say the program is unusable.
+class Finished:
+    """A helper program that ended within its limits: exit status and what it printed."""
 
-    program = env.get("CAPPLAN_NVIDIA_SMI") or "nvidia-smi"
+    __slots__ = ("returncode", "stderr", "stdout")
+
+    def __init__(self, returncode: int, stdout: bytes, stderr: bytes) -> None:
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+class Unusable(str):
+    """Why a helper program gave no answer (the one line); ``kind`` says which way: ``missing``,
+    ``denied``, ``failed`` (could not start), ``timeout`` or ``output`` (printed too much)."""
+
+    kind: str
+
+    def __new__(cls, reason: str, kind: str) -> Unusable:
+        made = super().__new__(cls, reason)
+        made.kind = kind
+        return made
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} bytes"
+
+
+def run_bounded(
+    argv: list[str],
+    *,
+    timeout: float | None,
+    limit: int,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Finished | Unusable:
+    """Run ``argv`` (stdin closed); the finished program, or why it is unusable (one line: not
+    found, not executable, no answer within ``timeout`` seconds, more than ``limit`` bytes of
+    output on stdout and stderr together). Nothing past ``limit`` is ever held in memory."""
+    import selectors
+    import subprocess
+    import time
+
+    program = argv[0]
     try:
-        done = subprocess.run(
-            [program, "--query-gpu=uuid,compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            timeout=10,
-            check=False,
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
         )
-    except (OSError, subprocess.SubprocessError) as error:
-        notes.append(f"nvidia-smi: {error}")
+    except FileNotFoundError:
+        return Unusable(f"{program}: not found", "missing")
+    except PermissionError:
+        return Unusable(f"{program}: not executable", "denied")
+    except (OSError, ValueError) as error:
+        return Unusable(f"{program}: {getattr(error, 'strerror', None) or error}", "failed")
+    assert proc.stdout is not None and proc.stderr is not None
+    out: dict[int, list[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
+    total = 0
+    why: Unusable | None = None
+    deadline = None if timeout is None else time.monotonic() + timeout
+    late = Unusable(f"{program} did not answer within {timeout or 0:g} s", "timeout")
+    try:
+        with selectors.DefaultSelector() as chooser:
+            for fd in out:
+                chooser.register(fd, selectors.EVENT_READ)
+            while chooser.get_map() and why is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    why = late
+                    break
+                for key, _ in chooser.select(left):
+                    data = os.read(key.fd, 65536)
+                    if not data:
+                        chooser.unregister(key.fd)
+                        continue
+                    out[key.fd].append(data)
+                    total += len(data)
+                    if total > limit:
+                        why = Unusable(
+                            f"{program} printed more than {_size(limit)}, the most read from it",
+                            "output",
+                        )
+                        break
+        if why is None:
+            try:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                proc.wait(left)
+            except subprocess.TimeoutExpired:
+                why = late
+    finally:
+        if why is not None or proc.returncode is None:
+            try:
+                os.killpg(proc.pid, 9)
+            except OSError:
+                proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    if why is not None:
+        return why
+    stdout, stderr = (b"".join(chunks) for chunks in out.values())
+    return Finished(proc.returncode, stdout, stderr)
+
+
+def _from_nvidia_smi(env: dict[str, str], notes: list[str]) -> list[tuple[str, Cap]] | None:
+    program = env.get("CAPPLAN_NVIDIA_SMI") or "nvidia-smi"
+    done = run_bounded(
+        [program, "--query-gpu=uuid,compute_cap", "--format=csv,noheader"],
+        timeout=10,
+        limit=1 << 20,
+    )
+    if isinstance(done, str):
+        notes.append(f"nvidia-smi: {done}")
         return None
     if done.returncode != 0:
         notes.append(f"nvidia-smi: exit {done.returncode}")

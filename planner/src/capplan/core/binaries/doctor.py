@@ -114,6 +114,9 @@ class Library:
     # The x86-64 level its ELF note records as needed (GNU_PROPERTY_X86_ISA_1_NEEDED:
     # "x86-64-v3"); None: it records none, so its level is unknown (most binaries).
     cpu_level: str | None = None
+    # Why the dynamic loader cannot load it ("truncated: ..."); None: it can, as far as its ELF
+    # headers say. Such a library cannot run anywhere, whatever device code it holds.
+    unloadable: str | None = None
 
     @property
     def has_cuda_code(self) -> bool:
@@ -187,7 +190,7 @@ class Cell:
     reason: str
     fix: str | None = None
     cause: str | None = (
-        None  # for cannot-run: device-code, dropped-arch, driver-runtime, driver-ptx
+        None  # for cannot-run: device-code, dropped-arch, driver-runtime, driver-ptx, unloadable
     )
 
     def to_json(self) -> dict[str, Any]:
@@ -366,6 +369,13 @@ _CELLS: dict[str, Callable[[Library, Gpu, Driver], Cell]] = {
 }
 
 
+def _unloadable_cell(lib: Library) -> Cell:
+    """A library the dynamic loader refuses runs on no GPU: dlopen fails before any kernel."""
+    name = lib.path.rsplit("/", 1)[-1]
+    return Cell("cannot-run", None, f"the loader cannot load {name}: {lib.unloadable}",
+                "reinstall the package (the file is damaged)", "unloadable")  # fmt: skip
+
+
 def _no_gpu_of_its_vendor(lib: Library, cell: Cell) -> Cell:
     """Other-vendor code is no failure beside a GPU of its own vendor; with none, it cannot run."""
     if lib.amd and not lib.has_cuda_code:
@@ -426,7 +436,7 @@ def cpu_cells(libraries: Sequence[Library], cpu: CpuFacts) -> tuple[tuple[Librar
 
 # Among libraries that cannot run, the cause a user must fix first: no code for the GPU at all
 # (no driver helps), then the driver.
-_CAUSES = ("driver-ptx", "driver-runtime", "device-code", "dropped-arch", "vendor")
+_CAUSES = ("driver-ptx", "driver-runtime", "device-code", "dropped-arch", "vendor", "unloadable")
 
 
 def _severity(cell: Cell) -> tuple[int, int]:
@@ -450,7 +460,13 @@ class DoctorReport:
     @property
     def ok(self) -> bool:
         gpu_ok = not any(c.level == "cannot-run" for cells in self.cells.values() for c in cells)
-        return gpu_ok and not self.cpu_cannot_run
+        return gpu_ok and not self.cpu_cannot_run and not self.unloadable
+
+    @property
+    def unloadable(self) -> tuple[Library, ...]:
+        """The libraries the dynamic loader cannot load, in path order."""
+        libs = (lib for _, group in self.packages for lib in group if lib.unloadable is not None)
+        return tuple(sorted(libs, key=lambda lib: lib.path))
 
     def package_cells(self, package: Package) -> list[Cell]:
         """One summary cell per GPU for ``package``: its worst library's."""
@@ -483,7 +499,11 @@ def diagnose(
     ``packages`` maps each library's ``package`` key to the package; the report keeps packages
     in name order and libraries in path order.
     """
-    relevant = [lib for lib in libraries if lib.has_cuda_code or lib.amd or lib.cuda_majors]
+    relevant = [
+        lib
+        for lib in libraries
+        if lib.has_cuda_code or lib.amd or lib.cuda_majors or lib.unloadable is not None
+    ]
     by_package: dict[str, list[Library]] = {}
     for lib in relevant:
         pkg = packages.get(lib.package)
@@ -502,7 +522,9 @@ def diagnose(
             row = []
             for gpu in gpus:
                 row.append(_CELLS.get(gpu.vendor, _amd_cell)(lib, gpu, driver))
-            if row and all(c.level == "other-vendor" for c in row):
+            if lib.unloadable is not None:
+                row = [_unloadable_cell(lib) for _ in gpus]
+            elif row and all(c.level == "other-vendor" for c in row):
                 row = [_no_gpu_of_its_vendor(lib, c) for c in row]
             cells[lib.path] = tuple(row)
     majors: dict[int, set[str]] = {}

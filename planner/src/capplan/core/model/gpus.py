@@ -18,9 +18,11 @@ from capplan.core.model.kb import ChipInfo, GpuModel, KnowledgeBase, PciDevice
 from capplan.errors import InvalidInputError, shorten
 
 __all__ = [
+    "MAX_DEVICE_TEXT",
     "REPORT_HINT",
     "GpuMatch",
     "PciAnswer",
+    "check_device_text",
     "find_gpus",
     "lookup_pci",
     "normalise",
@@ -200,8 +202,48 @@ def _short_name(model: GpuModel) -> str:
     return model.aliases[0] if model.aliases else model.name
 
 
+# The longest GPU name in the knowledge base has 56 characters; a device is never a page long.
+MAX_DEVICE_TEXT = 128
+_LIST_WORDS = re.compile(r"[\s,;]+")
+
+
+def check_device_text(text: str) -> None:
+    """Refuse what cannot name one device (exit 4) before any lookup: a value longer than
+    :data:`MAX_DEVICE_TEXT`, a list (``A100,A100``), one name repeated (``a100 a100 a100``:
+    word matching would read it as one A100), or a value starting with ``-`` (``-8.6`` is no
+    capability, and looked up as a name it matched a Radeon 860M)."""
+    stripped = text.strip()
+    how = "give one GPU name or capability, e.g. 'RTX 3090' or 8.6"
+    if len(stripped) > MAX_DEVICE_TEXT:
+        raise InvalidInputError(
+            f"device '{shorten(stripped)}' is {len(stripped)} characters long, more than a GPU "
+            f"name ({MAX_DEVICE_TEXT} at most)",
+            hint=how,
+        )
+    if "," in stripped or ";" in stripped:
+        raise InvalidInputError(
+            f"device '{shorten(stripped)}' is a list, not one device",
+            hint="give each device on its own (one --device each, one [fleet] gpus entry each)",
+        )
+    if stripped.startswith("-"):
+        raise InvalidInputError(
+            f"device '{shorten(stripped)}' is no GPU name or capability (it starts with '-')",
+            hint=how,
+        )
+    words = [w for w in _LIST_WORDS.split(stripped.lower()) if w]
+    for size in range(1, len(words) // 2 + 1):
+        if len(words) % size == 0 and words == words[:size] * (len(words) // size):
+            raise InvalidInputError(
+                f"device '{shorten(stripped)}' repeats '{' '.join(words[:size])}' "
+                f"{len(words) // size} times: it names one device once",
+                hint="give each GPU once; a fleet lists each model once, whatever its count",
+            )
+
+
 def resolve_device(text: str, models: Sequence[GpuModel]) -> tuple[Capability, GpuModel | None]:
-    """A capability (``8.6``, ``sm_86``) or a GPU name, to the device's capability."""
+    """A capability (``8.6``, ``sm_86``) or a GPU name, to the device's capability; exit 4 for
+    what :func:`check_device_text` refuses."""
+    check_device_text(text)
     try:
         return Capability.parse(text), None
     except InvalidInputError:

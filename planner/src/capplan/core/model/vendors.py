@@ -10,7 +10,7 @@ import difflib
 from capplan.core.model.amd import AmdTarget
 from capplan.core.model.amd_kb import normalise_amd_name
 from capplan.core.model.capability import Capability
-from capplan.core.model.gpus import find_gpus, suggestions
+from capplan.core.model.gpus import check_device_text, find_gpus, suggestions
 from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import InvalidInputError, shorten
 
@@ -27,6 +27,7 @@ def amd_entry(kb: KnowledgeBase, label: str) -> tuple[AmdTarget, str | None] | N
     """An AMD fleet entry (``gfx942``, ``MI300X``, ``Radeon RX 7900 XTX``) as its processor and
     model name; None when the entry is an NVIDIA GPU or capability. A bad gfx target, an
     ambiguous AMD name, or a name neither vendor knows is exit 4 with "did you mean"."""
+    check_device_text(label)
     if looks_like_gfx(label):
         target = AmdTarget.parse(label)
         if target.is_generic:
