@@ -1,4 +1,5 @@
-# Stand-in for `rocmPackages` (pkgs/development/rocm-modules/default.nix, ROCm 7.2.3 as in
+# Follows NixOS/nixpkgs pkgs/development/rocm-modules/miopen/default.nix at 0030acac9e980e5b2e3eb2828d4c61e7bd86ddea and composable_kernel/default.nix at 0a381e31812d27774d12b328fd9c2f38b006591a
+# Stand-in for `rocmPackages` (pkgs/development/rocm-modules/default.nix, ROCm 7.2 as in
 # nixos-unstable mid-2026; ../../shared/ROCM.md restates it).
 #
 # - One scope (`lib.makeScope newScope`) whose `overrideScope` re-fixes it with one more
@@ -242,9 +243,12 @@ let
       }
     ) { };
 
-    # miopen/default.nix: targets ∩ its list; links CK only when CK has an MFMA target
-    # (`withComposableKernel ? composable_kernel.anyMfmaTarget`).  Its pname has no suffix in
-    # the nixpkgs revisions read; its store path still differs per scope (targets, inputs).
+    # miopen/default.nix (MIOpen 7.2.1, read at 0030acac): targets ∩ its list
+    # ("supportedTargets"); `withComposableKernel ? true` puts composable_kernel in buildInputs
+    # whatever the targets (ROCm 6.4.3's MIOpen defaulted to `composable_kernel.anyMfmaTarget`),
+    # so evaluating MIOpen in a scope without a gfx9 target meets composable_kernel's
+    # meta.broken; `withComposableKernel = false` is the way out (MIOPEN_USE_COMPOSABLEKERNEL
+    # off).  big-parallel.  Its pname has no suffix; its store path still differs per scope.
     miopen = self.callPackage (
       {
         clr,
@@ -252,7 +256,7 @@ let
         hipblaslt,
         composable_kernel,
         gpuTargets ? (clr.localGpuTargets or clr.gpuTargets),
-        withComposableKernel ? composable_kernel.anyMfmaTarget,
+        withComposableKernel ? true,
       }:
       let
         supportedTargets = lib.intersectLists [
@@ -279,6 +283,7 @@ let
         env.GPU_TARGETS = builtins.concatStringsSep ";" supportedTargets;
         record = {
           GPU_TARGETS = builtins.concatStringsSep ";" supportedTargets;
+          MIOPEN_USE_COMPOSABLEKERNEL = withComposableKernel;
           dependencies = {
             clr = "${clr}";
             rocblas = "${rocblas}";
