@@ -222,6 +222,23 @@ def test_composable_kernel_is_broken_without_a_gfx9_target(nix_repo: NixRunner) 
     }
 
 
+def test_migraphx_reads_the_default_list_and_links_the_scopes_miopen(
+    nix_repo: NixRunner,
+) -> None:
+    # migraphx/default.nix: gpuTargets ? clr.gpuTargets (not the scope's list); it links the
+    # scope's MIOpen, so a scope without gfx9 needs MIOpen without composable_kernel for it too.
+    stderr = failure(nix_repo, f"{rocm()}.rocmPackages.gfx1100.migraphx.drvPath")
+    assert "composable_kernel-gfx1100-7.2.3' in" in stderr and "marked as broken" in stderr
+    got = nix_repo.expr_json(
+        f"let r = {rocm()}.rocmPackages;"
+        " noCk = r.gfx1100.overrideScope (f: prev: {"
+        " miopen = prev.miopen.override { withComposableKernel = false; }; });"
+        " in { inScope = noCk.migraphx.drvAttrs.record.GPU_TARGETS;"
+        " miopen = noCk.migraphx.drvAttrs.record.dependencies.miopen == \"${noCk.miopen}\"; }"
+    )
+    assert got == {"inScope": ";".join(DEFAULT_TARGETS), "miopen": True}
+
+
 def test_magma_hip_targets_and_throw(nix_repo: NixRunner) -> None:
     got = nix_repo.expr_json(
         f"let p = {rocm()}; in {{"

@@ -1,4 +1,4 @@
-# Follows NixOS/nixpkgs pkgs/development/rocm-modules/miopen/default.nix at 0030acac9e980e5b2e3eb2828d4c61e7bd86ddea and composable_kernel/default.nix at 0a381e31812d27774d12b328fd9c2f38b006591a
+# Follows NixOS/nixpkgs pkgs/development/rocm-modules/miopen/default.nix at 0030acac9e980e5b2e3eb2828d4c61e7bd86ddea, composable_kernel/default.nix at 0a381e31812d27774d12b328fd9c2f38b006591a, migraphx/default.nix at a3961166adbf51c5951777d5a7b78c0d46b0b110
 # Stand-in for `rocmPackages` (pkgs/development/rocm-modules/default.nix, ROCm 7.2 as in
 # nixos-unstable mid-2026; ../../shared/ROCM.md restates it).
 #
@@ -289,6 +289,35 @@ let
             rocblas = "${rocblas}";
             hipblaslt = "${hipblaslt}";
             composable_kernel = if withComposableKernel then "${composable_kernel}" else null;
+          };
+        };
+      }
+    ) { };
+
+    # migraphx/default.nix (MIGraphX 7.1.1; the stored version, a3961166adbf): `gpuTargets ?
+    # clr.gpuTargets` (the default list, NOT the scope's localGpuTargets: a per-target scope
+    # rebuilds it for all 16 targets), -DGPU_TARGETS=<;-joined>; links rocblas, hipblas,
+    # hipblaslt and miopen of its scope (so MIOpen's composable_kernel rule reaches it).
+    migraphx = self.callPackage (
+      {
+        clr,
+        rocblas,
+        hipblas,
+        hipblaslt,
+        miopen,
+        gpuTargets ? clr.gpuTargets,
+      }:
+      rocmDerivation {
+        pname = "migraphx";
+        env.GPU_TARGETS = builtins.concatStringsSep ";" gpuTargets;
+        record = {
+          GPU_TARGETS = builtins.concatStringsSep ";" gpuTargets;
+          dependencies = {
+            clr = "${clr}";
+            rocblas = "${rocblas}";
+            hipblas = "${hipblas}";
+            hipblaslt = "${hipblaslt}";
+            miopen = "${miopen}";
           };
         };
       }
