@@ -138,9 +138,7 @@ def test_plan_text_says_what_the_amd_libraries_hold(capplan_in: Any, tmp_path: P
     assert "holds no HIP code" not in decisions
 
 
-def test_verify_a_variant_without_device_code_is_one_line(
-    capplan_in: Any, tmp_path: Path
-) -> None:
+def test_verify_a_variant_without_device_code_is_one_line(capplan_in: Any, tmp_path: Path) -> None:
     write(tmp_path, MIXED.replace("[packages.magma]", "[packages.torchvision]"))
     (tmp_path / "lib.so").write_bytes(b"\x7fELF")
     result = capplan_in("verify", str(tmp_path / "lib.so"), "--variant", "torchvision-gfx942")

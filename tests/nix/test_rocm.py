@@ -234,7 +234,7 @@ def test_migraphx_reads_the_default_list_and_links_the_scopes_miopen(
         " noCk = r.gfx1100.overrideScope (f: prev: {"
         " miopen = prev.miopen.override { withComposableKernel = false; }; });"
         " in { inScope = noCk.migraphx.drvAttrs.record.GPU_TARGETS;"
-        " miopen = noCk.migraphx.drvAttrs.record.dependencies.miopen == \"${noCk.miopen}\"; }"
+        ' miopen = noCk.migraphx.drvAttrs.record.dependencies.miopen == "${noCk.miopen}"; }'
     )
     assert got == {"inScope": ";".join(DEFAULT_TARGETS), "miopen": True}
 
