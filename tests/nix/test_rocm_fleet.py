@@ -38,6 +38,24 @@ system = "{system}"
 rocm_scope = "{scope}"
 """
 
+# Beyond the issue's fleet: gfx9 without MFMA (MI50: MIOpen still links CK), MFMA (MI100),
+# RDNA2 with and without a per-target scope (gfx1030, gfx1031), an RDNA3 iGPU, RDNA4, shared
+# generic targets, and every ROCm package capplan plans.
+WIDE = """
+[fleet]
+gpus = ["MI50", "MI100", "RX 6800", "RX 6700 XT", "RX 9070 XT", "Radeon 780M", "A100"]
+[packages.torch]
+[packages.torchvision]
+[packages.onnxruntime]
+[packages.magma]
+[packages.llama-cpp]
+[packages.ollama]
+[policy]
+system = "{system}"
+rocm_scope = "{scope}"
+share = "compatible"
+"""
+
 # Every variant: its drvPath when it evaluates, else null.
 EVAL_ALL = (
     "ps: builtins.mapAttrs (n: v: let r = builtins.tryEval v.drvPath; in "
@@ -56,15 +74,41 @@ def _capplan(root: Path, *args: str) -> str:
     return proc.stdout
 
 
-@pytest.fixture(scope="module", params=["package", "stack"])
-def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> NixRunner:
+def _runner(factory: pytest.TempPathFactory, name: str, config: str) -> NixRunner:
     if shutil.which("nix") is None:
         pytest.skip("nix not found on PATH (install Debian's nix-bin to run tests/nix)")
-    root = tmp_path_factory.mktemp(f"repo-fleet-{request.param}")
+    root = factory.mktemp(f"repo-{name}")
     copy_tree(root)
-    (root / "capplan.toml").write_text(FLEET.format(system=SYSTEM, scope=request.param))
+    (root / "capplan.toml").write_text(config)
     _capplan(root, "generate")
     return NixRunner(root)
+
+
+@pytest.fixture(scope="module", params=["package", "stack"])
+def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> NixRunner:
+    scope = request.param
+    return _runner(tmp_path_factory, f"fleet-{scope}", FLEET.format(system=SYSTEM, scope=scope))
+
+
+@pytest.fixture(scope="module", params=["package", "stack"])
+def wide(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> NixRunner:
+    scope = request.param
+    return _runner(tmp_path_factory, f"wide-{scope}", WIDE.format(system=SYSTEM, scope=scope))
+
+
+def _all_evaluate(runner: NixRunner) -> set[str]:
+    planned = set(json.loads((runner.root / "overlays" / "plan.json").read_text())["variants"])
+    drvs = runner.eval_json(f"legacyPackages.{SYSTEM}", "--apply", EVAL_ALL)
+    assert planned <= set(drvs), sorted(planned - set(drvs))
+    failed = sorted(n for n in planned if drvs[n] is None)
+    messages = {
+        n: runner.flake(["eval"], f".#legacyPackages.{SYSTEM}.{n}.drvPath", check=False).stderr[
+            -400:
+        ]
+        for n in failed[:3]
+    }
+    assert not failed, (failed, messages)
+    return planned
 
 
 def _plan(runner: NixRunner) -> dict[str, Any]:
@@ -73,20 +117,19 @@ def _plan(runner: NixRunner) -> dict[str, Any]:
 
 
 def test_every_planned_variant_evaluates(fleet: NixRunner) -> None:
-    planned = set(json.loads((fleet.root / "overlays" / "plan.json").read_text())["variants"])
-    drvs = fleet.eval_json(f"legacyPackages.{SYSTEM}", "--apply", EVAL_ALL)
-    assert planned <= set(drvs), sorted(planned - set(drvs))
-    failed = sorted(n for n in planned if drvs[n] is None)
-    messages = {
-        n: fleet.flake(["eval"], f".#legacyPackages.{SYSTEM}.{n}.drvPath", check=False).stderr[
-            -400:
-        ]
-        for n in failed[:3]
-    }
-    assert not failed, (failed, messages)
+    planned = _all_evaluate(fleet)
     # The fleet's AMD GPUs are all served, in either scope.
     for name in ("torch-gfx942", "torch-gfx1100", "torch-gfx1151", "torch-sm89"):
         assert name in planned
+
+
+def test_every_variant_of_a_wider_fleet_evaluates(wide: NixRunner) -> None:
+    planned = _all_evaluate(wide)
+    assert {"torch-gfx906", "torch-gfx1201", "onnxruntime-rocm", "magma-gfx1031"} <= planned
+    if _plan(wide)["rocm_scope"] == "stack":
+        # MIOpen links CK in every gfx9 scope, MFMA or not.
+        assert {"composable_kernel-gfx906", "composable_kernel-gfx908"} <= planned
+        assert "composable_kernel-gfx1201" not in planned
 
 
 def test_the_plan_says_what_each_amd_library_holds(fleet: NixRunner) -> None:
