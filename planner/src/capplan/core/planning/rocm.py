@@ -104,6 +104,7 @@ class _Planner:
     scope_overrides: dict[AmdTarget, dict[str, dict[str, bool]]] = field(default_factory=dict)
     # (job, library, device, what the job's copy of the library holds): said as "gap" lines.
     gaps: list[tuple[_Job, str, AmdTarget, str]] = field(default_factory=list)
+    held: dict[tuple[str, AmdTarget, AmdTarget], bool] = field(default_factory=dict)
 
     def _own(self, lib_name: str) -> AmdPackageTargets | None:
         library = self.amd.stack_libraries[lib_name]
@@ -574,15 +575,22 @@ def _plan_default_targets(
 
 
 def _holds(planner: _Planner, lib_name: str, target: AmdTarget, device: AmdTarget) -> bool:
-    """Whether a stack scope's copy of a library (built for ``target``) runs on ``device``."""
-    library = planner.amd.stack_libraries[lib_name]
-    if not library.reads_scope:
-        return planner.cached_covers(lib_name, device)
-    check = planner.check(lib_name, target)
-    if check is not None and check.outcome != "ok":
-        return False
-    kept = (target,) if check is None else check.kept
-    return amd_how_runs(device, kept).level is not AmdRunLevel.CANNOT_RUN
+    """Whether a stack scope's copy of a library (built for ``target``) runs on ``device``
+    (asked once per library, target and device: every package linking it asks again)."""
+    key = (lib_name, target, device)
+    found = planner.held.get(key)
+    if found is None:
+        library = planner.amd.stack_libraries[lib_name]
+        check = planner.check(lib_name, target)
+        if not library.reads_scope:
+            found = planner.cached_covers(lib_name, device)
+        elif check is not None and check.outcome != "ok":
+            found = False
+        else:
+            kept = (target,) if check is None else check.kept
+            found = amd_how_runs(device, kept).level is not AmdRunLevel.CANNOT_RUN
+        planner.held[key] = found
+    return found
 
 
 def _holds_text(planner: _Planner, job: _Job) -> str:
