@@ -1,4 +1,4 @@
-# Follows NixOS/nixpkgs pkgs/development/rocm-modules/miopen/default.nix at 0030acac9e980e5b2e3eb2828d4c61e7bd86ddea, composable_kernel/default.nix at 0a381e31812d27774d12b328fd9c2f38b006591a, migraphx/default.nix at a3961166adbf51c5951777d5a7b78c0d46b0b110
+# Follows NixOS/nixpkgs pkgs/development/rocm-modules/miopen/default.nix at 0030acac9e980e5b2e3eb2828d4c61e7bd86ddea, composable_kernel/default.nix at 0a381e31812d27774d12b328fd9c2f38b006591a and base.nix at 77dc9f4bd250c775aa1d7b072c11b7935fc045d6, migraphx/default.nix at a3961166adbf51c5951777d5a7b78c0d46b0b110
 # Stand-in for `rocmPackages` (pkgs/development/rocm-modules/default.nix, ROCm 7.2 as in
 # nixos-unstable mid-2026; ../../shared/ROCM.md restates it).
 #

@@ -230,6 +230,10 @@ def test_magma_gap_is_said_per_variant_in_both_scopes() -> None:
         assert "no gfx942 code" in reason and "linear algebra" in reason and "MI300X" in reason
         # gfx1030 is in magma's list: no gap for it.
         assert ("torch", "torch-gfx1030: magma-hip") not in gaps
+    # "package" scope: what the cache's libraries hold is said once each.
+    held = decisions(make_plan(KB, config(["MI300X"], {"torch": {}})), "holds")
+    assert "gfx942" in held[("rocblas", "rocblas (cache)")]
+    assert "gfx942" not in held[("magma-hip", "magma-hip (cache)")]
 
 
 def test_stack_scope_falls_back_where_nixpkgs_has_no_per_target_scope() -> None:

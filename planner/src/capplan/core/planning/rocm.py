@@ -105,6 +105,7 @@ class _Planner:
     # (job, library, device, what the job's copy of the library holds): said as "gap" lines.
     gaps: list[tuple[_Job, str, AmdTarget, str]] = field(default_factory=list)
     held: dict[tuple[str, AmdTarget, AmdTarget], bool] = field(default_factory=dict)
+    from_cache: set[str] = field(default_factory=set)  # libraries linked from the default scope
 
     def _own(self, lib_name: str) -> AmdPackageTargets | None:
         library = self.amd.stack_libraries[lib_name]
@@ -120,11 +121,15 @@ class _Planner:
 
     def cached_targets(self, lib_name: str) -> tuple[AmdTarget, ...]:
         """What the default scope's build of a library (the cache's) holds: nixpkgs' default
-        list as the library's own list leaves it (magma-hip: clr.gpuTargets ∩ VALID_GFXS)."""
+        list as the library's own list leaves it (magma-hip: clr.gpuTargets ∩ VALID_GFXS), or
+        the library's own default where it has one (composable_kernel: gfx9 and generic
+        targets, composable_kernel/base.nix)."""
         found = self._cached.get(lib_name)
         if found is None:
             own = self._own(lib_name)
             defaults = self.amd.nixpkgs_default_targets
+            if own is not None and own.default_targets is not None:
+                defaults = own.default_targets
             found = defaults if own is None else own.check(lib_name, defaults).kept
             self._cached[lib_name] = found
         return found
@@ -442,6 +447,7 @@ def _links(
             job.needs.append(planned)
             continue
         if job.scope == "package":
+            planner.from_cache.add(lib_name)
             for device in devices:
                 if planner.cached_covers(lib_name, device):
                     continue
@@ -645,6 +651,14 @@ def _say_holds(planner: _Planner) -> None:
                 f"{linked or 'the torch of its set'}, costs nothing per target, and verify "
                 "expects no gfx code in it",
             )
+    for lib_name in sorted(planner.from_cache):
+        planner.decide(
+            lib_name,
+            f"{lib_name} (cache)",
+            "holds",
+            f"nixpkgs' default {lib_name} (from the cache, linked by the rocm_scope = package "
+            f"variants) holds {', '.join(map(str, planner.cached_targets(lib_name)))}",
+        )
     for job, lib_name, device, holds in planner.gaps:
         library = amd.stack_libraries[lib_name]
         where = ", ".join(s.gpu for s in job.serves) or str(device)
