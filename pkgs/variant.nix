@@ -50,7 +50,8 @@ let
     A plan.json variant, checked for the keys this file reads about its vendor: one clear
     `capplan:` line for data it does not understand (the planner writes valid data; a
     hand-edited or newer plan.json may not).  AMD variants carry
-    `rocm = { scope = "package" | "stack"; scope_attr; targets; overrides; arguments ? {}; }`; NVIDIA ones
+    `rocm = { scope = "package" | "stack"; scope_attr; targets; overrides; arguments ? {};
+    scope_overrides ? {}; }`; NVIDIA ones
     `rocm = null` or no `rocm` key.
   */
   checkVariant =
@@ -85,6 +86,16 @@ let
           || !(builtins.all (n: rocm.overrides ? ${n}) (attrNames (rocm.arguments or { })))
         then
           fail "rocm.arguments must map names of rocm.overrides to argument names such as \"rocmGpuTargets\", got ${toJSON (rocm.arguments or null)}"
+        else if
+          !(builtins.isAttrs (rocm.scope_overrides or { }))
+          || !(builtins.all builtins.isAttrs (builtins.attrValues (rocm.scope_overrides or { })))
+          || !(builtins.all (args: builtins.all builtins.isBool (builtins.attrValues args)) (
+            builtins.attrValues (rocm.scope_overrides or { })
+          ))
+        then
+          fail "rocm.scope_overrides must map ROCm library names to objects of boolean arguments such as {\"miopen\": {\"withComposableKernel\": false}}, got ${toJSON (rocm.scope_overrides or null)}"
+        else if rocm.scope != "stack" && (rocm.scope_overrides or { }) != { } then
+          fail "rocm.scope_overrides needs rocm.scope \"stack\" (it changes libraries of a per-target scope), got ${toJSON rocm.scope_overrides}"
         else if (variant.gpu_targets or [ ]) != [ ] then
           fail "an AMD variant takes its targets from rocm.overrides, not gpu_targets ${toJSON variant.gpu_targets}"
         else
@@ -250,6 +261,11 @@ let
       pkgs/development/rocm-modules/default.nix), so every target-dependent library, torch
       (whose PYTORCH_ROCM_ARCH is then the scope's list) and magma-hip are built against that one
       ROCm stack (what nixpkgs' own rocm-tests does with `rocmPackages = self`);
+      `rocm.scope_overrides` changes libraries inside that scope (`overrideScope`), so every
+      consumer of the scope sees the same one: `{ miopen = { withComposableKernel = false; }; }`
+      for a scope without a gfx9 target, where ROCm 7.x MIOpen's default (`withComposableKernel ?
+      true`, pkgs/development/rocm-modules/miopen/default.nix) would link composable_kernel,
+      which is `meta.broken = !anyGfx9Target` (composable_kernel/default.nix);
     - `rocm.overrides`: `torch` -> gpuTargetsOverlay (inside the Python set, so torchvision gets
       that torch); any other NAME -> `NAME = prev.NAME.override { <argument> = <list>; }` (the
       list as given: magma-hip takes magma's own spelling, "1030", pkgs/by-name/ma/magma), where
@@ -272,10 +288,26 @@ let
         builtins.filter (n: builtins.match "gfx[0-9a-z]+" n != null && isScope rocmPackages.${n}) (
           attrNames rocmPackages
         );
+      scopeOverrides = rocm.scope_overrides or { };
+      changed =
+        scope:
+        let
+          # Checked before the scope is made: an attribute of the new scope is only forced by
+          # a package that links it, so a wrong name would otherwise be ignored in silence.
+          missing = builtins.filter (library: !(scope ? ${library})) (attrNames scopeOverrides);
+        in
+        if scopeOverrides == { } then
+          scope
+        else if missing != [ ] then
+          fail "rocm.scope_overrides names ${toJSON (builtins.head missing)}, which rocmPackages.${rocm.scope_attr} does not have"
+        else
+          scope.overrideScope (
+            _final: prev: builtins.mapAttrs (library: args: prev.${library}.override args) scopeOverrides
+          );
       stack = final: prev: {
         rocmPackages =
           if prev.rocmPackages ? ${rocm.scope_attr} && isScope prev.rocmPackages.${rocm.scope_attr} then
-            prev.rocmPackages.${rocm.scope_attr}
+            changed prev.rocmPackages.${rocm.scope_attr}
           else
             fail "rocm.scope_attr ${toJSON rocm.scope_attr} is not a per-target scope of this nixpkgs' rocmPackages (it has ${toJSON (scopeNames prev.rocmPackages)})";
       };
@@ -440,6 +472,7 @@ let
         (variant.rocm.scope_attr or null)
         (variant.rocm.overrides or null)
         (variant.rocm.arguments or { })
+        (variant.rocm.scope_overrides or { })
       ]
     else
       toJSON [

@@ -120,3 +120,27 @@ def test_bad_amd_settings(
 ) -> None:
     write(tmp_path, MIXED + extra)  # MIXED ends in [policy]: a bare key lands there
     assert words in one_line_error(capplan_in("plan", env=env), code)
+
+
+def test_plan_text_says_what_the_amd_libraries_hold(capplan_in: Any, tmp_path: Path) -> None:
+    write(tmp_path, MIXED.replace("[packages.magma]", "[packages.magma]\n[packages.torchvision]"))
+    result = capplan_in("plan", "--rocm-scope", "stack")
+    assert result.exit_code == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    section = text[text.index("What the AMD libraries hold") :]
+    assert "missing torch-gfx942: magma-hip:" in section
+    assert "no gfx942 code, so magma-backed GPU linear algebra" in section
+    assert "on MI300X with torch-gfx942" in section
+    assert "miopen-gfx1100 holds gfx1100; built with withComposableKernel = false" in section
+    assert "torchvision-gfx942 holds no HIP code" in section
+    # Those lines are not repeated among the routine decisions.
+    decisions = text[text.index("Decisions") : text.index("What the AMD libraries hold")]
+    assert "holds no HIP code" not in decisions
+
+
+def test_verify_a_variant_without_device_code_is_one_line(capplan_in: Any, tmp_path: Path) -> None:
+    write(tmp_path, MIXED.replace("[packages.magma]", "[packages.torchvision]"))
+    (tmp_path / "lib.so").write_bytes(b"\x7fELF")
+    result = capplan_in("verify", str(tmp_path / "lib.so"), "--variant", "torchvision-gfx942")
+    line = one_line_error(result, ExitCode.INVALID_INPUT)
+    assert "torchvision-gfx942" in line and "holds no GPU code" in line

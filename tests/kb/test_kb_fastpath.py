@@ -59,7 +59,9 @@ def test_commands_that_look_up_load_no_pydantic(tmp_path: Path) -> None:
         ("gpus.json", lambda d: d["gpus"][0].update(colour="green"), "colour"),
         ("gpus.json", lambda d: d["gpus"][1].pop("aliases"), r"gpus\[1\] \(name '.+'\): aliases: Field required"),
         ("pci.json", lambda d: d["devices"][0].update(id="10DE:2684"), "10de:dddd"),
-        ("amd_packages.json", lambda d: d["stack_libraries"]["composable_kernel"].pop("linked_why"),
+        ("amd_packages.json", lambda d: d["stack_libraries"]["composable_kernel"].pop("fallback_why"),
+         "go together"),
+        ("amd_packages.json", lambda d: d["stack_libraries"]["miopen"].update(linked_for=["gfx942"]),
          "go together"),
     ],
 )  # fmt: skip

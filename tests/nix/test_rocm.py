@@ -185,17 +185,58 @@ def test_composable_kernel_is_broken_without_a_gfx9_target(nix_repo: NixRunner) 
     stderr = failure(nix_repo, f"{rocm()}.rocmPackages.gfx1100.composable_kernel.drvPath")
     assert "Refusing to evaluate package 'composable_kernel-gfx1100-7.2.3'" in stderr
     assert "is marked as broken" in stderr
+    # ROCm 7.x MIOpen links CK whatever the targets (withComposableKernel ? true,
+    # miopen/default.nix), so MIOpen, and torch through it, fail in a scope without gfx9 ...
+    for expr in ("r.gfx1100.miopen.drvPath", "(torch r.gfx1100).drvPath"):
+        stderr = failure(
+            nix_repo,
+            f"let p = {rocm()}; r = p.rocmPackages;"
+            " torch = s: p.python3Packages.torch.override { rocmPackages = s; };"
+            f" in {expr}",
+        )
+        assert "composable_kernel-gfx1100-7.2.3' in" in stderr and "marked as broken" in stderr
+    # ... unless the scope's MIOpen is built without it (what capplan's stack scope does).
     got = nix_repo.expr_json(
         f"let p = {rocm()}; r = p.rocmPackages;"
+        " noCk = r.gfx1100.overrideScope (f: prev: {"
+        " miopen = prev.miopen.override { withComposableKernel = false; }; });"
         " torch = s: (p.python3Packages.torch.override { rocmPackages = s; }).drvAttrs.record.rocmDependencies;"
         " in {"
         " gfx942 = builtins.isString r.gfx942.composable_kernel.drvPath;"
-        # torch vendors CK when the scope's CK has no MFMA target, so it still evaluates.
-        " gfx1100 = (torch r.gfx1100).composable_kernel;"
-        " miopen1100 = r.gfx1100.miopen.drvAttrs.record.dependencies.composable_kernel;"
+        # torch vendors CK when the scope's CK has no MFMA target.
+        " gfx1100 = (torch noCk).composable_kernel;"
+        " miopen1100 = noCk.miopen.drvAttrs.record.dependencies.composable_kernel;"
+        " ckOff = noCk.miopen.drvAttrs.record.MIOPEN_USE_COMPOSABLEKERNEL;"
+        # A gfx9 scope without MFMA (gfx906): MIOpen links the scope's CK, torch vendors it.
+        " miopen906 = builtins.isString r.gfx906.miopen.drvAttrs.record.dependencies.composable_kernel;"
+        " torch906 = (torch r.gfx906).composable_kernel;"
         " }"
     )
-    assert got == {"gfx942": True, "gfx1100": None, "miopen1100": None}
+    assert got == {
+        "gfx942": True,
+        "gfx1100": None,
+        "miopen1100": None,
+        "ckOff": False,
+        "miopen906": True,
+        "torch906": None,
+    }
+
+
+def test_migraphx_reads_the_default_list_and_links_the_scopes_miopen(
+    nix_repo: NixRunner,
+) -> None:
+    # migraphx/default.nix: gpuTargets ? clr.gpuTargets (not the scope's list); it links the
+    # scope's MIOpen, so a scope without gfx9 needs MIOpen without composable_kernel for it too.
+    stderr = failure(nix_repo, f"{rocm()}.rocmPackages.gfx1100.migraphx.drvPath")
+    assert "composable_kernel-gfx1100-7.2.3' in" in stderr and "marked as broken" in stderr
+    got = nix_repo.expr_json(
+        f"let r = {rocm()}.rocmPackages;"
+        " noCk = r.gfx1100.overrideScope (f: prev: {"
+        " miopen = prev.miopen.override { withComposableKernel = false; }; });"
+        " in { inScope = noCk.migraphx.drvAttrs.record.GPU_TARGETS;"
+        ' miopen = noCk.migraphx.drvAttrs.record.dependencies.miopen == "${noCk.miopen}"; }'
+    )
+    assert got == {"inScope": ";".join(DEFAULT_TARGETS), "miopen": True}
 
 
 def test_magma_hip_targets_and_throw(nix_repo: NixRunner) -> None:
@@ -246,20 +287,22 @@ def _rocm_paths(records: dict[str, Any], name: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("gpu", "scope"), [("MI50", "gfx906"), ("MI100", "gfx908"), ("MI300X", "gfx942")]
 )
-def test_stack_plan_rebuilds_composable_kernel_only_where_torch_links_it(
+def test_stack_plan_rebuilds_composable_kernel_where_the_scope_links_it(
     nix_repo: NixRunner, gpu: str, scope: str
 ) -> None:
-    # torch links rocmPackages.composable_kernel only with an MFMA target in its scope
-    # (vendorComposableKernel in torch/source/default.nix); the stack plan agrees with the
-    # stand-in's torch in that scope.
+    # torch links rocmPackages.composable_kernel itself only with an MFMA target
+    # (vendorComposableKernel in torch/source/default.nix), but ROCm 7.x MIOpen, which torch
+    # links, takes the scope's CK whatever its gfx9 targets (withComposableKernel ? true): the
+    # stack plan has a CK job exactly where the stand-in's torch closure holds one.
     from capplan.adapters.kb import load_kb
     from capplan.core.planning.config import config_from_mapping
     from capplan.core.planning.planner import make_plan
 
     linked = nix_repo.expr_json(
-        f"let p = {rocm()}; in ((p.python3Packages.torch.override"
-        f" {{ rocmPackages = p.rocmPackages.{scope}; }}).drvAttrs.record"
-        ".rocmDependencies.composable_kernel != null)"
+        f"let p = {rocm()}; s = p.rocmPackages.{scope}; in"
+        " ((p.python3Packages.torch.override { rocmPackages = s; }).drvAttrs.record"
+        ".rocmDependencies.composable_kernel != null"
+        " || s.miopen.drvAttrs.record.dependencies.composable_kernel != null)"
     )
     config = config_from_mapping(
         {"fleet": {"gpus": [gpu]}, "packages": {"torch": {}}, "policy": {"rocm_scope": "stack"}},
@@ -268,7 +311,8 @@ def test_stack_plan_rebuilds_composable_kernel_only_where_torch_links_it(
     plan = make_plan(load_kb(), config)
     torch = plan.variant(f"torch-{scope}")
     assert torch is not None
-    assert (f"composable_kernel-{scope}" in torch.needs) is linked
+    assert linked is True
+    assert f"composable_kernel-{scope}" in torch.needs
 
 
 def test_rocm_variants_build_from_the_plan(nix_rocm: NixRunner) -> None:
@@ -441,6 +485,24 @@ def _eval_variant(runner: NixRunner, variants: dict[str, Any], name: str) -> Any
             {"arguments": {"torch": 3}},
             "capplan: plan.json variant torch-gfx942: rocm.arguments must map names of"
             " rocm.overrides",
+        ),
+        (
+            {"scope_overrides": {"miopen": {"withComposableKernel": "no"}}},
+            "capplan: plan.json variant torch-gfx942: rocm.scope_overrides must map ROCm"
+            " library names to objects of boolean arguments",
+        ),
+        (
+            {"scope_overrides": {"miopen": {"withComposableKernel": False}}},
+            'capplan: plan.json variant torch-gfx942: rocm.scope_overrides needs rocm.scope "stack"',
+        ),
+        (
+            {
+                "scope": "stack",
+                "scope_attr": "gfx942",
+                "scope_overrides": {"no-such-library": {"x": False}},
+            },
+            'capplan: plan.json variant torch-gfx942: rocm.scope_overrides names "no-such-library",'
+            " which rocmPackages.gfx942 does not have",
         ),
     ],
 )

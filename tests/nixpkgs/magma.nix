@@ -1,3 +1,4 @@
+# Follows NixOS/nixpkgs pkgs/by-name/ma/magma/package.nix at eddf58151840e54e4fc7a51bcbea52fa78b49c35
 # Stand-in for pkgs/by-name/ma/magma/package.nix (formerly .../science/math/magma/generic.nix):
 # with CUDA it builds for flags.cmakeCudaArchitecturesString and MIN_ARCH (lowest capability,
 # "75" -> "750"); with ROCm (HIP) for GPU_TARGET:

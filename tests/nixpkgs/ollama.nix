@@ -1,3 +1,4 @@
+# Follows NixOS/nixpkgs pkgs/by-name/ol/ollama/package.nix, ollama 0.30.7 (no commit id: read from the code index's copy of the file; the one commit stored for this path, 373929394f8f5fb03e84caabf7ffab10e318e299, has ollama 0.1.44)
 # Stand-in for pkgs/by-name/ol/ollama/package.nix (read at nixpkgs mid-2026):
 # - `acceleration ? null` (one of null false "rocm" "cuda" "vulkan", asserted); with null the
 #   set's config decides: CUDA when config.cudaSupport, ROCm when config.rocmSupport, and CPU

@@ -1,7 +1,11 @@
+# Follows NixOS/nixpkgs pkgs/by-name/on/onnxruntime/package.nix at 02688433ee15c0ca0913e2955e0c44a7477e497d
 # Stand-in for pkgs/by-name/on/onnxruntime: CMAKE_CUDA_ARCHITECTURES from
 # cudaPackages.flags.cmakeCudaArchitecturesString; with ROCm, CMAKE_HIP_ARCHITECTURES =
-# concatStringsSep ";" (rocmPackages.clr.localGpuTargets or rocmPackages.clr.gpuTargets) and
-# onnxruntime_ROCM_HOME = clr.
+# concatStringsSep ";" (rocmPackages.clr.localGpuTargets or rocmPackages.clr.gpuTargets) (so it
+# follows the scope it is built in: rocmPackages.gfx942 gives gfx942 only), onnxruntime_ROCM_HOME
+# = clr, buildInputs from the scope (clr, hipblas, rocblas, miopen, ...; MIOPEN_PATH = miopen, so
+# MIOpen's composable_kernel rule reaches it), onnxruntime_USE_COMPOSABLE_KERNEL off, and
+# `requiredSystemFeatures = lib.optionals (cudaSupport || rocmSupport) [ "big-parallel" ]`.
 {
   config,
   stdenv,
@@ -17,8 +21,8 @@ stdenv.mkDerivation {
   pname = "onnxruntime";
   version = "1.23.2";
   backendStdenv = if cudaSupport then cudaPackages.backendStdenv else null;
-  # pkgs/by-name/on/onnxruntime/package.nix: requiredSystemFeatures = [ "big-parallel" ] with CUDA.
-  requiredSystemFeatures = if cudaSupport then [ "big-parallel" ] else [ ];
+  # package.nix: requiredSystemFeatures = lib.optionals (cudaSupport || rocmSupport) [ "big-parallel" ].
+  requiredSystemFeatures = if cudaSupport || rocmSupport then [ "big-parallel" ] else [ ];
   record = {
     package = "onnxruntime";
     inherit cudaSupport;
@@ -45,7 +49,13 @@ stdenv.mkDerivation {
         CMAKE_HIP_ARCHITECTURES = builtins.concatStringsSep ";" (
           rocmPackages.clr.localGpuTargets or rocmPackages.clr.gpuTargets
         );
-        rocmDependencies.clr = "${rocmPackages.clr}";
+        onnxruntime_USE_COMPOSABLE_KERNEL = false;
+        rocmDependencies = {
+          clr = "${rocmPackages.clr}";
+          hipblas = "${rocmPackages.hipblas}";
+          rocblas = "${rocmPackages.rocblas}";
+          miopen = "${rocmPackages.miopen}";
+        };
       }
     else
       { }

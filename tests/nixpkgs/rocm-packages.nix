@@ -1,4 +1,5 @@
-# Stand-in for `rocmPackages` (pkgs/development/rocm-modules/default.nix, ROCm 7.2.3 as in
+# Follows NixOS/nixpkgs pkgs/development/rocm-modules/miopen/default.nix at 0030acac9e980e5b2e3eb2828d4c61e7bd86ddea, composable_kernel/default.nix at 0a381e31812d27774d12b328fd9c2f38b006591a and base.nix at 77dc9f4bd250c775aa1d7b072c11b7935fc045d6, migraphx/default.nix at a3961166adbf51c5951777d5a7b78c0d46b0b110
+# Stand-in for `rocmPackages` (pkgs/development/rocm-modules/default.nix, ROCm 7.2 as in
 # nixos-unstable mid-2026; ../../shared/ROCM.md restates it).
 #
 # - One scope (`lib.makeScope newScope`) whose `overrideScope` re-fixes it with one more
@@ -242,9 +243,12 @@ let
       }
     ) { };
 
-    # miopen/default.nix: targets ∩ its list; links CK only when CK has an MFMA target
-    # (`withComposableKernel ? composable_kernel.anyMfmaTarget`).  Its pname has no suffix in
-    # the nixpkgs revisions read; its store path still differs per scope (targets, inputs).
+    # miopen/default.nix (MIOpen 7.2.1, read at 0030acac): targets ∩ its list
+    # ("supportedTargets"); `withComposableKernel ? true` puts composable_kernel in buildInputs
+    # whatever the targets (ROCm 6.4.3's MIOpen defaulted to `composable_kernel.anyMfmaTarget`),
+    # so evaluating MIOpen in a scope without a gfx9 target meets composable_kernel's
+    # meta.broken; `withComposableKernel = false` is the way out (MIOPEN_USE_COMPOSABLEKERNEL
+    # off).  big-parallel.  Its pname has no suffix; its store path still differs per scope.
     miopen = self.callPackage (
       {
         clr,
@@ -252,7 +256,7 @@ let
         hipblaslt,
         composable_kernel,
         gpuTargets ? (clr.localGpuTargets or clr.gpuTargets),
-        withComposableKernel ? composable_kernel.anyMfmaTarget,
+        withComposableKernel ? true,
       }:
       let
         supportedTargets = lib.intersectLists [
@@ -279,11 +283,41 @@ let
         env.GPU_TARGETS = builtins.concatStringsSep ";" supportedTargets;
         record = {
           GPU_TARGETS = builtins.concatStringsSep ";" supportedTargets;
+          MIOPEN_USE_COMPOSABLEKERNEL = withComposableKernel;
           dependencies = {
             clr = "${clr}";
             rocblas = "${rocblas}";
             hipblaslt = "${hipblaslt}";
             composable_kernel = if withComposableKernel then "${composable_kernel}" else null;
+          };
+        };
+      }
+    ) { };
+
+    # migraphx/default.nix (MIGraphX 7.1.1; the stored version, a3961166adbf): `gpuTargets ?
+    # clr.gpuTargets` (the default list, NOT the scope's localGpuTargets: a per-target scope
+    # rebuilds it for all 16 targets), -DGPU_TARGETS=<;-joined>; links rocblas, hipblas,
+    # hipblaslt and miopen of its scope (so MIOpen's composable_kernel rule reaches it).
+    migraphx = self.callPackage (
+      {
+        clr,
+        rocblas,
+        hipblas,
+        hipblaslt,
+        miopen,
+        gpuTargets ? clr.gpuTargets,
+      }:
+      rocmDerivation {
+        pname = "migraphx";
+        env.GPU_TARGETS = builtins.concatStringsSep ";" gpuTargets;
+        record = {
+          GPU_TARGETS = builtins.concatStringsSep ";" gpuTargets;
+          dependencies = {
+            clr = "${clr}";
+            rocblas = "${rocblas}";
+            hipblas = "${hipblas}";
+            hipblaslt = "${hipblaslt}";
+            miopen = "${miopen}";
           };
         };
       }

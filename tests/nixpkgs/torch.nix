@@ -1,3 +1,4 @@
+# Follows NixOS/nixpkgs pkgs/development/python-modules/torch/source/default.nix at 6b516b42dd0f19e2ab9c9dd391cd40752a9dc096 (ROCm branch: rocmtoolkit_joined, vendorComposableKernel)
 # Stand-in for pkgs/development/python-modules/torch/source/default.nix, torch 2.12 as packaged
 # in nixos-unstable mid-2026 (NIXPKGS.md section 6):
 # - TORCH_CUDA_ARCH_LIST = config capabilities intersected with a hand-copied allowlist of

@@ -1,6 +1,11 @@
+# Follows NixOS/nixpkgs pkgs/development/python-modules/torchvision/default.nix at 36dba9c40e3912f7021e8648e1b4491ccd67b5e6
 # Stand-in for pkgs/development/python-modules/torchvision: it follows torch
 # (`inherit (torch) cudaCapabilities cudaPackages cudaSupport;`,
-#  TORCH_CUDA_ARCH_LIST = concatStringsSep ";" torch.cudaCapabilities).
+#  TORCH_CUDA_ARCH_LIST = concatStringsSep ";" torch.cudaCapabilities, FORCE_CUDA=1 with CUDA).
+# It never reads torch.rocmSupport and sets FORCE_CUDA only with cudaSupport: torchvision's
+# setup.py builds its GPU extension only with FORCE_CUDA or a visible GPU (none in the build
+# sandbox), so with a ROCm torch it compiles no HIP code: its store path follows torch's, its
+# contents hold no gfx code.
 {
   buildPythonPackage,
   torch,
@@ -22,6 +27,8 @@ buildPythonPackage {
   ];
   record = {
     inherit cudaSupport;
+    # No HIP code whatever torch is built for (see the header).
+    hipCode = false;
     torch = "${torch}";
   }
   // (

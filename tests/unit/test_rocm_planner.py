@@ -157,21 +157,83 @@ def test_stack_scope_refuses_composable_kernel_without_a_gfx9_target() -> None:
     assert plan.variant("rocblas-gfx1100") is not None
 
 
-def test_stack_scope_builds_no_composable_kernel_without_an_mfma_target() -> None:
-    # MI50 (gfx906) is gfx9, so its CK would evaluate, but torch vendors CK's headers there
-    # (no MFMA): no composable_kernel job, and the decision cites the recipe.
+def test_stack_scope_builds_composable_kernel_for_every_gfx9_target() -> None:
+    # MI50 (gfx906) has no MFMA, so torch vendors CK's headers, but ROCm 7.x MIOpen links the
+    # scope's composable_kernel whatever the targets (withComposableKernel ? true): a gfx906
+    # stack builds CK, and the plan has its job and cost.
     plan = make_plan(KB, config(["MI50"], rocm_scope="stack"))
     torch = plan.variant("torch-gfx906")
     assert torch is not None and torch.rocm is not None and torch.rocm.scope == "stack"
-    assert plan.variant("composable_kernel-gfx906") is None
-    assert "composable_kernel-gfx906" not in torch.needs
-    assert {"miopen-gfx906", "rocblas-gfx906", "magma-hip-gfx906"} <= set(torch.needs)
-    why = decisions(plan, "not linked")[("torch", "composable_kernel:gfx906")]
-    assert "vendorComposableKernel" in why and "torch/source/default.nix" in why
-    # An MFMA target beside it still gets its CK job.
-    both = make_plan(KB, config(["MI50", "MI100"], rocm_scope="stack"))
-    assert both.variant("composable_kernel-gfx908") is not None
-    assert both.variant("composable_kernel-gfx906") is None
+    ck = plan.variant("composable_kernel-gfx906")
+    assert ck is not None and ck.minutes > 0
+    assert {"composable_kernel-gfx906", "miopen-gfx906", "rocblas-gfx906"} <= set(torch.needs)
+    assert torch.rocm.scope_overrides == ()
+    assert "links composable_kernel-gfx906" in decisions(plan, "holds")[("miopen", "miopen-gfx906")]
+
+
+def test_stack_scope_without_gfx9_builds_miopen_without_composable_kernel() -> None:
+    stack = make_plan(KB, config(["RX 7900 XTX", "MI300X"], rocm_scope="stack"))
+    torch = stack.variant("torch-gfx1100")
+    assert torch is not None and torch.rocm is not None
+    assert torch.rocm.scope_overrides == (("miopen", (("withComposableKernel", False),)),)
+    # The same scope change for every variant of the target (one instance), none for gfx942.
+    assert stack.variant("miopen-gfx1100").rocm == torch.rocm  # type: ignore[union-attr]
+    assert stack.variant("torch-gfx942").rocm.scope_overrides == ()  # type: ignore[union-attr]
+    held = decisions(stack, "holds")[("miopen", "miopen-gfx1100")]
+    assert "withComposableKernel = false" in held and "absent" in held
+    refused = decisions(stack, "refused")[("torch", "composable_kernel:gfx1100")]
+    assert "withComposableKernel = false" in refused and "miopen/default.nix" in refused
+    rocm = plan_json(stack)["variants"]["torch-gfx1100"]["rocm"]
+    assert rocm["scope_overrides"] == {"miopen": {"withComposableKernel": False}}
+    assert "scope_overrides" not in plan_json(stack)["variants"]["torch-gfx942"]["rocm"]
+    # "package" scope: the default scope's MIOpen (with CK, from the cache), nothing changed.
+    package = make_plan(KB, config(["RX 7900 XTX"]))
+    assert package.variant("torch-gfx1100").rocm.scope_overrides == ()  # type: ignore[union-attr]
+
+
+def test_onnxruntime_follows_the_scope() -> None:
+    gpus = ["MI300X", "RX 7900 XTX", "RX 6700 XT"]
+    stack = make_plan(KB, config(gpus, {"onnxruntime": {}}, rocm_scope="stack"))
+    assert sorted(names(stack, "onnxruntime")) == [
+        "onnxruntime-gfx1100",
+        "onnxruntime-gfx942",
+        "onnxruntime-rocm",
+    ]
+    one = stack.variant("onnxruntime-gfx942")
+    assert one is not None and one.rocm is not None and one.big_parallel
+    assert one.rocm.scope_attr == "gfx942" and not one.independent
+    assert {"miopen-gfx942", "composable_kernel-gfx942"} <= set(one.needs)
+    # gfx1031 has no per-target scope: the shared default build serves it.
+    assert serving(stack, "onnxruntime", "RX 6700 XT")[0][0] == "onnxruntime-rocm"
+    assert serving(stack, "onnxruntime", "MI300X") == [("onnxruntime-gfx942", RunLevel.NATIVE)]
+    # Cost grows with the targets it is built for.
+    shared = stack.variant("onnxruntime-rocm")
+    assert shared is not None and shared.minutes > one.minutes
+    package = make_plan(KB, config(gpus, {"onnxruntime": {}}))
+    assert names(package, "onnxruntime") == ["onnxruntime-rocm"]
+    assert "gfx1201" in decisions(package, "holds")[("onnxruntime", "onnxruntime-rocm")]
+
+
+def test_torchvision_holds_no_hip_code() -> None:
+    plan = make_plan(KB, config(["MI300X"], {"torch": {}, "torchvision": {}}))
+    one = plan.variant("torchvision-gfx942")
+    assert one is not None and one.needs == ("torch-gfx942",)
+    assert one.minutes == AMD.builds["torchvision"].cost.base_minutes
+    assert "holds no HIP code" in decisions(plan, "holds")[("torchvision", "torchvision-gfx942")]
+
+
+def test_magma_gap_is_said_per_variant_in_both_scopes() -> None:
+    for scope in ("package", "stack"):
+        plan = make_plan(KB, config(["MI300X", "RX 6800"], {"torch": {}}, rocm_scope=scope))
+        gaps = decisions(plan, "gap")
+        reason = gaps[("torch", "torch-gfx942: magma-hip")]
+        assert "no gfx942 code" in reason and "linear algebra" in reason and "MI300X" in reason
+        # gfx1030 is in magma's list: no gap for it.
+        assert ("torch", "torch-gfx1030: magma-hip") not in gaps
+    # "package" scope: what the cache's libraries hold is said once each.
+    held = decisions(make_plan(KB, config(["MI300X"], {"torch": {}})), "holds")
+    assert "gfx942" in held[("rocblas", "rocblas (cache)")]
+    assert "gfx942" not in held[("magma-hip", "magma-hip (cache)")]
 
 
 def test_stack_scope_falls_back_where_nixpkgs_has_no_per_target_scope() -> None:

@@ -56,6 +56,9 @@ def plan(
     _print(result, costs)
 
 
+_HOLDS = ("holds", "gap")
+
+
 def _toolkit(v: Variant) -> str:
     """The CUDA column: the CUDA version, or ROCm and its scope for an AMD variant."""
     if v.rocm is None:
@@ -86,10 +89,22 @@ def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
         for v in shared:
             table.add_row(v.name, _toolkit(v), ", ".join(s.gpu for s in v.serves) or "(dependency)")
         print_table(console, table)
-    if result.decisions:
+    held = [d for d in result.decisions if d.action in _HOLDS]
+    rest = [d for d in result.decisions if d.action not in _HOLDS]
+    if rest:
         console.print("[bold]Decisions[/bold]")
-        for d in result.decisions:
+        for d in rest:
             console.print(f"  {d.package}: {d.subject}: {d.action}: {d.reason}", markup=False)
+    if held:
+        # core/planning/rocm.py rule 6: what each AMD library really holds, and in plain words
+        # where a variant's copy of a library lacks its GPU's code.
+        console.print("[bold]What the AMD libraries hold[/bold]")
+        for d in held:
+            if d.action == "gap":
+                console.print("  [yellow]missing[/yellow] ", end="")
+                console.print(f"{d.subject}: {d.reason}", markup=False)
+            else:
+                console.print(f"  {d.reason}", markup=False)
     for d in result.unserved:
         console.print(f"[yellow]unserved[/yellow] {d.package}: {d.subject}: {d.reason}")
     b = result.baselines

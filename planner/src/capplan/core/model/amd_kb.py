@@ -206,7 +206,7 @@ class RocmCost(Record):
         )
 
 
-RocmHow = Literal["gpu-targets", "inherited", "default-targets"]
+RocmHow = Literal["gpu-targets", "inherited", "default-targets", "scope-targets"]
 
 
 @record
@@ -217,7 +217,11 @@ class RocmBuild(Record):
     override key: ``torch`` is the Python torch, any other name a top-level attribute);
     ``inherited`` builds against a planned package of its own set (torchvision's torch);
     ``default-targets`` reads ``clr.gpuTargets`` only, so one build in nixpkgs' default ROCm
-    set serves every default target (a shared job).
+    set serves every default target (a shared job); ``scope-targets`` reads the scope's list
+    (``clr.localGpuTargets or clr.gpuTargets``) and has no target argument of its own
+    (onnxruntime): a per-target build in a stack scope, else the shared default build.
+    ``device_code`` False: its ROCm build compiles no GPU code (torchvision), so it costs no
+    more per target and verify expects none in it.
     """
 
     attr: str
@@ -235,6 +239,7 @@ class RocmBuild(Record):
     # The override's argument: torch and magma take gpuTargets, llama-cpp and ollama
     # rocmGpuTargets (their package.nix files).
     argument: str = "gpuTargets"
+    device_code: bool = True
 
     def spell(self, target: AmdTarget) -> str:
         return target.processor if self.gfx_prefix else target.processor.removeprefix("gfx")
@@ -262,10 +267,22 @@ class StackLibrary(Record):
     # target), so a per-target scope has nothing of it to rebuild. ``linked_why`` says so.
     linked_for: tuple[str, ...] | None = None
     linked_why: str | None = None
+    # What its consumers get from it, in a user's words ("magma-backed linear algebra"): the
+    # plan says it where a variant's copy of the library lacks the variant's target.
+    provides: str | None = None
+    # Where a scope cannot build it (its own rule says broken), the library that links it is
+    # built without it: ``fallback_library`` with ``fallback_argument = false`` in the scope
+    # (MIOpen's withComposableKernel), for the reason ``fallback_why``.
+    fallback_library: str | None = None
+    fallback_argument: str | None = None
+    fallback_why: str | None = None
 
     def __post_init__(self) -> None:
         if (self.linked_for is None) != (self.linked_why is None):
             raise ValueError("linked_for and linked_why go together")
+        fallback = (self.fallback_library, self.fallback_argument, self.fallback_why)
+        if any(f is None for f in fallback) != all(f is None for f in fallback):
+            raise ValueError("fallback_library, fallback_argument and fallback_why go together")
 
 
 @record

@@ -112,6 +112,9 @@ class RocmSpec:
     overrides: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # The override argument where it is not gpuTargets: ("llama-cpp", "rocmGpuTargets").
     arguments: tuple[tuple[str, str], ...] = ()
+    # Libraries changed inside a stack scope, for every consumer of it:
+    # (("miopen", (("withComposableKernel", False),)),) where composable_kernel cannot build.
+    scope_overrides: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...] = ()
 
 
 class Serve(NamedTuple):

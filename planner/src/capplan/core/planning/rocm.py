@@ -16,12 +16,18 @@ Rules (issue 16, restated from ../shared/ROCM.md):
    ``"stack"``: the package in ``rocmPackages.<target>`` (a per-target scope nixpkgs has for
    each default target), so every target-dependent library it links rebuilds for that target:
    each is a job of its own, and composable_kernel without a gfx9 target is refused as nixpkgs
-   does (``meta.broken``). A target without such a scope falls back to "package", with the
-   reason.
-4. A package that reads only ``clr.gpuTargets`` (onnxruntime) cannot narrow its targets: one
-   shared build in nixpkgs' default ROCm set serves every GPU whose code it holds.
+   does (``meta.broken``); the scope's MIOpen is then built with ``withComposableKernel =
+   false`` (ROCm 7.x MIOpen links CK by default, so the scope would not evaluate otherwise). A
+   target without such a scope falls back to "package", with the reason.
+4. A package that reads only ``clr.gpuTargets`` cannot narrow its targets: one shared build in
+   nixpkgs' default ROCm set serves every GPU whose code it holds. One that reads the scope's
+   list and has no argument of its own (onnxruntime: ``clr.localGpuTargets or clr.gpuTargets``)
+   is built per target in a stack scope, else shared the same way.
 5. ROCm jobs run on x86_64-linux (where Hydra builds ROCm) unless ``fleet.systems`` puts the
    GPU elsewhere; names of the plan's first system carry no suffix, as for CUDA.
+6. The plan says what each AMD library really holds (``holds``) and, in plain words, where a
+   variant's copy of a library lacks its target (``gap``: magma-hip has no gfx942 code, so
+   magma-backed linear algebra does not run on an MI300X with torch-gfx942).
 """
 
 from __future__ import annotations
@@ -94,6 +100,12 @@ class _Planner:
     _cached: dict[str, tuple[AmdTarget, ...]] = field(default_factory=dict)
     _covers: dict[tuple[str, AmdTarget], bool] = field(default_factory=dict)
     _by_attr: dict[str, list[str]] | None = None  # attribute -> the builds of it
+    # Per stack target: libraries changed inside its scope (miopen: withComposableKernel false).
+    scope_overrides: dict[AmdTarget, dict[str, dict[str, bool]]] = field(default_factory=dict)
+    # (job, library, device, what the job's copy of the library holds): said as "gap" lines.
+    gaps: list[tuple[_Job, str, AmdTarget, str]] = field(default_factory=list)
+    held: dict[tuple[str, AmdTarget, AmdTarget], bool] = field(default_factory=dict)
+    from_cache: set[str] = field(default_factory=set)  # libraries linked from the default scope
 
     def _own(self, lib_name: str) -> AmdPackageTargets | None:
         library = self.amd.stack_libraries[lib_name]
@@ -109,11 +121,15 @@ class _Planner:
 
     def cached_targets(self, lib_name: str) -> tuple[AmdTarget, ...]:
         """What the default scope's build of a library (the cache's) holds: nixpkgs' default
-        list as the library's own list leaves it (magma-hip: clr.gpuTargets ∩ VALID_GFXS)."""
+        list as the library's own list leaves it (magma-hip: clr.gpuTargets ∩ VALID_GFXS), or
+        the library's own default where it has one (composable_kernel: gfx9 and generic
+        targets, composable_kernel/base.nix)."""
         found = self._cached.get(lib_name)
         if found is None:
             own = self._own(lib_name)
             defaults = self.amd.nixpkgs_default_targets
+            if own is not None and own.default_targets is not None:
+                defaults = own.default_targets
             found = defaults if own is None else own.check(lib_name, defaults).kept
             self._cached[lib_name] = found
         return found
@@ -274,9 +290,21 @@ def _plan_package(
         for t in planner.config.packages[owner].exclude
         if looks_like_gfx(t)
     }
-    if build.how == "default-targets":
+    if build.how == "default-targets" or (
+        build.how == "scope-targets" and planner.config.policy.rocm_scope != "stack"
+    ):
         _plan_default_targets(planner, package, build, gpus)
         return
+    if build.how == "scope-targets":
+        # Per target only where nixpkgs has the target's scope; the rest share the default build.
+        defaults = planner.amd.nixpkgs_default_targets
+        elsewhere = [g for g in gpus if g.target not in defaults]
+        if elsewhere:
+            for gpu in elsewhere:
+                planner.scope(gpu.target, package)
+            _plan_default_targets(planner, package, build, elsewhere)
+        gpus = [g for g in gpus if g.target in defaults]
+        extra = tuple(t for t in extra if t in defaults)
     # Rule 2: a build target per device, then share=compatible's generic targets.
     served: dict[AmdTarget, list[tuple[AmdFleetGpu, AmdRunLevel, str]]] = {}
     for gpu in gpus:
@@ -308,7 +336,7 @@ def _plan_package(
     for target in extra:
         if target not in excluded:
             served.setdefault(target, [])
-    if planner.config.policy.share == "compatible":
+    if planner.config.policy.share == "compatible" and build.how != "scope-targets":
         served = _share_generic(planner, package, build, served)
     for target in sorted(served):
         devices = tuple(sorted({gpu.target for gpu, _, _ in served[target]})) or (target,)
@@ -419,6 +447,7 @@ def _links(
             job.needs.append(planned)
             continue
         if job.scope == "package":
+            planner.from_cache.add(lib_name)
             for device in devices:
                 if planner.cached_covers(lib_name, device):
                     continue
@@ -431,15 +460,28 @@ def _links(
                     f"nixpkgs' default {lib_name} (from the cache), built for "
                     f"{', '.join(map(str, cached))}, so its GPU code does not cover {device}",
                 )
+                planner.gaps.append(
+                    (
+                        job,
+                        lib_name,
+                        device,
+                        f"nixpkgs' default {lib_name} (from the cache) holds "
+                        f"{', '.join(map(str, cached))}",
+                    )
+                )
             continue
         check = planner.check(lib_name, target)
         if check is not None and check.outcome == "broken":
-            planner.decide(
-                package,
-                f"{lib_name}:{target}",
-                "refused",
-                f"{check.reason}: rocmPackages.{job.scope_attr} does not build it, so no job",
-            )
+            why = f"{check.reason}: rocmPackages.{job.scope_attr} does not build it, so no job"
+            fallback = library.fallback_library
+            if fallback is not None and library.fallback_argument is not None:
+                changed = planner.scope_overrides.setdefault(target, {})
+                changed.setdefault(fallback, {})[library.fallback_argument] = False
+                why += (
+                    f"; its {fallback} is built with {library.fallback_argument} = false "
+                    f"({library.fallback_why})"
+                )
+            planner.decide(package, f"{lib_name}:{target}", "refused", why)
             continue
         if library.linked_for is not None and target.processor not in library.linked_for:
             planner.decide(
@@ -474,8 +516,12 @@ def _links(
                 )
             if check is not None and check.outcome != "ok":
                 why += f"; {check.reason}"
-                planner.decide(package, f"{lib_name}:{target}", "excluded", check.reason)
             planner.decide(lib_name, lib_job_name, "stack", why)
+        if check is not None and check.outcome != "ok":
+            planner.decide(package, f"{lib_name}:{target}", "excluded", check.reason)
+        for device in devices:
+            if not _holds(planner, lib_name, target, device):
+                planner.gaps.append((job, lib_name, device, _holds_text(planner, lib_job)))
         job.needs.append(lib_job.name)
 
 
@@ -484,11 +530,17 @@ def _plan_default_targets(
 ) -> None:
     """Rule 4: one build in nixpkgs' default ROCm set, shared by every GPU it can serve."""
     defaults = planner.amd.nixpkgs_default_targets
+    reads = (
+        "reads clr.gpuTargets only"
+        if build.how == "default-targets"
+        else "has no target argument (it reads clr.localGpuTargets or clr.gpuTargets) and "
+        "is built in nixpkgs' default ROCm set here"
+    )
     serves: list[Serve] = []
     for gpu in gpus:
         verdict = amd_how_runs(gpu.target, defaults)
         if verdict.level is AmdRunLevel.CANNOT_RUN:
-            reason = f"{package} reads clr.gpuTargets only; {verdict.reason}"
+            reason = f"{package} {reads}; {verdict.reason}"
             planner.out.unserved.append(Decision(package, gpu.label, "unserved", reason))
             continue
         serves.append(Serve(gpu.label, _LEVEL[verdict.level], verdict.reason))
@@ -507,17 +559,121 @@ def _plan_default_targets(
         independent=True,
         serves=serves,
     )
+    why = (
+        f"{package} reads clr.gpuTargets (no per-build target list)"
+        if build.how == "default-targets"
+        else f"{package} reads the scope's list (clr.localGpuTargets or clr.gpuTargets) and has "
+        "no target argument: with rocm_scope = package (or no per-target scope) it is not narrowed"
+    )
     planner.decide(
         package,
         name,
         "shared",
-        f"{package} reads clr.gpuTargets (no per-build target list): one build in nixpkgs' "
-        f"default ROCm set serves {', '.join(s.gpu for s in serves)}",
+        f"{why}: one build in nixpkgs' default ROCm set serves {', '.join(s.gpu for s in serves)}",
     )
+    planner.decide(
+        package,
+        name,
+        "holds",
+        f"{name} holds nixpkgs' default ROCm targets ({', '.join(map(str, defaults))}); its "
+        "ROCm libraries are the cache's",
+    )
+
+
+def _holds(planner: _Planner, lib_name: str, target: AmdTarget, device: AmdTarget) -> bool:
+    """Whether a stack scope's copy of a library (built for ``target``) runs on ``device``
+    (asked once per library, target and device: every package linking it asks again)."""
+    key = (lib_name, target, device)
+    found = planner.held.get(key)
+    if found is None:
+        library = planner.amd.stack_libraries[lib_name]
+        check = planner.check(lib_name, target)
+        if not library.reads_scope:
+            found = planner.cached_covers(lib_name, device)
+        elif check is not None and check.outcome != "ok":
+            found = False
+        else:
+            kept = (target,) if check is None else check.kept
+            found = amd_how_runs(device, kept).level is not AmdRunLevel.CANNOT_RUN
+        planner.held[key] = found
+    return found
+
+
+def _holds_text(planner: _Planner, job: _Job) -> str:
+    """What a stack library job really holds, in one clause."""
+    library = planner.amd.stack_libraries[job.package]
+    assert job.target is not None
+    if not library.reads_scope:
+        kept = planner.cached_targets(job.package)
+        return (
+            f"{job.name} holds {', '.join(map(str, kept))} (it reads clr.gpuTargets, not the "
+            "scope's list, and its own list keeps only these)"
+        )
+    check = planner.check(job.package, job.target)
+    if check is None or check.outcome == "ok":
+        kept = (job.target,) if check is None else check.kept
+        return f"{job.name} holds {', '.join(map(str, kept))}"
+    if check.outcome == "shim":
+        return f"{job.name} is a device-less shim ({check.reason})"
+    return f"{job.name} holds no GPU code ({check.reason})"
+
+
+def _say_holds(planner: _Planner) -> None:
+    """Rule 6: the ``holds`` line of every stack library job and of every ROCm build without
+    device code, and the ``gap`` lines of variants whose copy of a library lacks their target."""
+    amd = planner.amd
+    for job in planner.jobs.values():
+        if job.target is None:
+            continue
+        if job.package in amd.stack_libraries:
+            text = _holds_text(planner, job)
+            for lib_name, library in sorted(amd.stack_libraries.items()):
+                if library.fallback_library != job.package:
+                    continue
+                lib_job = planner.name(lib_name, job.target.processor)
+                if lib_job in planner.jobs:
+                    text += f"; links {lib_job}"
+                elif job.package in planner.scope_overrides.get(job.target, {}):
+                    text += (
+                        f"; built with {library.fallback_argument} = false, so "
+                        f"{library.provides or lib_name} are absent "
+                        f"({lib_name} cannot build without a gfx9 target)"
+                    )
+            planner.decide(job.package, job.name, "holds", text)
+        elif job.package in amd.builds and not amd.builds[job.package].device_code:
+            linked = ", ".join(n for n in job.needs if n in planner.jobs)
+            planner.decide(
+                job.package,
+                job.name,
+                "holds",
+                f"{job.name} holds no HIP code (its ROCm build compiles none: "
+                f"{amd.builds[job.package].source.split(':')[0]}); it is built to link "
+                f"{linked or 'the torch of its set'}, costs nothing per target, and verify "
+                "expects no gfx code in it",
+            )
+    for lib_name in sorted(planner.from_cache):
+        planner.decide(
+            lib_name,
+            f"{lib_name} (cache)",
+            "holds",
+            f"nixpkgs' default {lib_name} (from the cache, linked by the rocm_scope = package "
+            f"variants) holds {', '.join(map(str, planner.cached_targets(lib_name)))}",
+        )
+    for job, lib_name, device, holds in planner.gaps:
+        library = amd.stack_libraries[lib_name]
+        where = ", ".join(s.gpu for s in job.serves) or str(device)
+        planner.decide(
+            job.package,
+            f"{job.name}: {lib_name}",
+            "gap",
+            f"{holds}: no {device} code, so {library.provides or lib_name} does not run "
+            f"on {where} with {job.name}",
+        )
 
 
 def _finish(planner: _Planner) -> None:
     """Freeze the jobs: every job of one build target shares one RocmSpec (one instance)."""
+    _say_holds(planner)
     specs: dict[tuple[AmdTarget | None, str, str | None], RocmSpec] = {}
     for job in planner.jobs.values():
         key = (job.target, job.scope, job.scope_attr)
@@ -532,8 +688,12 @@ def _finish(planner: _Planner) -> None:
                 for k in keys
                 if planner.spellings[k].argument != "gpuTargets"
             )
+            changed = planner.scope_overrides.get(job.target, {}) if job.scope == "stack" else {}
+            scope_overrides = tuple(
+                (lib, tuple(sorted(args.items()))) for lib, args in sorted(changed.items())
+            )
             spec = specs[key] = RocmSpec(
-                job.scope, job.scope_attr, (job.target,), overrides, arguments
+                job.scope, job.scope_attr, (job.target,), overrides, arguments, scope_overrides
             )
         assert spec is not None
         minutes, size = _cost(job.cost, job.cost_targets)
@@ -582,8 +742,11 @@ def rocm_baselines(
             d_min += minutes
             d_size += size
             d_jobs += 1
-            copies = 1 if build.how == "default-targets" else len(targets)
-            per = n_default if build.how == "default-targets" else 1
+            shared = build.how == "default-targets" or (
+                build.how == "scope-targets" and config.policy.rocm_scope != "stack"
+            )
+            copies = 1 if shared else len(targets)
+            per = n_default if shared else 1
             minutes, size = _cost(build.cost, per)
             n_min += copies * minutes
             n_size += copies * size
@@ -739,5 +902,10 @@ def rocm_nix_keys(v: Variant) -> dict[str, Any]:
             "targets": [str(t) for t in v.rocm.targets],
             "overrides": {key: list(values) for key, values in v.rocm.overrides},
             **({"arguments": dict(v.rocm.arguments)} if v.rocm.arguments else {}),
+            **(
+                {"scope_overrides": {lib: dict(args) for lib, args in v.rocm.scope_overrides}}
+                if v.rocm.scope_overrides
+                else {}
+            ),
         },
     }
