@@ -86,7 +86,7 @@ def _cpu_level(plan: Plan, package: str) -> Callable[[str], str | None]:
     "--output",
     "output",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     help="The folder to write into (made when missing).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
@@ -153,6 +153,14 @@ def _render(
     if format_name == "wheel-variants":
         from capplan.core.export.wheel import wheel_variants
 
+        result = wheel_variants(
+            plan,
+            package,
+            version or "0",
+            cpu_level=_cpu_level(plan, package),
+            rocm_version=rocm_version,
+            wheel_name=wheel_name,
+        )
         if version is None:
             from capplan.cli.output import err_console
 
@@ -162,14 +170,7 @@ def _render(
                 markup=False,
                 highlight=False,
             )
-        return wheel_variants(
-            plan,
-            package,
-            version or "0",
-            cpu_level=_cpu_level(plan, package),
-            rocm_version=rocm_version,
-            wheel_name=wheel_name,
-        )
+        return result
     if format_name == "conda":
         from capplan.cli.planning import current_kb
         from capplan.core.export.conda import conda_config
@@ -184,6 +185,13 @@ def _render(
 
 def _write(output: Path, result: Export) -> None:
     from capplan.adapters.files import atomic_write_text
+    from capplan.errors import WriteError
+
+    if output.exists() and not output.is_dir():
+        raise WriteError(
+            f"cannot write into {output}: it is a file, not a folder",
+            hint="give --output a folder (it is made when missing)",
+        )
 
     for item in result.files:
         atomic_write_text(output.joinpath(*item.path.split("/")), item.text)

@@ -9,6 +9,7 @@ from typing import Any
 from capplan.core.model.amd import AmdTarget
 from capplan.core.model.capability import Capability
 from capplan.core.model.compat import RunLevel, how_runs
+from capplan.core.planning.cpu import is_cpu_side
 from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import InvalidInputError
 
@@ -63,8 +64,10 @@ def export_variants(plan: Plan, package: str) -> tuple[Variant, ...]:
             f"package '{package}' is not in the plan (it plans {', '.join(plan.packages)})",
             hint=hint or f"add [packages.{package}] to capplan.toml, or name a planned package",
         )
-    variants = tuple(v for v in plan.variants_of(package) if not v.independent)
-    if not variants:
+    # GPU families' per-target builds, and a CPU-side package's builds (per level, hwcaps, or
+    # the generic one beside them); not the capability-independent jobs GPU builds need.
+    variants = tuple(v for v in plan.variants_of(package) if not v.independent or is_cpu_side(v))
+    if all(v.independent and v.cpu is None for v in variants):
         raise InvalidInputError(
             f"package '{package}' has no per-target builds in the plan",
             hint="one capability-independent build serves every GPU: there is nothing to split",
