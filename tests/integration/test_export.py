@@ -366,6 +366,21 @@ def test_bad_input_is_one_line(
     assert not (tmp_path / "w").exists()
 
 
+def test_a_package_with_one_build_has_nothing_to_split(capplan_in: Any, tmp_path: Path) -> None:
+    # numpy dispatches at run time: one generic build serves every CPU level of the fleet.
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ncpus = ["x86-64-v2", "x86-64-v4"]\n[packages.numpy]\n[packages.llama-cpp]\n'
+        '[policy]\nsystem = "x86_64-linux"\n'
+    )
+    result = capplan_in("export", "spack", "--package", "numpy", "--output", str(tmp_path / "s"))
+    assert "'numpy' has no per-target builds" in one_line_error(result, ExitCode.INVALID_INPUT)
+    data = export(capplan_in, "spack", "--package", "llama-cpp", "--output", str(tmp_path / "s"))
+    assert [s for e in data["entries"] for s in e["specs"]] == [
+        "llama-cpp target=x86_64_v2",
+        "llama-cpp target=x86_64_v4",
+    ]
+
+
 @pytest.mark.parametrize("where", ["taken", "taken/below"])
 def test_an_output_that_is_a_file_is_a_write_error(
     capplan_in: Any, tmp_path: Path, where: str

@@ -70,7 +70,7 @@ def export_variants(plan: Plan, package: str) -> tuple[Variant, ...]:
     if all(v.independent and v.cpu is None for v in variants):
         raise InvalidInputError(
             f"package '{package}' has no per-target builds in the plan",
-            hint="one capability-independent build serves every GPU: there is nothing to split",
+            hint="one build serves the whole fleet (no per-GPU or per-CPU build): nothing to split",
         )
     return variants
 

@@ -126,20 +126,18 @@ def _amd(plan: Plan, v: Variant, rocm_version: str | None) -> tuple[str, Propert
             "(give --rocm-version)"
         )
     properties: Properties = {"amd": amd}
-    parts = ["_".join(amd["gfx_arch"])] if len(targets) <= 2 else ["default"]
+    parts = ["_".join(amd["gfx_arch"])] if v.rocm.targets else ["default"]
     return _label("rocm", parts, properties), properties, notes
 
 
 def _cpu(v: Variant, level_of: Callable[[str], str | None]) -> tuple[str, Properties, list[str]]:
     notes: list[str] = []
     spec = v.cpu
+    # Generic code, and a glibc-hwcaps layout (every level in one wheel, the loader choosing),
+    # run on every CPU: no property is exactly right for them.
     if spec is None:
-        return "generic", {}, ["generic CPU code: no properties (always compatible)"]
+        return "generic", {}, notes
     if spec.target is None:
-        notes.append(
-            "glibc-hwcaps layout: one wheel for every level, chosen at load time, so no "
-            "properties (always compatible)"
-        )
         return "hwcaps", {}, notes
     level = level_of(spec.target)
     if spec.arch != "x86_64" or level is None:
