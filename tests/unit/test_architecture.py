@@ -1,8 +1,8 @@
 """DESIGN.md's architecture, checked on the source: core/ is pure and grouped by theme.
 
 core/ imports no I/O, clock or environment module and nothing from the adapters or the CLI;
-its modules live in the four theme sub-packages (model, planning, binaries, caches), and
-networkx stays inside the one graph module. Vendor branches (``vendor == "amd"``) live only in
+its modules live in the five theme sub-packages (model, planning, binaries, caches, export),
+and networkx stays inside the one graph module. Vendor branches (``vendor == "amd"``) live only in
 the modules of a target family (DESIGN.md "As core/ grows: target families"): everything else
 asks the family seam (core/model/family.py, core/planning/family.py).
 """
@@ -17,7 +17,7 @@ import capplan.core
 
 CORE = Path(capplan.core.__file__).parent
 PACKAGE = Path(capplan.__file__).parent
-THEMES = {"model", "planning", "binaries", "caches"}
+THEMES = {"model", "planning", "binaries", "caches", "export"}
 # Modules that would bring I/O, a clock or the environment into core/.
 FORBIDDEN = {
     "os",

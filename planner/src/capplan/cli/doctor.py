@@ -127,11 +127,13 @@ def doctor(
         scan,
     )
     data["cpu"] = _cpu_json(report, scan, cpu_note)
+    data["variants"] = _variants_json(sources, report.gpus)
     if as_json:
         emit_json(data)
     else:
         _print_cpu(data)
         _print(data)
+        _print_variants(data["variants"])
     if not report.ok:
         raise SystemExit(int(ExitCode.WONT_RUN))
 
@@ -513,6 +515,51 @@ def _print_cpu(data: dict[str, Any]) -> None:
         console.print(f"[bold]{escape(lib['package'])}[/bold] {escape(lib['path'])} cannot run "
                       f"on this CPU: {escape(lib['reason'])}", highlight=False)  # fmt: skip
         console.print(f"  fix: {escape(lib['fix'])}", highlight=False)
+
+
+def _variants_json(sources: Sequence[Source], gpus: Sequence[Gpu]) -> dict[str, Any]:
+    """PEP 825 variant wheels among the sources, each judged against every GPU (issue 35)."""
+    from capplan.adapters.variant_wheels import installed_variants
+    from capplan.core.binaries.variants import judge_variant
+
+    found, problems = installed_variants(sources)
+    return {
+        "installed": [
+            {
+                "package": v.package,
+                "version": v.version,
+                "path": v.path,
+                "label": v.label,
+                "properties": {
+                    ns: {f: list(x) for f, x in fs.items()} for ns, fs in v.properties.items()
+                },
+                "gpus": [verdict.to_json() for verdict in judge_variant(v, gpus)],
+            }
+            for v in found
+        ],
+        "problems": problems,
+    }
+
+
+def _print_variants(data: dict[str, Any]) -> None:
+    """One line per installed variant wheel, and one per GPU its properties do not cover."""
+    console = out_console()
+    for v in data["installed"]:
+        missed = [g for g in v["gpus"] if g["covered"] is False]
+        covered = [g["gpu"] for g in v["gpus"] if g["covered"]]
+        head = f"variant wheel {v['package']} {v['version'] or ''} [{v['label']}]"
+        console.print(
+            f"{head}: covers {', '.join(covered) or 'no GPU here'}", markup=False, highlight=False
+        )
+        for g in missed:
+            console.print(
+                f"  does not cover {g['gpu']}: {g['reason']}; installers choose a variant by one "
+                "GPU, so a machine with several models can get one that misses the others",
+                markup=False,
+                highlight=False,
+            )
+    for problem in data["problems"]:
+        err_console().print(f"capplan: {problem}", markup=False, highlight=False)
 
 
 def _cell_json(cell: Cell, plan_fix: str | None = None) -> dict[str, Any]:

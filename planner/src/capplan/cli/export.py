@@ -1,0 +1,224 @@
+"""``capplan export``: the plan of one package in another ecosystem's format (issue 35)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from capplan.cli.planning import config_option, flag_layer, plan_with_settings, policy_options
+from capplan.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from capplan.core.export import Export
+    from capplan.core.planning.plan import Plan
+
+__all__ = ["export"]
+
+FORMATS = ("conda", "spack", "wheel-variants")
+_ROCM_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
+# x86-64 psABI levels, highest first: the level a microarchitecture build is stated as.
+_LEVELS = ("x86-64-v4", "x86-64-v3", "x86-64-v2")
+
+
+def _version(text: str | None) -> str | None:
+    if text is None:
+        return None
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        raise InvalidInputError(
+            f"--version '{text[:100]}' is not a valid Python package version",
+            hint="give the version the builds carry, like 2.9.0",
+        ) from None
+
+
+def _wheel_name(text: str | None, package: str) -> str | None:
+    if text is None:
+        return None
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+    try:
+        name, _, _, _ = parse_wheel_filename(text)
+    except InvalidWheelFilename as error:
+        raise InvalidInputError(
+            f"--wheel-name '{text[:100]}' is not a wheel file name ({error})",
+            hint="give the non-variant wheel's name, like torch-2.9.0-cp312-cp312-"
+            "manylinux_2_28_x86_64.whl",
+        ) from None
+    if name != canonicalize_name(package):
+        raise InvalidInputError(
+            f"--wheel-name '{text[:100]}' is a wheel of '{name}', not of '{package}'",
+            hint=f"give a wheel name of {package}",
+        )
+    return text
+
+
+def _cpu_level(plan: Plan, package: str) -> Callable[[str], str | None]:
+    """target -> the x86-64 psABI level it is stated as: the level itself, or the highest
+    level a microarchitecture runs (archspec's features); only loaded for CPU builds."""
+    if not any(v.cpu is not None for v in plan.variants_of(package)):
+        return lambda target: None
+    from capplan.adapters.cpu_archspec import load_cpu_model
+
+    model = load_cpu_model()
+
+    def level(target: str) -> str | None:
+        if model.psabi_level(target) is not None:
+            return target
+        if model.arch(target) != "x86_64":
+            return None
+        return next((lv for lv in _LEVELS if model.why_not(target, lv) is None), None)
+
+    return level
+
+
+@click.command()
+@click.argument("format_name", metavar="FORMAT", type=click.Choice(FORMATS))
+@click.option("--package", "package", required=True, help="The planned package to export.")
+@click.option("--version", "version", default=None, help="The package version the builds carry.")
+@click.option(
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The folder to write into (made when missing).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@click.option(
+    "--wheel-name",
+    default=None,
+    help="wheel-variants: the non-variant wheel's file name each label is added to.",
+)
+@click.option(
+    "--rocm-version",
+    default=None,
+    help="wheel-variants: the ROCm release AMD builds use (amd :: rocm_version).",
+)
+@config_option
+@policy_options
+def export(
+    format_name: str,
+    package: str,
+    version: str | None,
+    output: Path,
+    as_json: bool,
+    wheel_name: str | None,
+    rocm_version: str | None,
+    config_path: Path | None,
+    cuda: str | None,
+    share: str | None,
+    fat: str | None,
+    ptx: str | None,
+    gpus: tuple[str, ...],
+    rocm_scope: str | None,
+) -> None:
+    """Write the plan of one package as PEP 825 wheel variants, a conda-forge
+    conda_build_config.yaml or a Spack environment.
+
+    FORMAT is wheel-variants, conda or spack; docs/other-ecosystems.md says what each
+    format cannot express (every such case is a note on the entry it concerns)."""
+    checked = _version(version)
+    if rocm_version is not None and not _ROCM_VERSION.fullmatch(rocm_version):
+        raise InvalidInputError(
+            f"--rocm-version '{rocm_version[:100]}' is not a ROCm release",
+            hint="write it as MAJOR.MINOR[.PATCH], like 6.4 or 7.2.3",
+        )
+    named = _wheel_name(wheel_name, package)
+    flags = flag_layer(cuda, share, fat, ptx, gpus, rocm_scope=rocm_scope)
+    plan = plan_with_settings(config_path, flags).plan
+    result = _render(format_name, plan, package, checked, named, rocm_version)
+    _write(output, result)
+    if as_json:
+        from capplan.cli.output import emit_json
+
+        emit_json({**result.to_json(), "output": str(output)})
+        return
+    _print(output, result)
+
+
+def _render(
+    format_name: str,
+    plan: Plan,
+    package: str,
+    version: str | None,
+    wheel_name: str | None,
+    rocm_version: str | None,
+) -> Export:
+    if format_name == "wheel-variants":
+        from capplan.core.export.wheel import wheel_variants
+
+        result = wheel_variants(
+            plan,
+            package,
+            version or "0",
+            cpu_level=_cpu_level(plan, package),
+            rocm_version=rocm_version,
+            wheel_name=wheel_name,
+        )
+        if version is None:
+            from capplan.cli.output import err_console
+
+            err_console().print(
+                "capplan: no --version: the index file is named for version 0 "
+                "(give the version the wheels carry)",
+                markup=False,
+                highlight=False,
+            )
+        return result
+    if format_name == "conda":
+        from capplan.cli.planning import current_kb
+        from capplan.core.export.conda import conda_config
+
+        info = current_kb().packages.get(package)
+        torch_like = info is not None and info.ptx in ("gpu-targets", "inherited")
+        return conda_config(plan, package, version or "", torch_like=torch_like)
+    from capplan.core.export.spack import spack_environment
+
+    return spack_environment(plan, package, version or "")
+
+
+def _write(output: Path, result: Export) -> None:
+    from capplan.adapters.files import atomic_write_text
+    from capplan.errors import WriteError
+
+    if output.exists() and not output.is_dir():
+        raise WriteError(
+            f"cannot write into {output}: it is a file, not a folder",
+            hint="give --output a folder (it is made when missing)",
+        )
+
+    if not output.exists():
+        # The folder named by --output is made, as `mkdir DIR` would, but never its parents:
+        # a typed path whose folder is missing is an error (limits.md, "Writing files").
+        if not output.parent.is_dir():
+            raise WriteError(
+                f"cannot write into {output}: no folder {output.parent} (create it first)",
+                hint="give --output a folder whose parent exists",
+            )
+        try:
+            output.mkdir()
+        except OSError as error:
+            raise WriteError(
+                f"cannot make {output}: {error.strerror or error}",
+                hint="give --output a writable folder",
+            ) from None
+    for item in result.files:
+        # Below the output folder the layout is export's own (variants/<label>/), made as needed.
+        atomic_write_text(output.joinpath(*item.path.split("/")), item.text, make_parents=True)
+
+
+def _print(output: Path, result: Export) -> None:
+    for item in result.files:
+        click.echo(f"wrote {output / item.path}")
+    for entry in result.entries:
+        name = entry.get("label") or entry.get("group") or f"priority {entry.get('priority')}"
+        made_from = ", ".join(entry["variants"]) or "(fat fallback)"
+        click.echo(f"{name}: {made_from}" + (f" -> {entry['wheel']}" if "wheel" in entry else ""))
+        for note in entry["notes"]:
+            click.echo(f"  cannot express: {note}")

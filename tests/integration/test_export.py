@@ -1,0 +1,412 @@
+"""``capplan export`` (issue 35): each format checked against the plan it comes from and
+against the format's own rules.
+
+wheel-variants: every file validates against the PEP 825 v0.1.1 schema (tests/data/pep825, a
+verbatim copy) with jsonschema. conda and spack: neither conda-build, rattler-build nor Spack is
+on PyPI or in Debian here, so their files are read with PyYAML and checked against the rules
+their documentation states (conda-build: every variant key a list, zipped keys of equal length,
+``# [expr]`` selectors drop lines; Spack: ``spack:`` with ``definitions``, ``specs`` and
+``concretizer.unify``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capplan.errors import ExitCode
+
+jsonschema = pytest.importorskip("jsonschema", reason="jsonschema (dev extra) is not installed")
+yaml = pytest.importorskip("yaml", reason="PyYAML (dev extra) is not installed")
+
+SCHEMA = json.loads(
+    (Path(__file__).parents[1] / "data" / "pep825" / "variant-schema-0.1.1.json").read_text()
+)
+# The issue's acceptance fleet.
+FLEET = """
+[fleet]
+gpus = ["RTX 3090", "A100", "H100", "RTX 4090", "GTX 1080 Ti", "MI300X"]
+[packages.torch]
+[policy]
+system = "x86_64-linux"
+"""
+LABEL = re.compile(r"[0-9a-z_.]{1,16}")  # PEP 825 "Variant label"
+
+
+def validate(document: dict[str, Any]) -> None:
+    jsonschema.Draft202012Validator(SCHEMA).validate(document)
+
+
+def one_line_error(result: Any, code: ExitCode) -> str:
+    assert result.exit_code == int(code), (result.exit_code, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("capplan: error: "), result.stderr
+    return str(lines[0])
+
+
+def planned(capplan_in: Any, *flags: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The plan as `capplan plan --json` gives it, and torch's per-target builds."""
+    result = capplan_in("plan", "--json", *flags)
+    assert result.exit_code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    torch = [v for v in plan["variants"] if v["package"] == "torch" and not v["independent"]]
+    return plan, torch
+
+
+def export(capplan_in: Any, *args: str) -> dict[str, Any]:
+    result = capplan_in("export", *args, "--json")
+    assert result.exit_code == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def capability_key(text: str) -> tuple[int, int]:
+    major, minor = text.rstrip("af").split(".")
+    return int(major), int(minor)
+
+
+# -- wheel variants --------------------------------------------------------------------------------
+def test_wheel_variants_validate_and_name_every_planned_variant(
+    capplan_in: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "capplan.toml").write_text(FLEET)
+    _, torch = planned(capplan_in)
+    out = tmp_path / "out"
+    data = export(
+        capplan_in,
+        "wheel-variants",
+        "--package",
+        "torch",
+        "--version",
+        "2.9.0",
+        "--output",
+        str(out),
+    )
+    index = json.loads((out / "torch-2.9.0-variants.json").read_text())
+    validate(index)
+    labels = set(index["variants"])
+    assert labels == {e["label"] for e in data["entries"]}
+    assert all(LABEL.fullmatch(label) for label in labels)
+    for label in labels:
+        document = json.loads((out / "variants" / label / "variant.json").read_text())
+        validate(document)
+        assert list(document["variants"]) == [label]  # exactly the wheel's own label
+        assert document["variants"][label] == index["variants"][label]
+        assert document["default-priorities"] == index["default-priorities"]
+    by_variant = {name: e for e in data["entries"] for name in e["variants"]}
+    assert set(by_variant) == {v["name"] for v in torch}  # every planned build, no other
+    for v in torch:
+        properties = by_variant[v["name"]]["properties"]
+        if v["vendor"] == "amd":
+            assert properties["amd"]["gfx_arch"] == v["gfx_targets"]
+        else:
+            sm = [f"{c.replace('.', '')}_real" for c in v["capabilities"]]
+            assert properties["nvidia"]["sm_arch"] == sm
+            assert properties["nvidia"]["cuda_version_lower_bound"] == [v["cuda"]]
+    namespaces = {ns for e in data["entries"] for ns in e["properties"]}
+    assert set(index["default-priorities"]["namespace"]) == namespaces == {"nvidia", "amd"}
+    assert by_variant["torch-sm86"]["wheel"] == "torch-2.9.0-{tags}-cu129_sm86.whl"
+
+
+def test_the_schema_check_can_fail() -> None:
+    # The validation above is live: the schema refuses what PEP 825 forbids.
+    good = {"$schema": "x", "default-priorities": {"namespace": ["nvidia"]}, "variants": {}}
+    validate(good)
+    for bad in (
+        {**good, "variants": {"Cu129": {}}},  # a label with an upper-case letter
+        {**good, "variants": {"cu129": {"nvidia": {"sm_arch": []}}}},  # no value
+        {**good, "default-priorities": {"namespace": []}},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(bad)
+
+
+def test_mixed_machines_are_said_per_variant(capplan_in: Any, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text(FLEET)
+    data = export(
+        capplan_in, "wheel-variants", "--package", "torch", "--output", str(tmp_path / "w")
+    )
+    notes = {e["label"]: " ".join(e["notes"]) for e in data["entries"]}
+    # The provider keys on the highest GPU: an H100 machine that also holds an A100 gets sm90.
+    assert "highest GPU" in notes["cu129_sm90"] and "A100 (8.0)" in notes["cu129_sm90"]
+    assert "GTX 1080 Ti (6.1)" in notes["cu129_sm80"]
+    assert "highest GPU" not in notes["cu129_sm61"]  # the lowest GPU: nothing below it
+    assert "rocm_version is not stated" in notes["rocm_gfx942"]
+
+
+def test_ptx_fat_and_several_cuda_versions(capplan_in: Any, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ngpus = ["RTX 3090", "H100", "RTX 5090", "GTX 1080"]\n[packages.torch]\n'
+        '[policy]\nsystem = "x86_64-linux"\ncuda = ["13.0", "12.9"]\nptx = "newest"\n'
+        'fat = "fleet"\n'
+    )
+    _, torch = planned(capplan_in)
+    assert {v["cuda"] for v in torch} == {"13.0", "12.9"}  # the fixture needs both
+    out = tmp_path / "w"
+    data = export(
+        capplan_in,
+        "wheel-variants",
+        "--package",
+        "torch",
+        "--version",
+        "2.9",
+        "--rocm-version",
+        "7.2.3",
+        "--wheel-name",
+        "torch-2.9-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "--output",
+        str(out),
+    )
+    validate(json.loads((out / "torch-2.9-variants.json").read_text()))
+    by_variant = {name: e for e in data["entries"] for name in e["variants"]}
+    assert set(by_variant) == {v["name"] for v in torch}
+    sm120 = by_variant["torch-sm120"]
+    assert sm120["properties"]["nvidia"]["sm_arch"] == ["120_real", "120_virtual"]
+    assert sm120["wheel"] == "torch-2.9-cp312-cp312-manylinux_2_28_x86_64-cu130_sm120p.whl"
+    sm86 = by_variant["torch-sm86"]
+    # compute_86 cannot be stated as 80_virtual (it would claim an A100): left out, and said.
+    assert sm86["properties"]["nvidia"]["sm_arch"] == ["86_real"]
+    assert any("PTX compute_86 is not stated" in n for n in sm86["notes"])
+    assert any("later majors" in n for n in sm86["notes"])
+    fat = next(e for e in data["entries"] if e["label"].endswith("_fat"))
+    assert len(fat["properties"]["nvidia"]["sm_arch"]) > 2
+
+
+def test_cpu_levels_and_microarchitectures(capplan_in: Any, tmp_path: Path) -> None:
+    pytest.importorskip("archspec", reason="archspec (the CPU target database) is not installed")
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ncpus = ["x86-64-v3", "zen4"]\n[packages.gromacs]\n'
+        '[policy]\nsystem = "x86_64-linux"\n'
+    )
+    out = tmp_path / "w"
+    data = export(
+        capplan_in,
+        "wheel-variants",
+        "--package",
+        "gromacs",
+        "--version",
+        "2022.4",
+        "--output",
+        str(out),
+    )
+    validate(json.loads((out / "gromacs-2022.4-variants.json").read_text()))
+    by_variant = {name: e for e in data["entries"] for name in e["variants"]}
+    assert by_variant["gromacs-x86-64-v3"]["properties"] == {"x86_64": {"level": ["v3"]}}
+    assert by_variant["gromacs-x86-64-v3"]["label"] == "x86_64_v3"
+    zen4 = by_variant["gromacs-zen4"]
+    assert zen4["properties"] == {"x86_64": {"level": ["v4"]}}  # zen4 runs x86-64-v4 code
+    assert any("cannot name a microarchitecture" in n for n in zen4["notes"])
+
+
+# -- conda -----------------------------------------------------------------------------------------
+def selected(text: str, **facts: str) -> dict[str, Any]:
+    """conda_build_config.yaml as conda-build reads it for one system and CUDA version: a line
+    whose ``# [expr]`` selector is false is dropped before parsing."""
+    kept = []
+    for line in text.splitlines():
+        match = re.search(r"#\s*\[(.+)\]\s*$", line)
+        if match:
+            ok = True
+            for part in match.group(1).split(" and "):
+                if part in ("linux64", "aarch64"):
+                    ok &= part == facts["platform"]
+                else:
+                    ok &= part == f'cuda_compiler_version == "{facts["cuda"]}"'
+            if not ok:
+                continue
+        kept.append(line)
+    parsed: dict[str, Any] = yaml.safe_load("\n".join(kept))
+    return parsed
+
+
+def rows(config: dict[str, Any]) -> list[dict[str, Any]]:
+    (zipped,) = config["zip_keys"]
+    lengths = {key: len(config[key]) for key in zipped}
+    assert len(set(lengths.values())) == 1, lengths  # zipped keys must have equal lengths
+    for key, value in config.items():
+        assert isinstance(value, list), key  # every variant key is a list
+    return [
+        dict(zip(zipped, values, strict=True))
+        for values in zip(*(config[k] for k in zipped), strict=True)
+    ]
+
+
+def test_conda_has_one_row_per_nvidia_variant(capplan_in: Any, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text(FLEET)
+    plan, torch = planned(capplan_in)
+    out = tmp_path / "c"
+    export(capplan_in, "conda", "--package", "torch", "--output", str(out))
+    config = selected((out / "conda_build_config.yaml").read_text(), platform="linux64", cuda="")
+    table = rows(config)
+    assert set(config["zip_keys"][0]) == {
+        "CUDAARCHS",
+        "TORCH_CUDA_ARCH_LIST",
+        "cuda_arch_min",
+        "priority",
+    }
+    nvidia = [v for v in torch if v["vendor"] == "nvidia"]
+    per_gpu, fallback = table[:-1], table[-1]
+    assert len(per_gpu) == len(nvidia)
+    capability = {g["gpu"]: g["capability"] for g in plan["fleet"]}
+    for v in nvidia:
+        archs = ";".join(f"{c.replace('.', '')}-real" for c in v["capabilities"])
+        (row,) = [r for r in per_gpu if r["CUDAARCHS"] == archs]
+        lowest = min((capability[s["gpu"]] for s in v["serves"]), key=capability_key)
+        assert row["cuda_arch_min"] == lowest
+        assert row["TORCH_CUDA_ARCH_LIST"] == " ".join(v["capabilities"])
+    # Newest first: priority falls as cuda_arch_min falls; the fat fallback is last, at 0.
+    assert [r["priority"] for r in per_gpu] == list(range(len(per_gpu), 0, -1))
+    mins = [capability_key(r["cuda_arch_min"]) for r in per_gpu]
+    assert mins == sorted(mins, reverse=True)
+    assert fallback["priority"] == 0
+    assert set(fallback["CUDAARCHS"].split(";")) == {r["CUDAARCHS"] for r in per_gpu}
+    snippet = (out / "recipe-snippet.yaml").read_text()
+    assert "- cuda-arch {{ cuda_arch_min }}" in snippet
+    assert "number: {{ build + priority * 100 }}" in snippet
+
+
+def test_conda_several_cuda_versions_use_selectors(capplan_in: Any, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ngpus = ["RTX 3090", "H100", "GTX 1080"]\n[packages.magma]\n'
+        '[policy]\nsystem = "x86_64-linux"\ncuda = ["13.0", "12.9"]\nptx = "newest"\n'
+    )
+    _, _ = planned(capplan_in)
+    out = tmp_path / "c"
+    data = export(capplan_in, "conda", "--package", "magma", "--output", str(out))
+    text = (out / "conda_build_config.yaml").read_text()
+    assert "TORCH_CUDA_ARCH_LIST" not in text  # magma is not torch-like
+    for cuda in ("13.0", "12.9"):
+        table = rows(selected(text, platform="linux64", cuda=cuda))
+        expected = [e for e in data["entries"] if e["cuda"] == cuda]
+        assert [r["CUDAARCHS"] for r in table] == [e["CUDAARCHS"] for e in expected]
+        assert table[-1]["priority"] == 0
+    assert any(
+        r["cuda_arch_min"] == "6.1" for r in rows(selected(text, platform="linux64", cuda="12.9"))
+    )
+
+
+def test_conda_refuses_a_package_without_cuda_builds(capplan_in: Any, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text('[fleet]\ngpus = ["MI300X"]\n[packages.torch]\n')
+    result = capplan_in("export", "conda", "--package", "torch", "--output", str(tmp_path / "c"))
+    assert "no NVIDIA builds" in one_line_error(result, ExitCode.INVALID_INPUT)
+    assert not (tmp_path / "c").exists()
+
+
+# -- spack -----------------------------------------------------------------------------------------
+def test_spack_has_a_spec_per_variant(capplan_in: Any, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text(FLEET)
+    _, torch = planned(capplan_in)
+    out = tmp_path / "s"
+    export(capplan_in, "spack", "--package", "torch", "--version", "2.9.0", "--output", str(out))
+    env = yaml.safe_load((out / "spack.yaml").read_text())["spack"]
+    assert env["concretizer"]["unify"] is False  # several py-torch builds in one environment
+    definitions = {name: specs for d in env["definitions"] for name, specs in d.items()}
+    assert env["specs"] == [f"${name}" for name in definitions]
+    specs = [s for group in definitions.values() for s in group]
+    assert len(specs) == len(torch)
+    for v in torch:
+        if v["vendor"] == "amd":
+            want = f"amdgpu_target={','.join(v['gfx_targets'])}"
+            group = "rocm_x86_64"
+        else:
+            want = f"cuda_arch={','.join(c.replace('.', '') for c in v['capabilities'])}"
+            group = "cuda_x86_64"
+        matching = [s for s in definitions[group] if re.search(rf"{want}( |$)", s)]
+        assert len(matching) == 1, (v["name"], definitions)
+        assert matching[0].startswith("py-torch@2.9.0 ")
+    # Spack's spec syntax: name@version, then +/~ flags and key=value variants, ^dependency.
+    token = re.compile(r"[+~][a-z_]+|[a-z_]+=[0-9a-z_.,]+|\^[a-z-]+@[0-9.]+")
+    for spec in specs:
+        head, *rest = spec.split(" ")
+        assert re.fullmatch(r"[a-z][a-z0-9-]*@[0-9.]+", head), spec
+        assert all(token.fullmatch(t) for t in rest), spec
+
+
+# -- the command -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["wheel-variants", "conda", "spack"])
+def test_output_is_deterministic(capplan_in: Any, tmp_path: Path, name: str) -> None:
+    (tmp_path / "capplan.toml").write_text(FLEET)
+    first, second = tmp_path / "a", tmp_path / "b"
+    for out in (first, second):
+        export(capplan_in, name, "--package", "torch", "--version", "1", "--output", str(out))
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    for path in files:
+        assert (first / path).read_bytes() == (second / path).read_bytes()
+        assert str(tmp_path) not in (first / path).read_text()  # no absolute paths
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (("--package", "torhc"), ExitCode.INVALID_INPUT, "package 'torhc' is not in the plan"),
+        (("--package", "torch", "--version", "two"), ExitCode.INVALID_INPUT, "--version 'two'"),
+        (
+            ("--package", "torch", "--wheel-name", "torch.zip"),
+            ExitCode.INVALID_INPUT,
+            "is not a wheel file name",
+        ),
+        (
+            ("--package", "torch", "--wheel-name", "numpy-2.0-cp312-cp312-linux_x86_64.whl"),
+            ExitCode.INVALID_INPUT,
+            "a wheel of 'numpy'",
+        ),
+        (("--package", "torch", "--rocm-version", "seven"), ExitCode.INVALID_INPUT, "ROCm"),
+    ],
+)
+def test_bad_input_is_one_line(
+    capplan_in: Any, tmp_path: Path, args: tuple[str, ...], code: ExitCode, says: str
+) -> None:
+    (tmp_path / "capplan.toml").write_text(FLEET)
+    result = capplan_in("export", "wheel-variants", *args, "--output", str(tmp_path / "w"))
+    assert says in one_line_error(result, code)
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_package_with_one_build_has_nothing_to_split(capplan_in: Any, tmp_path: Path) -> None:
+    # numpy dispatches at run time: one generic build serves every CPU level of the fleet.
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ncpus = ["x86-64-v2", "x86-64-v4"]\n[packages.numpy]\n[packages.gromacs]\n[packages.llama-cpp]\n'
+        '[policy]\nsystem = "x86_64-linux"\n'
+    )
+    result = capplan_in("export", "spack", "--package", "numpy", "--output", str(tmp_path / "s"))
+    assert "'numpy' has no per-target builds" in one_line_error(result, ExitCode.INVALID_INPUT)
+    # llama-cpp picks its CPU code at run time too (cpuArchDynamicDispatch): nothing to split.
+    result = capplan_in("export", "spack", "--package", "llama-cpp", "--output", str(tmp_path / "s"))
+    assert "'llama-cpp' has no per-target builds" in one_line_error(result, ExitCode.INVALID_INPUT)
+    data = export(capplan_in, "spack", "--package", "gromacs", "--output", str(tmp_path / "s"))
+    assert [s for e in data["entries"] for s in e["specs"]] == [
+        "gromacs target=x86_64_v2",
+        "gromacs target=x86_64_v4",
+    ]
+
+
+@pytest.mark.parametrize("where", ["taken", "taken/below"])
+def test_an_output_that_is_a_file_is_a_write_error(
+    capplan_in: Any, tmp_path: Path, where: str
+) -> None:
+    (tmp_path / "capplan.toml").write_text(FLEET)
+    (tmp_path / "taken").write_text("x")
+    result = capplan_in("export", "spack", "--package", "torch", "--output", str(tmp_path / where))
+    assert "taken" in one_line_error(result, ExitCode.WRITE)
+    assert (tmp_path / "taken").read_text() == "x"
+
+
+def test_an_output_folder_is_made_but_never_its_missing_parents(
+    capplan_in: Any, tmp_path: Path
+) -> None:
+    """--output names a folder: it is made when missing (export's own layout below it too), but a
+    folder above it that does not exist is an error, as for every typed --output (limits.md)."""
+    (tmp_path / "capplan.toml").write_text(FLEET)
+    missing = tmp_path / "no" / "such" / "out"
+    result = capplan_in("export", "spack", "--package", "torch", "--output", str(missing))
+    assert "create it first" in one_line_error(result, ExitCode.WRITE)
+    assert not (tmp_path / "no").exists()
+    made = capplan_in(
+        "export", "wheel-variants", "--package", "torch", "--output", str(tmp_path / "out")
+    )
+    assert made.exit_code == 0, made.stderr
+    assert any((tmp_path / "out" / "variants").iterdir())
