@@ -121,6 +121,20 @@ def test_a_broken_composable_kernel_is_found(project: Path, tmp_path: Path) -> N
     ) in result.stdout.splitlines()
 
 
+def test_torch_accepting_cuda_13_is_found(project: Path, tmp_path: Path) -> None:
+    # The knowledge base keeps torch off CUDA 13 (the 2.7.1/2.9.1 recipes); a pin whose torch
+    # accepts 13 (as the 2.13 recipe does) is a drift on the policy's CUDA 13.0.
+    (project / "capplan.toml").write_text(FLEET + 'cuda = ["12.9", "13.0"]\n')
+    drifted = standin_copy(tmp_path, "torch-cuda-13")
+    plant(drifted / "torch.nix", r'"11"\s*"12"', '"11" "12" "13"')
+    result = capplan(project, "nixpkgs", "check", "--nixpkgs", str(drifted))
+    assert result.returncode == 17, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [
+        "torch: torch on CUDA 13.0: knowledge base says it is meta.broken there; nixpkgs says it "
+        "builds there"
+    ]
+
+
 @pytest.mark.parametrize(
     ("given", "message"),
     [

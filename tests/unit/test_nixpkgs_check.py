@@ -13,6 +13,7 @@ from capplan.adapters.kb import load_kb, load_kb_file
 from capplan.adapters.nixpkgs import LockedNixpkgs, locked_nixpkgs, nixpkgs_reference
 from capplan.core.model.cpu_kb import CpuPackagesFile
 from capplan.core.planning.config import config_from_mapping
+from capplan.core.planning.inputs import resolve_cuda_policy
 from capplan.core.planning.matrix import plan_json
 from capplan.core.planning.nixpkgs_check import Drift, compare, nixpkgs_request
 from capplan.core.planning.planner import make_plan
@@ -26,7 +27,8 @@ def request_for(gpus: list[str], packages: dict[str, Any], **policy: Any) -> dic
     config = config_from_mapping(
         {"fleet": {"gpus": gpus}, "packages": packages, "policy": policy}, origin="test"
     )
-    return nixpkgs_request(KB, plan_json(make_plan(KB, config)), CPU)
+    cuda = resolve_cuda_policy(KB, policy.get("cuda"))
+    return nixpkgs_request(KB, plan_json(make_plan(KB, config)), CPU, cuda)
 
 
 def agreeing_answer(request: dict[str, Any]) -> dict[str, Any]:
@@ -36,7 +38,7 @@ def agreeing_answer(request: dict[str, Any]) -> dict[str, Any]:
         "arguments": {".".join(f["attr"]): [f["argument"], "stdenv"] for f in request["arguments"]},
         "cuda_sets": list(request["cuda_sets"]),
         "default_cuda": request["default_cuda"],
-        "torch_broken": {name: False for name in request.get("torch_cuda", [])},
+        "torch_broken": {n: n.startswith("cudaPackages_13") for n in request.get("torch_cuda", [])},
     }
     if rocm is not None:
         answer["rocm"] = {
@@ -63,7 +65,12 @@ def test_the_request_names_what_the_plan_relies_on() -> None:
     assert ("torch", "python3Packages.torch", "gpuTargets") in facts
     assert ("llama-cpp", "llama-cpp", "rocmGpuTargets") in facts
     assert ("magma", "magma-hip", "gpuTargets") in facts
-    assert request["torch_cuda"] == ["cudaPackages_12_9"]
+    # torch's CUDA versions: every one the policy allows (none set: all of nixpkgs' sets).
+    assert request["torch_cuda"] == [
+        f"cudaPackages_{v}" for v in ("12_6", "12_8", "12_9", "13_0", "13_1", "13_2", "13_3")
+    ]
+    narrow = request_for(["A100"], {"torch": {}}, cuda=["12.8", "13.0"])
+    assert narrow["torch_cuda"] == ["cudaPackages_12_8", "cudaPackages_12_9", "cudaPackages_13_0"]
     assert request["rocm"]["planned_scopes"] == {"gfx1100": ["gfx1100"], "gfx942": ["gfx942"]}
     assert request["rocm"]["scopes"]["gfx9"] == ["gfx906", "gfx908", "gfx90a", "gfx942"]
     assert json.loads(json.dumps(request)) == request  # JSON for builtins.fromJSON

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,12 @@ def _committed_stamp(output: Path) -> Any:
 
 
 def nixpkgs_stamp(
-    lock_file: Path, output: Path, data: dict[str, Any], *, run_check: bool
+    lock_file: Path,
+    output: Path,
+    data: dict[str, Any],
+    cuda: Sequence[str] | None,
+    *,
+    run_check: bool,
 ) -> dict[str, Any]:
     """plan.json's ``nixpkgs``: the revision flake.lock pins (``locked``) and whether the plan
     was checked against it (``checked``), deterministic wherever it runs.
@@ -60,7 +66,7 @@ def nixpkgs_stamp(
         from capplan.cli.nixpkgs import check_against
 
         try:
-            _, drifts = check_against(locked.reference, data, offline=True)
+            _, drifts = check_against(locked.reference, data, cuda, offline=True)
         except NixError as error:
             why = error.one_line()
         else:
@@ -108,7 +114,9 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
     root = found.parent if found is not None else Path.cwd()
     if output is None:
         output = root / "overlays" / "plan.json"
-    data["nixpkgs"] = nixpkgs_stamp(root / "flake.lock", output, data, run_check=not check)
+    data["nixpkgs"] = nixpkgs_stamp(
+        root / "flake.lock", output, data, planned.config.policy.cuda, run_check=not check
+    )
     text = to_json_text(data)
     if check:
         check_committed(output, text, fix="run 'capplan generate' and commit the result")

@@ -16,9 +16,14 @@ __all__ = ["check_against", "nixpkgs"]
 
 
 def check_against(
-    reference: str, plan_data: dict[str, Any], *, offline: bool = False
+    reference: str,
+    plan_data: dict[str, Any],
+    cuda: Sequence[str] | None,
+    *,
+    offline: bool = False,
 ) -> tuple[dict[str, Any], tuple[Any, ...]]:
-    """(what nixpkgs says of its own revision, the disagreements) for a plan's data."""
+    """(what nixpkgs says of its own revision, the disagreements) for a plan's data; ``cuda``:
+    the config's policy.cuda."""
     from capplan.adapters.kb import load_kb_file
     from capplan.adapters.nixpkgs import evaluate_nixpkgs
     from capplan.core.model.cpu_kb import CpuPackagesFile
@@ -26,7 +31,9 @@ def check_against(
 
     kb = current_kb()
     cpu = load_kb_file("cpu_packages.json", CpuPackagesFile, kb_directory())
-    request = nixpkgs_request(kb, plan_data, cpu)
+    from capplan.core.planning.inputs import resolve_cuda_policy
+
+    request = nixpkgs_request(kb, plan_data, cpu, resolve_cuda_policy(kb, cuda))
     answer = evaluate_nixpkgs(reference, request, offline=offline)
     source = answer.get("source") if isinstance(answer.get("source"), dict) else {}
     return dict(source or {}), compare(kb, request, answer)
@@ -63,7 +70,7 @@ def check(config_path: Path | None, given: str | None, as_json: bool) -> None:
         reference = nixpkgs_reference(given)
     planned = plan_with_settings(config_path)
     data = plan_json(planned.plan)
-    source, drifts = check_against(reference, data)
+    source, drifts = check_against(reference, data, planned.config.policy.cuda)
     revision = source.get("rev") or source.get("narHash") or reference
     if as_json:
         emit_json(

@@ -67,9 +67,14 @@ def _argument_facts(
 
 
 def nixpkgs_request(
-    kb: KnowledgeBase, plan: Mapping[str, Any], cpu: CpuPackagesFile | None = None
+    kb: KnowledgeBase,
+    plan: Mapping[str, Any],
+    cpu: CpuPackagesFile | None = None,
+    cuda: Sequence[CudaVersion] = (),
 ) -> dict[str, Any]:
-    """The questions for nixpkgs (JSON, read by Nix with builtins.fromJSON)."""
+    """The questions for nixpkgs (JSON, read by Nix with builtins.fromJSON). ``cuda``: the
+    policy's CUDA versions, on which torch's acceptance is asked too (the plan leaves torch off
+    a version the knowledge base says it refuses, so the plan alone would never ask)."""
     variants: Mapping[str, Mapping[str, Any]] = plan.get("variants", {})
     packages = sorted({str(v["package"]) for v in variants.values()})
     request: dict[str, Any] = {
@@ -79,10 +84,10 @@ def nixpkgs_request(
         "default_cuda": str(NIXPKGS_DEFAULT_CUDA),
     }
     if "torch" in packages or "torchvision" in packages:
-        cuda = {CudaVersion.parse(str(v["cuda"])) for v in variants.values() if v.get("cuda")}
-        cuda.add(NIXPKGS_DEFAULT_CUDA)
+        used = {CudaVersion.parse(str(v["cuda"])) for v in variants.values() if v.get("cuda")}
+        used.update((NIXPKGS_DEFAULT_CUDA, *cuda))
         request["torch_cuda"] = sorted(
-            str(kb.cuda_release(c).nixpkgs_set) for c in cuda if kb.cuda_release(c).nixpkgs_set
+            str(kb.cuda_release(c).nixpkgs_set) for c in used if kb.cuda_release(c).nixpkgs_set
         )
         request["torch_capabilities"] = [
             str(c.capability)
