@@ -25,9 +25,11 @@ STANDIN = REPO / "tests" / "nixpkgs"
 FLEET = """
 [fleet]
 gpus = ["MI300X", "Radeon RX 7900 XTX", "RTX 4090"]
+cpus = ["x86-64-v3", "sapphirerapids"]
 [packages.torch]
 [packages.magma]
 [packages.llama-cpp]
+[packages.gromacs]
 [policy]
 system = "x86_64-linux"
 rocm_scope = "stack"
@@ -91,6 +93,17 @@ def test_a_removed_argument_is_found(project: Path, tmp_path: Path) -> None:
     err = [line for line in result.stderr.splitlines() if line.strip()]
     assert err == [err[0]] and err[0].startswith("capplan: error: nixpkgs sha256-")
     assert "disagrees with the knowledge base in 1 fact" in err[0]
+
+
+def test_a_removed_cpu_argument_is_found(project: Path, tmp_path: Path) -> None:
+    drifted = standin_copy(tmp_path, "no-cpu-acceleration")
+    plant(drifted / "gromacs.nix", r"(?<![.\w])cpuAcceleration(?!\w)", "simdLevel")
+    result = capplan(project, "nixpkgs", "check", "--nixpkgs", str(drifted), "--json")
+    assert result.returncode == 17, result.stdout + result.stderr
+    (drift,) = json.loads(result.stdout)["drift"]
+    assert drift["package"] == "gromacs"
+    assert drift["fact"] == "recipe argument cpuAcceleration of gromacs"
+    assert "simdLevel" in drift["nixpkgs"]
 
 
 def test_a_changed_default_target_list_is_found(project: Path, tmp_path: Path) -> None:
