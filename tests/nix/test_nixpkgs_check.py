@@ -11,6 +11,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import pytest
 from nixhelpers import REPO
@@ -75,7 +77,13 @@ def test_the_stand_in_agrees_with_the_knowledge_base(project: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
     assert data["agrees"] is True and data["drift"] == []
-    assert data["source"]["narHash"].startswith("sha256-")
+    # A checkout is imported where it is (no copy into the store, so no narHash).
+    assert data["source"]["path"] == str(STANDIN) and data["source"]["narHash"] is None
+    # A flake reference goes through builtins.getFlake, which locks it.
+    locked = f"path:{STANDIN}?narHash={quote(_metadata(STANDIN)['locked']['narHash'], safe='')}"
+    result = capplan(project, "nixpkgs", "check", "--nixpkgs", locked, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["source"]["narHash"].startswith("sha256-")
 
 
 def test_a_removed_argument_is_found(project: Path, tmp_path: Path) -> None:
@@ -91,7 +99,7 @@ def test_a_removed_argument_is_found(project: Path, tmp_path: Path) -> None:
     )
     assert "gpuTargetList" in lines[0]
     err = [line for line in result.stderr.splitlines() if line.strip()]
-    assert err == [err[0]] and err[0].startswith("capplan: error: nixpkgs sha256-")
+    assert err == [err[0]] and err[0].startswith(f"capplan: error: nixpkgs path:{drifted} ")
     assert "disagrees with the knowledge base in 1 fact" in err[0]
 
 
@@ -173,14 +181,18 @@ def test_a_flake_reference_nix_cannot_fetch_is_a_nix_error(project: Path) -> Non
     assert result.stderr.startswith("capplan: error: nix eval failed: error: ")
 
 
-def _lock(project: Path, nixpkgs: Path) -> LockedNixpkgs:
-    meta = json.loads(
+def _metadata(nixpkgs: Path) -> Any:
+    return json.loads(
         subprocess.run(
             ["nix", "--extra-experimental-features", "nix-command flakes", "flake", "metadata",
              "--json", f"path:{nixpkgs}"],
             check=True, capture_output=True, text=True,
         ).stdout
     )  # fmt: skip
+
+
+def _lock(project: Path, nixpkgs: Path) -> LockedNixpkgs:
+    meta = _metadata(nixpkgs)
     nar_hash = meta["locked"]["narHash"]
     lock = {
         "nodes": {

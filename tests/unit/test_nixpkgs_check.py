@@ -15,7 +15,7 @@ from capplan.core.model.cpu_kb import CpuPackagesFile
 from capplan.core.planning.config import config_from_mapping
 from capplan.core.planning.inputs import resolve_cuda_policy
 from capplan.core.planning.matrix import plan_json
-from capplan.core.planning.nixpkgs_check import Drift, compare, nixpkgs_request
+from capplan.core.planning.nixpkgs_check import compare, nixpkgs_request
 from capplan.core.planning.planner import make_plan
 from capplan.errors import DataError, InvalidInputError
 
@@ -123,17 +123,34 @@ def test_each_disagreement_is_one_drift() -> None:
     ) in lines
 
 
-def test_torch_allowlist_drift() -> None:
+def test_torch_allowlist_and_capability_table_drift() -> None:
     request = request_for(["A100"], {"torch": {}})
+    table = list(request["torch_capabilities"])
+    assert "8.6" in table and "10.0f" in table and "12.1" in table
     answer = agreeing_answer(request)
-    answer["torch_capabilities"] = {"requested": ["8.0", "8.6", "10.0f"], "kept": ["8.0", "10.0f"]}
+    # torch 2.12's allowlist has no f capabilities: an agreeing nixpkgs keeps the others.
+    agreeing = [c for c in table if not c.endswith("f")]
+    answer["torch_capabilities"] = {"requested": table, "kept": agreeing}
+    assert compare(KB, request, answer) == ()
+    drifted = [c for c in agreeing if c != "8.6"] + ["10.0f"]
+    answer["torch_capabilities"] = {"requested": table, "kept": drifted}
     (drift,) = compare(KB, request, answer)
-    assert drift == Drift(
-        "torch",
-        "capability allowlist on CUDA 12.9",
-        "it keeps [8.0, 8.6]",
-        "it keeps [8.0, 10.0f] (more: [10.0f]; fewer: [8.6])",
+    assert (drift.package, drift.fact) == ("torch", "capability allowlist on CUDA 12.9")
+    assert drift.nixpkgs.endswith("(more: [10.0f]; fewer: [8.6])")
+    # A capability the knowledge base gives CUDA 12.9 that nixpkgs' table lacks.
+    answer["torch_capabilities"] = {
+        "requested": [c for c in table if c != "12.1"],
+        "kept": [c for c in agreeing if c != "12.1"],
+    }
+    (drift,) = compare(KB, request, answer)
+    assert drift.line().startswith(
+        "cudaPackages: capability table (_cuda.db) on CUDA 12.9: knowledge base says it "
+        "supports [12.1] too; nixpkgs says it supports ["
     )
+    # torch does not evaluate for capabilities the knowledge base says it takes.
+    answer["torch_capabilities"] = {"requested": table, "kept": None}
+    (drift,) = compare(KB, request, answer)
+    assert drift.nixpkgs == "it does not evaluate for them"
 
 
 def test_locked_github_nixpkgs(tmp_path: Path) -> None:

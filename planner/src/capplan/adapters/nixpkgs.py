@@ -27,7 +27,10 @@ _CHECK_EXPR = """
 let
   params = builtins.fromJSON (builtins.getEnv "CAPPLAN_NIX_PARAMS");
   request = params.request;
-  source = builtins.getFlake params.flake;
+  # A checkout is imported where it is (no copy of nixpkgs into the store); a flake
+  # reference is fetched and locked by getFlake.
+  source =
+    if params ? path then { outPath = /. + params.path; } else builtins.getFlake params.flake;
   system = request.system;
   nixpkgsWith = config: import source.outPath { inherit system config; };
   pkgs = nixpkgsWith { allowUnfree = true; };
@@ -83,6 +86,8 @@ in
     rev = source.rev or null;
     narHash = source.narHash or null;
     lastModified = source.lastModified or null;
+    path = params.path or null;
+    version = (pkgs.lib or { }).version or null;
   };
   arguments = builtins.listToAttrs (map (f: {
     name = builtins.concatStringsSep "." f.attr;
@@ -93,7 +98,8 @@ in
   torch_broken = builtins.listToAttrs
     (map (n: { name = n; value = torchOn n; }) (request.torch_cuda or [ ]));
   torch_capabilities =
-    if request ? torch_capabilities then { requested = askedCaps; kept = torchCaps; } else null;
+    if !(request ? torch_capabilities) then null
+    else { requested = askedCaps; kept = if askedCaps == [ ] then null else torchCaps; };
   rocm =
     if rocm == null || !(request ? rocm) then null
     else {
@@ -231,7 +237,12 @@ def evaluate_nixpkgs(
     timeout: float | None = None,
 ) -> dict[str, Any]:
     """nixpkgs' answers to ``request`` (core/planning/nixpkgs_check.py), with one ``nix eval``."""
-    params = json.dumps({"flake": reference, "request": request}, sort_keys=True)
+    where = (
+        {"path": reference.removeprefix("path:")}
+        if reference.startswith("path:/") and "?" not in reference
+        else {"flake": reference}
+    )
+    params = json.dumps({**where, "request": request}, sort_keys=True)
     args = ["--impure", "--expr", _CHECK_EXPR]
     if offline:
         args.insert(0, "--offline")

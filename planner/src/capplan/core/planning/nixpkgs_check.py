@@ -184,6 +184,27 @@ def _torch(kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, A
             )
     kept = answer.get("torch_capabilities")
     if isinstance(kept, dict):
+        table = list(kept.get("requested", []))
+        lacking = [c for c in request["torch_capabilities"] if c not in table]
+        if lacking:
+            found.append(
+                Drift(
+                    "cudaPackages",
+                    f"capability table (_cuda.db) on CUDA {request['default_cuda']}",
+                    f"it supports {_words(lacking)} too",
+                    f"it supports {_words(table)}",
+                )
+            )
+    if isinstance(kept, dict) and kept.get("kept") is None and kept.get("requested"):
+        found.append(
+            Drift(
+                "torch",
+                f"capability allowlist on CUDA {request['default_cuda']}",
+                f"torch evaluates for {_words(kept['requested'])}",
+                "it does not evaluate for them",
+            )
+        )
+    elif isinstance(kept, dict) and kept.get("kept") is not None:
         asked = [Capability.parse(c) for c in kept.get("requested", [])]
         want = [
             str(c)
