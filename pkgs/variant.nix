@@ -4,7 +4,7 @@
 # `pkgs.overlays`, `stdenv.hostPlatform`/`buildPlatform`, `cudaPackages_X_Y.pkgs`, the package
 # attributes, `pythonPackagesExtensions` and torch's `.override { gpuTargets; }`; for AMD
 # variants the config key `rocmSupport`, the per-target scopes `rocmPackages.<scope>` and a
-# package's `.override { gpuTargets; }`), so the same code evaluates against real nixpkgs and the
+# package's `.override { gpuTargets; }`, checked against the arguments `.override` carries), so the same code evaluates against real nixpkgs and the
 # stand-in in tests/nixpkgs.  Nix >= 2.8.
 let
   dispatchLib = import ./dispatch.nix;
@@ -18,6 +18,13 @@ let
     substring
     toJSON
     ;
+
+  # lib.functionArgs (lib/trivial.nix), written with builtins: a package's `.override` is a
+  # functor made by lib.mirrorFunctionArgs that carries the recipe's arguments, which plain
+  # builtins.functionArgs refuses ("value is a set while a lambda was expected").
+  functionArgs =
+    f:
+    if f ? __functor then f.__functionArgs or (functionArgs (f.__functor f)) else builtins.functionArgs f;
 
   /**
     Check that a decoded plan.json has the one schema version this code understands.
@@ -319,9 +326,18 @@ let
         else
           # Only where nixpkgs has the package (checkInstance names a missing one).
           final: prev:
+          let
+            argument = arguments.${package} or "gpuTargets";
+            takes = functionArgs prev.${package}.override;
+          in
+          # The set's shape depends on `prev ? package` only (no value is forced to build it).
           if prev ? ${package} then
             {
-              ${package} = prev.${package}.override { ${arguments.${package} or "gpuTargets"} = gpuTargets; };
+              ${package} =
+                if takes ? ${argument} then
+                  prev.${package}.override { ${argument} = gpuTargets; }
+                else
+                  fail "${package}'s recipe takes no argument ${argument} (it takes ${toJSON (attrNames takes)}; `capplan nixpkgs check` lists every such drift)";
             }
           else
             { };

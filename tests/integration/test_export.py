@@ -375,7 +375,9 @@ def test_a_package_with_one_build_has_nothing_to_split(capplan_in: Any, tmp_path
     result = capplan_in("export", "spack", "--package", "numpy", "--output", str(tmp_path / "s"))
     assert "'numpy' has no per-target builds" in one_line_error(result, ExitCode.INVALID_INPUT)
     # llama-cpp picks its CPU code at run time too (cpuArchDynamicDispatch): nothing to split.
-    result = capplan_in("export", "spack", "--package", "llama-cpp", "--output", str(tmp_path / "s"))
+    result = capplan_in(
+        "export", "spack", "--package", "llama-cpp", "--output", str(tmp_path / "s")
+    )
     assert "'llama-cpp' has no per-target builds" in one_line_error(result, ExitCode.INVALID_INPUT)
     data = export(capplan_in, "spack", "--package", "gromacs", "--output", str(tmp_path / "s"))
     assert [s for e in data["entries"] for s in e["specs"]] == [

@@ -297,6 +297,8 @@ def test_other_packages_build_from_flags(nix_more: NixRunner) -> None:
     assert records["onnxruntime-sm89"]["CMAKE_CUDA_ARCHITECTURES"] == "89"
     assert records["torch-sm120-cu128"]["cuda"] == "12.8"
     assert records["torch-sm120-cu128"]["TORCH_CUDA_ARCH_LIST"] == "12.0"
-    assert records["torch-sm121-cu132"]["cuda"] == "13.2"
+    # A non-default CUDA 13 set (torch refuses CUDA 13: brokenConditions "Unsupported CUDA
+    # version"), through cudaPackages_13_2.
+    assert records["nccl-sm121-cu132"]["cuda"] == "13.2"
     # torchvision follows torch's allowlisted capabilities: never PTX, even with forward compat.
     assert records["torchvision-fat"]["TORCH_CUDA_ARCH_LIST"] == "8.0;8.6;8.9;9.0"

@@ -3,6 +3,7 @@ attr names treated as data (never spliced into Nix code), and clear errors."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -116,3 +117,23 @@ def test_nixpkgs_needing_a_newer_nix_is_one_clear_line(tmp_path: Path) -> None:
     assert err.exit_code == 14
     assert err.message.startswith("the pinned nixpkgs needs Nix >= 2.18, this nix is 2.")
     assert "\n" not in err.one_line() and "upgrade Nix" in (err.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        # Nix >= 2.18 leaves the first `error:` line bare for these and puts the message last,
+        # after the `… while calling the 'throw' builtin` frames.
+        ('let f = x: throw "capplan test: thrown"; in { a = f 1; }.a', "capplan test: thrown"),
+        ('abort "capplan test: aborted"', "evaluation aborted .*capplan test: aborted"),
+        ("builtins.map (x: x.y) [ { } ]", "attribute '\"?y\"?' missing"),
+        ('{ }."9.9"', "attribute '\"?9\\.9\"?' missing"),
+        ("assert 1 == 2; 1", r"assertion '\(1 == 2\)' failed"),
+    ],
+)
+def test_nix_errors_read_right_under_every_nix_version(expression: str, message: str) -> None:
+    # `json` forces the list so the missing attribute is reached.
+    with pytest.raises(NixError) as info:
+        nix_eval_json(["--expr", expression])
+    line = info.value.message
+    assert re.fullmatch(f"nix eval failed: error: .*{message}.*", line), line

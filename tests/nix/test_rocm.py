@@ -482,6 +482,16 @@ def _eval_variant(runner: NixRunner, variants: dict[str, Any], name: str) -> Any
             " rocm.overrides",
         ),
         (
+            # magma-hip's recipe has no rocmGpuTargets: said plainly, before Nix's "called with
+            # unexpected argument" (or, for a recipe with `...`, nothing at all).
+            {
+                "overrides": {"torch": ["gfx942"], "magma-hip": ["942"]},
+                "arguments": {"magma-hip": "rocmGpuTargets"},
+            },
+            "capplan: plan.json variant torch-gfx942: magma-hip's recipe takes no argument"
+            ' rocmGpuTargets (it takes ["config",',
+        ),
+        (
             {"arguments": {"torch": 3}},
             "capplan: plan.json variant torch-gfx942: rocm.arguments must map names of"
             " rocm.overrides",

@@ -7,6 +7,7 @@ pkgs/development/cuda-modules/tests/flags.nix), not from the stand-in's code.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -174,7 +175,8 @@ def test_unknown_capability_fails_as_real_nixpkgs(nix_repo: NixRunner) -> None:
     # backendStdenv.nix indexes the capability table with every requested capability while it
     # builds the too-old list: an unknown one is a missing attribute, not a friendly message.
     stderr = failure(nix_repo, f"{cuda(['9.9'])}.cudaPackages.cudnn.drvPath")
-    assert "attribute '9.9' missing" in stderr
+    # Nix 2.8 writes `attribute '9.9' missing`, Nix >= 2.18 quotes the name: `'"9.9"'`.
+    assert re.search(r"""attribute '"?9\.9"?' missing""", stderr), stderr
     assert "Requested unrecognized CUDA capabilities" not in stderr
 
 
@@ -356,3 +358,39 @@ def test_standin_flake_legacy_packages(nix_repo: NixRunner) -> None:
         ]
     )
     assert proc.stdout == "12.9"
+
+
+def test_override_keeps_the_recipe_arguments_visible(nix_repo: NixRunner) -> None:
+    # lib/customisation.nix makeOverridable: `override` is a functor made by mirrorFunctionArgs,
+    # so lib.functionArgs lists the recipe's arguments, through .override and .overrideAttrs.
+    got = nix_repo.expr_json(
+        f"let p = {pkgs()}; t = p.python3Packages.torch; args = f: p.lib.functionArgs f; in {{"
+        " plain = args t.override;"
+        ' again = args (t.override { gpuTargets = [ "8.6" ]; }).override;'
+        " attrs = args (t.overrideAttrs (old: { })).override;"
+        " llama = args p.llama-cpp.override; }"
+    )
+    assert got["plain"]["gpuTargets"] is True and got["plain"]["cudaSupport"] is True
+    assert got["plain"]["numpy"] is False
+    assert got["again"] == got["plain"] == got["attrs"]
+    assert got["llama"]["rocmGpuTargets"] is True
+
+
+def test_plain_function_args_throws_on_override(nix_repo: NixRunner) -> None:
+    # Real nixpkgs: `override` is an attribute set with __functor, which builtins.functionArgs
+    # refuses; the stand-in must not be more lenient (a plain lambda would answer `{ }`).
+    stderr = failure(nix_repo, f"builtins.functionArgs {pkgs()}.python3Packages.torch.override")
+    assert "requires a function" in stderr or "lambda was expected" in stderr, stderr
+
+
+def test_torch_refuses_cuda_majors_other_than_11_and_12(nix_repo: NixRunner) -> None:
+    # torch/source/default.nix brokenConditions "Unsupported CUDA version" (torch 2.7.1, 2.9.1).
+    p = cuda(["8.6"])
+    got = nix_repo.expr_json(
+        f"let p = {p}; broken = s: s.pkgs.python3Packages.torch.meta.broken; in {{"
+        " c126 = broken p.cudaPackages_12_6; c129 = broken p.cudaPackages;"
+        " c130 = broken p.cudaPackages_13_0; c133 = broken p.cudaPackages_13_3; }"
+    )
+    assert got == {"c126": False, "c129": False, "c130": True, "c133": True}
+    stderr = failure(nix_repo, f"{p}.cudaPackages_13_0.pkgs.python3Packages.torch.drvPath")
+    assert "marked as broken" in stderr

@@ -1,3 +1,4 @@
+# Follows NixOS/nixpkgs lib/trivial.nix (functionArgs, setFunctionArgs, mirrorFunctionArgs) and lib/customisation.nix (makeOverridable with mirrorArgs), current master as read through the code index in Nov 2026 (the index names no commit for that text; its pinned copies, lib/trivial.nix c3e03d1199ac2b3a9fb0c5367b5062d6b6e1eae0 and lib/customisation.nix 927c4f83d8d62b45229a931d9c295ad9a2d6d541, predate mirrorFunctionArgs).
 # The few helpers the stand-in needs, written with builtins.  Names and argument orders follow
 # real nixpkgs lib (lib/lists.nix, lib/strings.nix, lib/versions.nix) so the stand-in's code can
 # be read side by side with the real files it imitates.  capplan's own Nix code never uses this.
@@ -55,25 +56,51 @@ rec {
     acc + optionalString (!assertion) ("\n- " + message)
   ) "";
 
-  # lib.customisation.makeOverridable, reduced to what callers of torch & co. use: `override`,
-  # and `overrideAttrs` kept overridable (overrideResult: the result of `.overrideAttrs` still
-  # has `.override`, with the attribute change applied again after it).
-  makeOverridable =
-    f: args:
+  # lib/trivial.nix: a function with its arguments set by hand is a functor,
+  # `{ __functor = self: f; __functionArgs = args; }`; lib.functionArgs reads it, while plain
+  # builtins.functionArgs throws on it ("value is a set while a lambda was expected").
+  isFunction = f: builtins.isFunction f || (f ? __functor && isFunction (f.__functor f));
+  setFunctionArgs = f: args: {
+    __functor = self: f;
+    __functionArgs = args;
+  };
+  functionArgs =
+    f: if f ? __functor then f.__functionArgs or (functionArgs (f.__functor f)) else builtins.functionArgs f;
+  mirrorFunctionArgs =
+    f:
     let
-      result = f args;
-      override =
-        newArgs: makeOverridable f (args // (if builtins.isFunction newArgs then newArgs args else newArgs));
+      fArgs = functionArgs f;
     in
-    result
-    // {
-      inherit override;
-    }
-    // (
-      if builtins.isAttrs result && result ? overrideAttrs then
-        { overrideAttrs = fdrv: makeOverridable (a: (f a).overrideAttrs fdrv) args; }
+    g: setFunctionArgs g fArgs;
+
+  # lib/customisation.nix makeOverridable, as current nixpkgs writes it: the result and its
+  # `override` are functors carrying the recipe's arguments (mirrorFunctionArgs), so
+  # `lib.functionArgs pkg.override` lists them; `overrideAttrs` keeps the result overridable
+  # (overrideResult). overrideDerivation is left out (capplan never uses it).
+  makeOverridable =
+    f:
+    let
+      mirrorArgs = mirrorFunctionArgs f;
+    in
+    mirrorArgs (
+      origArgs:
+      let
+        result = f origArgs;
+        overrideWith = newArgs: origArgs // (if isFunction newArgs then newArgs origArgs else newArgs);
+        overrideArgs = mirrorArgs (newArgs: makeOverridable f (overrideWith newArgs));
+        overrideResult = g: makeOverridable (mirrorArgs (args: g (f args))) origArgs;
+      in
+      if builtins.isAttrs result then
+        result
+        // {
+          override = overrideArgs;
+          ${if result ? overrideAttrs then "overrideAttrs" else null} =
+            fdrv: overrideResult (x: x.overrideAttrs fdrv);
+        }
+      else if isFunction result then
+        setFunctionArgs result (functionArgs result) // { override = overrideArgs; }
       else
-        { }
+        result
     );
 
   # lib.fixedPoints

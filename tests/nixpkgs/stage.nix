@@ -1,3 +1,4 @@
+# callPackageWith follows NixOS/nixpkgs lib/customisation.nix as lib.nix line 1 cites (lib.functionArgs on the recipe, makeOverridable with mirrored arguments).
 # Stand-in for pkgs/top-level/stage.nix + all-packages.nix + variants.nix: one package set.
 # Only what ../../NIXPKGS.md (the contract) lists, with real nixpkgs' behaviour; the package
 # definitions live in the small files next to this one.
@@ -44,8 +45,10 @@ let
   callPackageWith =
     scope: fn: args:
     let
-      f = if builtins.isFunction fn then fn else import fn;
-      auto = builtins.intersectAttrs (builtins.functionArgs f) scope;
+      f = if lib.isFunction fn then fn else import fn;
+      # lib/customisation.nix callPackageWith: lib.functionArgs, so a functor (a function made
+      # by setFunctionArgs or makeOverridable) is called with its own arguments too.
+      auto = builtins.intersectAttrs (lib.functionArgs f) scope;
     in
     lib.makeOverridable f (auto // args);
 
@@ -71,7 +74,9 @@ let
       inherit system;
 
       # all-packages.nix: `inherit lib config overlays;` -- the overlays the set was made with.
-      inherit overlays;
+      # `lib` here holds only the few functions lib.nix copies (a missing one fails, as it
+      # should); `lib.functionArgs pkg.override` reads a recipe's arguments as in real nixpkgs.
+      inherit lib overlays;
 
       stdenv = import ./stdenv.nix {
         inherit lib;

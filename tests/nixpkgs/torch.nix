@@ -1,4 +1,4 @@
-# Follows NixOS/nixpkgs pkgs/development/python-modules/torch/source/default.nix at 6b516b42dd0f19e2ab9c9dd391cd40752a9dc096 (ROCm branch: rocmtoolkit_joined, vendorComposableKernel)
+# Follows NixOS/nixpkgs pkgs/development/python-modules/torch/source/default.nix at 6b516b42dd0f19e2ab9c9dd391cd40752a9dc096 (ROCm branch: rocmtoolkit_joined, vendorComposableKernel; CUDA branch: brokenConditions "Unsupported CUDA version": majors 11, 12)
 # Stand-in for pkgs/development/python-modules/torch/source/default.nix, torch 2.12 as packaged
 # in nixos-unstable mid-2026 (NIXPKGS.md section 6):
 # - TORCH_CUDA_ARCH_LIST = config capabilities intersected with a hand-copied allowlist of
@@ -41,6 +41,15 @@ let
   # torch/source/default.nix brokenConditions (the ones the stand-in can meet).
   brokenConditions = {
     "CUDA and ROCm are mutually exclusive" = cudaSupport && rocmSupport;
+    # torch 2.7.1 (00d0ced3) and 2.9.1 (6b516b42) accept CUDA majors 11 and 12 only; the 2.13
+    # recipe widens it to 11/12/13. The pin's 2.12 recipe is not in the index: keep the
+    # stricter rule (never more lenient); `capplan nixpkgs check` reads the pin's own.
+    "Unsupported CUDA version" =
+      cudaSupport
+      && !(builtins.elem cudaPackages.cudaMajorVersion [
+        "11"
+        "12"
+      ]);
   };
   # torch/source/default.nix: `useSystemNccl ? (cudaSupport && cudaPackages.nccl.meta.available
   # || rocmSupport)`: a pre-Thor Jetson torch builds without the system NCCL.

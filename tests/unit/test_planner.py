@@ -346,3 +346,25 @@ def test_set_cover_is_minimum(devices: list[Capability], pool: list[Capability])
 
 def test_packages_info_is_what_the_planner_reads() -> None:
     assert isinstance(KB.package("torch"), PackageInfo)
+
+
+def test_torch_is_never_planned_on_a_cuda_major_nixpkgs_torch_refuses() -> None:
+    # nixpkgs' torch recipe is meta.broken ("Unsupported CUDA version") on CUDA majors other
+    # than 11 and 12 (kb/packages.json torch limits.cuda): on a 13.0-first policy torch and
+    # torchvision fall back to 12.9 (with the nccl they link) while nccl alone takes 13.0.
+    plan = make_plan(
+        KB, config(["A100"], {"torch": {}, "torchvision": {}, "nccl": {}}, cuda=["13.0", "12.9"])
+    )
+    for package in ("torch", "torchvision"):
+        variants = plan.variants_of(package)
+        assert variants and {str(v.cuda) for v in variants} == {"12.9"}, package
+    nccl = plan.variant("nccl-sm80")  # nccl asked for itself builds with the preferred 13.0
+    assert nccl is not None and str(nccl.cuda) == "13.0"
+    why = [d.reason for d in plan.decisions if d.package == "torch" and d.action == "cuda"]
+    assert why and "torch does not build with CUDA 13.0" in why[0]
+
+
+def test_torch_pinned_to_cuda_13_is_infeasible() -> None:
+    with pytest.raises(InfeasibleError) as info:
+        make_plan(KB, config(["A100"], {"torch": {"cuda": "13.0"}}))
+    assert "torch" in info.value.message and "CUDA 13.0" in info.value.message

@@ -22,6 +22,7 @@ __all__ = [
     "InvalidInputError",
     "NetworkError",
     "NixError",
+    "NixpkgsDriftError",
     "NoGpuError",
     "NothingToDo",
     "StaleError",
@@ -87,6 +88,7 @@ class ExitCode(IntEnum):
     NIX = 14  # nix is missing or a nix command failed
     WRITE = 15  # an output file cannot be written (path, permissions, full disk); old file intact
     WONT_RUN = 16  # `capplan doctor`: a library of the environment cannot run on a GPU given
+    NIXPKGS_DRIFT = 17  # `capplan nixpkgs check`: nixpkgs disagrees with the knowledge base
 
 
 class CapplanError(Exception):
@@ -156,6 +158,10 @@ class GraphError(CapplanError):
 
 class NixError(CapplanError):
     exit_code = ExitCode.NIX
+
+
+class NixpkgsDriftError(CapplanError):
+    exit_code = ExitCode.NIXPKGS_DRIFT
 
 
 class WriteError(CapplanError):

@@ -79,11 +79,21 @@ def _nixpkgs_needs_newer_nix(stderr: str) -> NixError | None:
 
 
 def _error_line(stderr: str) -> str:
+    """The line of Nix's error output that says what went wrong, under Nix 2.8 and >= 2.18.
+
+    Nix 2.8 prints ``error: <message>`` first, then the position. Nix 2.18 prints a bare
+    ``error:`` when the error has a trace, then the ``… while ...`` frames outermost first, and
+    the message last as ``error: <message>`` (the innermost error: what a user must read).
+    """
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    for line in lines:
-        if line.startswith("error:"):
-            return line
-    return lines[0] if lines else "no error output"
+    errors = [line for line in lines if line.startswith("error:")]
+    said = [line for line in errors if line.removeprefix("error:").strip()]
+    if errors and errors[0] in said:
+        return errors[0]
+    if said:
+        return said[-1]
+    messages = [line for line in lines if not line.startswith(("error:", "…", "trace:"))]
+    return messages[0] if messages else "no error output"
 
 
 def nix_eval_json(

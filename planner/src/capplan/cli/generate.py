@@ -2,17 +2,95 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
 from capplan.adapters.files import atomic_write_text
-from capplan.cli.output import check_committed, err_console, to_json_text
+from capplan.cli.output import MAX_COMMITTED_BYTES, check_committed, err_console, to_json_text
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
 from capplan.core.planning.dispatch import dispatch_section
 from capplan.core.planning.matrix import plan_json
+from capplan.errors import CapplanError, NixError, NixpkgsDriftError
 
-__all__ = ["generate"]
+__all__ = ["generate", "nixpkgs_stamp"]
+
+
+def _committed_stamp(output: Path) -> Any:
+    from capplan.adapters.files import read_bounded
+
+    try:
+        return json.loads(read_bounded(output, MAX_COMMITTED_BYTES)).get("nixpkgs")
+    except (OSError, ValueError, AttributeError, CapplanError):
+        return None
+
+
+def nixpkgs_stamp(
+    lock_file: Path,
+    output: Path,
+    data: dict[str, Any],
+    cuda: Sequence[str] | None,
+    *,
+    run_check: bool,
+) -> dict[str, Any]:
+    """plan.json's ``nixpkgs``: the revision flake.lock pins (``locked``) and whether the plan
+    was checked against it (``checked``), deterministic wherever it runs.
+
+    ``generate`` runs ``capplan nixpkgs check`` offline when nix and the pinned source are at
+    hand (already in the store): agreement stamps ``checked: true``, drift stops with exit 17.
+    Where it cannot check (no nix, Nix < 2.18 for real nixpkgs, the source not fetched; CI), and
+    always under ``--check``, the committed file's stamp carries over when it names the same
+    revision, else ``checked: false``; so ``generate --check`` compares files, never machines.
+    """
+    from capplan.adapters.nixpkgs import locked_nixpkgs
+
+    if not lock_file.is_file():
+        return {"locked": None, "checked": False}
+    try:
+        locked = locked_nixpkgs(lock_file)
+    except CapplanError as error:
+        _note(f"plan not checked against nixpkgs: {error.one_line()}")
+        return {"locked": None, "checked": False}
+    pin = {"rev": locked.rev, "narHash": locked.nar_hash}
+    before = _committed_stamp(output)
+    carried = isinstance(before, dict) and before.get("locked") == pin and before.get("checked")
+    stamp = {"locked": pin, "checked": bool(carried)}
+    if not run_check:
+        return stamp
+    where = locked.store_path() or locked.reference
+    why = None if locked.at_hand() else f"{where} is not in the store"
+    if why is None:
+        from capplan.cli.nixpkgs import check_against
+
+        try:
+            _, drifts = check_against(locked.reference, data, cuda, offline=True)
+        except NixError as error:
+            why = error.one_line()
+        else:
+            if drifts:
+                for drift in drifts:
+                    click.echo(drift.line())
+                raise NixpkgsDriftError(
+                    f"the pinned nixpkgs {locked.label()} disagrees with the knowledge base in "
+                    f"{len(drifts)} fact{'' if len(drifts) == 1 else 's'}; plan.json not written",
+                    hint="correct the knowledge base (each line above names the fact), or pin the "
+                    "nixpkgs it describes",
+                )
+            _note(f"plan checked against nixpkgs {locked.label()}: it agrees")
+            return {"locked": pin, "checked": True}
+    _note(
+        f"plan not checked against nixpkgs {locked.label()} ({why}); "
+        + ("keeping the committed check of that revision" if carried else "recorded as unchecked")
+        + " (see `capplan nixpkgs check`)"
+    )
+    return stamp
+
+
+def _note(text: str) -> None:
+    click.echo(f"note: {text}", err=True)
 
 
 @click.command()
@@ -31,12 +109,16 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
     planned = plan_with_settings(config_path)
     plan = planned.plan
     dispatch = dispatch_section(current_kb(), plan, fallback=planned.config.dispatch.fallback)
-    text = to_json_text(plan_json(plan, dispatch))
+    data = plan_json(plan, dispatch)
+    found = planned.config_file
+    root = found.parent if found is not None else Path.cwd()
     default = output is None
     if output is None:
-        found = planned.config_file
-        root = found.parent if found is not None else Path.cwd()
         output = root / "overlays" / "plan.json"
+    data["nixpkgs"] = nixpkgs_stamp(
+        root / "flake.lock", output, data, planned.config.policy.cuda, run_check=not check
+    )
+    text = to_json_text(data)
     if check:
         check_committed(output, text, fix="run 'capplan generate' and commit the result")
         return

@@ -1,0 +1,292 @@
+"""What a plan relies on in nixpkgs, and where a nixpkgs says otherwise (pure).
+
+:func:`nixpkgs_request` turns the knowledge base and a plan (``plan_json``'s data) into the
+questions one ``nix eval`` answers (adapters/nixpkgs.py sends them as JSON and reads the
+answer back); :func:`compare` turns the answer into one :class:`Drift` per disagreement. Which
+recipe arguments a package relies on is data: the CUDA entry's ``ptx = "gpu-targets"``
+(``gpuTargets``), the ROCm build's ``argument`` (``gpuTargets`` by default), the CPU entry's
+``arguments`` and override rules; so a knowledge-base change is checked without a code change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from capplan.core.model.amd import AmdTarget
+from capplan.core.model.capability import Capability
+from capplan.core.model.cpu_kb import CpuPackagesFile
+from capplan.core.model.cuda import CudaVersion
+from capplan.core.model.families import cuda_limits_reason
+from capplan.core.model.kb import KnowledgeBase
+from capplan.core.planning.inputs import NIXPKGS_DEFAULT_CUDA
+
+__all__ = ["Drift", "compare", "nixpkgs_request"]
+
+# Packages whose evaluation in a per-target ROCm scope the plan relies on (ROCM.md: MIOpen links
+# the scope's composable_kernel, which is meta.broken without a gfx9 target).
+_SCOPE_PACKAGES = ("composable_kernel", "miopen")
+
+
+@dataclass(frozen=True, order=True)
+class Drift:
+    """One fact on which the knowledge base and the nixpkgs checked disagree."""
+
+    package: str
+    fact: str
+    kb: str
+    nixpkgs: str
+
+    def line(self) -> str:
+        says = f"knowledge base says {self.kb}; nixpkgs says {self.nixpkgs}"
+        return f"{self.package}: {self.fact}: {says}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"package": self.package, "fact": self.fact, "kb": self.kb, "nixpkgs": self.nixpkgs}
+
+
+def _argument_facts(
+    kb: KnowledgeBase, cpu: CpuPackagesFile | None, packages: Sequence[str]
+) -> list[dict[str, Any]]:
+    facts: set[tuple[str, tuple[str, ...], str]] = set()
+    for name in packages:
+        info = kb.packages.get(name)
+        if info is not None and info.ptx == "gpu-targets":
+            facts.add((name, tuple(info.attr.split(".")), "gpuTargets"))
+        build = kb.amd.builds.get(name) if kb.amd is not None else None
+        if build is not None and build.how == "gpu-targets":
+            facts.add((name, tuple(build.attr.split(".")), build.argument or "gpuTargets"))
+        for entry in cpu.packages if cpu is not None else ():
+            if entry.package != name:
+                continue
+            attr = tuple(entry.attr.split("."))
+            for argument in (*entry.arguments, *(rule.argument for rule in entry.overrides)):
+                facts.add((name, attr, argument))
+    return [{"package": p, "attr": list(a), "argument": arg} for p, a, arg in sorted(facts)]
+
+
+def nixpkgs_request(
+    kb: KnowledgeBase,
+    plan: Mapping[str, Any],
+    cpu: CpuPackagesFile | None = None,
+    cuda: Sequence[CudaVersion] = (),
+) -> dict[str, Any]:
+    """The questions for nixpkgs (JSON, read by Nix with builtins.fromJSON). ``cuda``: the
+    policy's CUDA versions, on which torch's acceptance is asked too (the plan leaves torch off
+    a version the knowledge base says it refuses, so the plan alone would never ask)."""
+    variants: Mapping[str, Mapping[str, Any]] = plan.get("variants", {})
+    packages = sorted({str(v["package"]) for v in variants.values()})
+    request: dict[str, Any] = {
+        "system": str(plan.get("system", "x86_64-linux")),
+        "arguments": _argument_facts(kb, cpu, packages),
+        "cuda_sets": sorted(str(kb.cuda_release(v).nixpkgs_set) for v in kb.nixpkgs_cuda()),
+        "default_cuda": str(NIXPKGS_DEFAULT_CUDA),
+    }
+    if "torch" in packages or "torchvision" in packages:
+        used = {CudaVersion.parse(str(v["cuda"])) for v in variants.values() if v.get("cuda")}
+        used.update((NIXPKGS_DEFAULT_CUDA, *cuda))
+        request["torch_cuda"] = sorted(
+            str(kb.cuda_release(c).nixpkgs_set) for c in used if kb.cuda_release(c).nixpkgs_set
+        )
+        request["torch_capabilities"] = [
+            str(c.capability)
+            for c in kb.supported(NIXPKGS_DEFAULT_CUDA)
+            if c.nixpkgs and not c.jetson
+        ]
+    amd = kb.amd
+    if amd is not None:
+        scopes: dict[str, set[str]] = {
+            name: {str(t) for t in targets} for name, targets in amd.nixpkgs_family_scopes.items()
+        }
+        for info in amd.targets:
+            for scope in info.nixpkgs_scopes:
+                scopes.setdefault(scope, set()).add(str(info.target))
+        planned: dict[str, list[str]] = {}
+        for v in variants.values():
+            rocm = v.get("rocm")
+            if (
+                isinstance(rocm, Mapping)
+                and rocm.get("scope") == "stack"
+                and rocm.get("scope_attr")
+            ):
+                planned[str(rocm["scope_attr"])] = [str(t) for t in rocm.get("targets", [])]
+        request["rocm"] = {
+            "default_targets": [str(t) for t in amd.nixpkgs_default_targets],
+            "scopes": {k: sorted(v) for k, v in sorted(scopes.items())},
+            "scope_packages": [
+                {"scope": scope, "package": package}
+                for scope in sorted(planned)
+                for package in _SCOPE_PACKAGES
+                if package in amd.packages
+            ],
+            "planned_scopes": {k: planned[k] for k in sorted(planned)},
+        }
+    return request
+
+
+def _words(items: Sequence[str]) -> str:
+    return "[" + ", ".join(items) + "]" if items else "none"
+
+
+def compare(
+    kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, Any]
+) -> tuple[Drift, ...]:
+    """Every disagreement between what ``request`` assumed and what nixpkgs ``answer``ed."""
+    found: list[Drift] = []
+    args: Mapping[str, Any] = answer.get("arguments", {})
+    for fact in request["arguments"]:
+        key = ".".join(fact["attr"])
+        taken = args.get(key)
+        where = f"recipe argument {fact['argument']} of {key}"
+        if taken is None:
+            found.append(Drift(fact["package"], where, "it takes it", f"there is no {key}"))
+        elif fact["argument"] not in taken:
+            found.append(
+                Drift(
+                    fact["package"],
+                    where,
+                    "it takes it",
+                    f"its arguments are {_words(sorted(taken))}",
+                )
+            )
+    sets = sorted(answer.get("cuda_sets", []))
+    if sets != list(request["cuda_sets"]):
+        found.append(
+            Drift("cudaPackages", "CUDA package sets", _words(request["cuda_sets"]), _words(sets))
+        )
+    default = answer.get("default_cuda")
+    if default != request["default_cuda"]:
+        found.append(
+            Drift("cudaPackages", "default CUDA version", request["default_cuda"], str(default))
+        )
+    found.extend(_torch(kb, request, answer))
+    found.extend(_rocm(kb, request, answer))
+    return tuple(sorted(set(found)))
+
+
+def _torch(kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, Any]) -> list[Drift]:
+    found: list[Drift] = []
+    if "torch_cuda" not in request:
+        return found
+    torch = kb.package("torch")
+    broken: Mapping[str, Any] = answer.get("torch_broken", {})
+    for name in request["torch_cuda"]:
+        version = CudaVersion.parse(name.removeprefix("cudaPackages_").replace("_", "."))
+        accepted = torch.limits.cuda is None or version in torch.limits.cuda
+        got = broken.get(name)
+        if got is None:
+            found.append(Drift("torch", f"torch on {name}", "it evaluates", f"there is no {name}"))
+        elif bool(got) == accepted:
+            say = {True: "it is meta.broken there", False: "it builds there"}
+            found.append(
+                Drift("torch", f"torch on CUDA {version}", say[not accepted], say[bool(got)])
+            )
+    kept = answer.get("torch_capabilities")
+    if isinstance(kept, dict):
+        table = list(kept.get("requested", []))
+        lacking = [c for c in request["torch_capabilities"] if c not in table]
+        if lacking:
+            found.append(
+                Drift(
+                    "cudaPackages",
+                    f"capability table (_cuda.db) on CUDA {request['default_cuda']}",
+                    f"it supports {_words(lacking)} too",
+                    f"it supports {_words(table)}",
+                )
+            )
+    if isinstance(kept, dict) and kept.get("kept") is None and kept.get("requested"):
+        found.append(
+            Drift(
+                "torch",
+                f"capability allowlist on CUDA {request['default_cuda']}",
+                f"torch evaluates for {_words(kept['requested'])}",
+                "it does not evaluate for them",
+            )
+        )
+    elif isinstance(kept, dict) and kept.get("kept") is not None:
+        asked = [Capability.parse(c) for c in kept.get("requested", [])]
+        want = [
+            str(c)
+            for c in sorted(asked)
+            if cuda_limits_reason(kb, "torch", torch.limits, c, None) is None
+        ]
+        got_caps = [str(c) for c in sorted(Capability.parse(c) for c in kept.get("kept", []))]
+        if want != got_caps:
+            more = [c for c in got_caps if c not in want]
+            less = [c for c in want if c not in got_caps]
+            found.append(
+                Drift(
+                    "torch",
+                    f"capability allowlist on CUDA {request['default_cuda']}",
+                    f"it keeps {_words(want)}",
+                    f"it keeps {_words(got_caps)} (more: {_words(more)}; fewer: {_words(less)})",
+                )
+            )
+    return found
+
+
+def _rocm(kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, Any]) -> list[Drift]:
+    found: list[Drift] = []
+    asked = request.get("rocm")
+    got = answer.get("rocm")
+    if asked is None or kb.amd is None:
+        return found
+    if not isinstance(got, Mapping):
+        return [
+            Drift("rocmPackages", "ROCm package set", "nixpkgs has rocmPackages", "it has none")
+        ]
+    default = list(got.get("default_targets") or [])
+    if default != asked["default_targets"]:
+        found.append(
+            Drift(
+                "rocmPackages",
+                "default targets (clr.gpuTargets)",
+                _words(asked["default_targets"]),
+                _words(default),
+            )
+        )
+    scopes: Mapping[str, Any] = got.get("scopes", {})
+    for name, targets in asked["scopes"].items():
+        there = scopes.get(name)
+        fact = f"per-target scope rocmPackages.{name}"
+        if there is None:
+            found.append(
+                Drift("rocmPackages", fact, f"it builds for {_words(targets)}", "there is none")
+            )
+        elif sorted(there) != targets:
+            found.append(
+                Drift(
+                    "rocmPackages",
+                    fact,
+                    f"it builds for {_words(targets)}",
+                    f"it builds for {_words(sorted(there))}",
+                )
+            )
+    for name in sorted(set(got.get("scope_names", [])) - set(asked["scopes"])):
+        found.append(
+            Drift(
+                "rocmPackages",
+                f"per-target scope rocmPackages.{name}",
+                "there is none",
+                "it exists",
+            )
+        )
+    evaluates: Mapping[str, Any] = got.get("scope_packages", {})
+    for item in asked["scope_packages"]:
+        scope, package = item["scope"], item["package"]
+        targets = asked["planned_scopes"][scope]
+        check = kb.amd.packages[package].check(package, tuple(AmdTarget.parse(t) for t in targets))
+        expected = check.outcome not in ("broken", "throw")
+        actual = evaluates.get(f"{scope}.{package}")
+        if actual is None or bool(actual) != expected:
+            say = {True: "it evaluates", False: "it does not evaluate"}
+            found.append(
+                Drift(
+                    package,
+                    f"rocmPackages.{scope}.{package}",
+                    say[expected] + ("" if expected else f" ({check.reason})"),
+                    "it is missing" if actual is None else say[bool(actual)],
+                )
+            )
+    return found

@@ -1,0 +1,204 @@
+"""The pure half of `capplan nixpkgs check` (core/planning/nixpkgs_check.py) and the reading of
+flake.lock and --nixpkgs (adapters/nixpkgs.py); tests/nix runs it against real Nix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capplan.adapters.kb import load_kb, load_kb_file
+from capplan.adapters.nixpkgs import LockedNixpkgs, locked_nixpkgs, nixpkgs_reference
+from capplan.core.model.cpu_kb import CpuPackagesFile
+from capplan.core.planning.config import config_from_mapping
+from capplan.core.planning.inputs import resolve_cuda_policy
+from capplan.core.planning.matrix import plan_json
+from capplan.core.planning.nixpkgs_check import compare, nixpkgs_request
+from capplan.core.planning.planner import make_plan
+from capplan.errors import DataError, InvalidInputError
+
+KB = load_kb()
+CPU = load_kb_file("cpu_packages.json", CpuPackagesFile)
+
+
+def request_for(gpus: list[str], packages: dict[str, Any], **policy: Any) -> dict[str, Any]:
+    config = config_from_mapping(
+        {"fleet": {"gpus": gpus}, "packages": packages, "policy": policy}, origin="test"
+    )
+    cuda = resolve_cuda_policy(KB, policy.get("cuda"))
+    return nixpkgs_request(KB, plan_json(make_plan(KB, config)), CPU, cuda)
+
+
+def agreeing_answer(request: dict[str, Any]) -> dict[str, Any]:
+    """What a nixpkgs that is exactly as the knowledge base says would answer."""
+    rocm = request.get("rocm")
+    answer: dict[str, Any] = {
+        "arguments": {".".join(f["attr"]): [f["argument"], "stdenv"] for f in request["arguments"]},
+        "cuda_sets": list(request["cuda_sets"]),
+        "default_cuda": request["default_cuda"],
+        "torch_broken": {n: n.startswith("cudaPackages_13") for n in request.get("torch_cuda", [])},
+    }
+    if rocm is not None:
+        answer["rocm"] = {
+            "default_targets": list(rocm["default_targets"]),
+            "scopes": dict(rocm["scopes"]),
+            "scope_names": list(rocm["scopes"]),
+            "scope_packages": {
+                f"{i['scope']}.{i['package']}": not (
+                    i["package"] == "composable_kernel"
+                    and not any(t.startswith("gfx9") for t in rocm["planned_scopes"][i["scope"]])
+                )
+                for i in rocm["scope_packages"]
+            },
+        }
+    return answer
+
+
+MIXED = (["MI300X", "Radeon RX 7900 XTX", "RTX 4090"], {"torch": {}, "magma": {}, "llama-cpp": {}})
+
+
+def test_the_request_names_what_the_plan_relies_on() -> None:
+    request = request_for(*MIXED, rocm_scope="stack")
+    facts = {(f["package"], ".".join(f["attr"]), f["argument"]) for f in request["arguments"]}
+    assert ("torch", "python3Packages.torch", "gpuTargets") in facts
+    assert ("llama-cpp", "llama-cpp", "rocmGpuTargets") in facts
+    assert ("magma", "magma-hip", "gpuTargets") in facts
+    # torch's CUDA versions: every one the policy allows (none set: all of nixpkgs' sets).
+    assert request["torch_cuda"] == [
+        f"cudaPackages_{v}" for v in ("12_6", "12_8", "12_9", "13_0", "13_1", "13_2", "13_3")
+    ]
+    narrow = request_for(["A100"], {"torch": {}}, cuda=["12.8", "13.0"])
+    assert narrow["torch_cuda"] == ["cudaPackages_12_8", "cudaPackages_12_9", "cudaPackages_13_0"]
+    assert request["rocm"]["planned_scopes"] == {"gfx1100": ["gfx1100"], "gfx942": ["gfx942"]}
+    assert request["rocm"]["scopes"]["gfx9"] == ["gfx906", "gfx908", "gfx90a", "gfx942"]
+    assert json.loads(json.dumps(request)) == request  # JSON for builtins.fromJSON
+
+
+def test_cpu_arguments_come_from_the_cpu_knowledge_base() -> None:
+    request = nixpkgs_request(
+        KB, {"system": "x86_64-linux", "variants": {"g": {"package": "gromacs"}}}, CPU
+    )
+    assert {"package": "gromacs", "attr": ["gromacs"], "argument": "cpuAcceleration"} in request[
+        "arguments"
+    ]
+
+
+def test_an_agreeing_nixpkgs_gives_no_drift() -> None:
+    request = request_for(*MIXED, rocm_scope="stack")
+    assert compare(KB, request, agreeing_answer(request)) == ()
+
+
+def test_each_disagreement_is_one_drift() -> None:
+    request = request_for(*MIXED, rocm_scope="stack")
+    answer = agreeing_answer(request)
+    answer["arguments"]["llama-cpp"] = ["cudaSupport", "rocmSupport"]
+    answer["arguments"]["magma-hip"] = None
+    answer["cuda_sets"] = [*request["cuda_sets"], "cudaPackages_13_4"]
+    answer["torch_broken"]["cudaPackages_12_9"] = True
+    answer["rocm"]["default_targets"] = answer["rocm"]["default_targets"][:-1]
+    answer["rocm"]["scope_packages"]["gfx942.composable_kernel"] = False
+    drifts = compare(KB, request, answer)
+    facts = [(d.package, d.fact) for d in drifts]
+    assert facts == sorted(facts) and len(facts) == 6, facts
+    lines = [d.line() for d in drifts]
+    assert (
+        "llama-cpp: recipe argument rocmGpuTargets of llama-cpp: knowledge base says it takes it; "
+        "nixpkgs says its arguments are [cudaSupport, rocmSupport]"
+    ) in lines
+    assert (
+        "magma: recipe argument gpuTargets of magma-hip: knowledge base says it takes it; "
+        "nixpkgs says there is no magma-hip" in lines
+    )
+    assert any("CUDA package sets" in x and "cudaPackages_13_4" in x for x in lines)
+    assert (
+        "torch: torch on CUDA 12.9: knowledge base says it builds there; "
+        "nixpkgs says it is meta.broken there"
+    ) in lines
+    assert any(x.startswith("rocmPackages: default targets (clr.gpuTargets):") for x in lines)
+    assert (
+        "composable_kernel: rocmPackages.gfx942.composable_kernel: knowledge base says it "
+        "evaluates; nixpkgs says it does not evaluate"
+    ) in lines
+
+
+def test_torch_allowlist_and_capability_table_drift() -> None:
+    request = request_for(["A100"], {"torch": {}})
+    table = list(request["torch_capabilities"])
+    assert "8.6" in table and "10.0f" in table and "12.1" in table
+    answer = agreeing_answer(request)
+    # torch 2.12's allowlist has no f capabilities: an agreeing nixpkgs keeps the others.
+    agreeing = [c for c in table if not c.endswith("f")]
+    answer["torch_capabilities"] = {"requested": table, "kept": agreeing}
+    assert compare(KB, request, answer) == ()
+    drifted = [c for c in agreeing if c != "8.6"] + ["10.0f"]
+    answer["torch_capabilities"] = {"requested": table, "kept": drifted}
+    (drift,) = compare(KB, request, answer)
+    assert (drift.package, drift.fact) == ("torch", "capability allowlist on CUDA 12.9")
+    assert drift.nixpkgs.endswith("(more: [10.0f]; fewer: [8.6])")
+    # A capability the knowledge base gives CUDA 12.9 that nixpkgs' table lacks.
+    answer["torch_capabilities"] = {
+        "requested": [c for c in table if c != "12.1"],
+        "kept": [c for c in agreeing if c != "12.1"],
+    }
+    (drift,) = compare(KB, request, answer)
+    assert drift.line().startswith(
+        "cudaPackages: capability table (_cuda.db) on CUDA 12.9: knowledge base says it "
+        "supports [12.1] too; nixpkgs says it supports ["
+    )
+    # torch does not evaluate for capabilities the knowledge base says it takes.
+    answer["torch_capabilities"] = {"requested": table, "kept": None}
+    (drift,) = compare(KB, request, answer)
+    assert drift.nixpkgs == "it does not evaluate for them"
+
+
+def test_locked_github_nixpkgs(tmp_path: Path) -> None:
+    lock = tmp_path / "flake.lock"
+    lock.write_text((Path(__file__).parents[2] / "flake.lock").read_text())
+    locked = locked_nixpkgs(lock)
+    assert locked.rev == "1559d3daa3ecc813a650b79375ea61b6741b8746"
+    assert locked.reference == (
+        "github:NixOS/nixpkgs/1559d3daa3ecc813a650b79375ea61b6741b8746"
+        "?narHash=sha256-LQy14TZp77TwbQf40gg1V3jo8FwJG0jGDkAH%2BzRHqg8%3D"
+    )
+
+
+def test_store_path_of_a_locked_source() -> None:
+    # Nix 2.8's `nix flake metadata --json path:tests/nixpkgs` printed this pair.
+    locked = LockedNixpkgs("x", None, "sha256-GhiOWI5JB4WVgjzHyt2pHGJq/G1AYL1s9XEdTT3aYgg=")
+    assert locked.store_path() == "/nix/store/m2s3wjj46z23fzl95ya0hlg4gdmys8hn-source"
+    assert LockedNixpkgs("x", "abc", None).store_path() is None
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "message"),
+    [
+        (None, InvalidInputError, "no flake.lock at"),
+        ("{", DataError, "names no nixpkgs input"),
+        ('{"nodes": {"root": {"inputs": {"nixpkgs": ["a", "b"]}}}}', DataError, "follows"),
+        (
+            '{"nodes": {"root": {"inputs": {"nixpkgs": "n"}}, "n": {"locked": {"type": "hg"}}}}',
+            DataError,
+            "type 'hg'",
+        ),
+    ],
+)
+def test_bad_flake_lock(
+    tmp_path: Path, text: str | None, error: type[Exception], message: str
+) -> None:
+    lock = tmp_path / "flake.lock"
+    if text is not None:
+        lock.write_text(text)
+    with pytest.raises(error, match=message):
+        locked_nixpkgs(lock)
+
+
+def test_nixpkgs_reference(tmp_path: Path) -> None:
+    (tmp_path / "default.nix").write_text("{ }: { }")
+    assert nixpkgs_reference(str(tmp_path)) == f"path:{tmp_path}"
+    assert nixpkgs_reference("github:NixOS/nixpkgs/abc") == "github:NixOS/nixpkgs/abc"
+    with pytest.raises(InvalidInputError, match=r"no default\.nix"):
+        nixpkgs_reference(str(tmp_path.parent))
+    with pytest.raises(InvalidInputError, match="not a folder"):
+        nixpkgs_reference(str(tmp_path / "default.nix"))
