@@ -76,9 +76,19 @@ let
     try (builtins.deepSeq kept kept);
   rocm = pkgs.rocmPackages or null;
   scopeTargets = n: try (((rocm.${n} or { }).clr or { }).localGpuTargets or null);
+  # A scope's library as the plan builds it: with plan.json's scope_overrides applied the way
+  # pkgs/variant.nix applies them (overrideScope, each library's .override).
+  withOverrides = s: overrides:
+    if overrides == { } then s
+    else s.overrideScope (final: prev: builtins.mapAttrs
+      (n: args: prev.${n}.override args) overrides);
   evaluates = i:
-    let s = rocm.${i.scope} or null; in
-    if s == null || !(builtins.isAttrs s) || !(s ? ${i.package}) then null
+    let
+      s0 = rocm.${i.scope} or null;
+      s = if s0 == null || !(builtins.isAttrs s0) then null
+        else withOverrides s0 (i.overrides or { });
+    in
+    if s == null || !(s ? ${i.package}) then null
     else (builtins.tryEval (builtins.seq s.${i.package}.drvPath true)).success;
 in
 {

@@ -103,6 +103,7 @@ def nixpkgs_request(
             for scope in info.nixpkgs_scopes:
                 scopes.setdefault(scope, set()).add(str(info.target))
         planned: dict[str, list[str]] = {}
+        changed: dict[str, dict[str, dict[str, Any]]] = {}
         for v in variants.values():
             rocm = v.get("rocm")
             if (
@@ -110,12 +111,29 @@ def nixpkgs_request(
                 and rocm.get("scope") == "stack"
                 and rocm.get("scope_attr")
             ):
-                planned[str(rocm["scope_attr"])] = [str(t) for t in rocm.get("targets", [])]
+                scope = str(rocm["scope_attr"])
+                planned[scope] = [str(t) for t in rocm.get("targets", [])]
+                # What the plan builds in that scope is its libraries as plan.json changes them
+                # (MIOpen without composable_kernel where the scope has no gfx9 target), so that
+                # is what is evaluated, and the arguments it sets are facts of their own.
+                for library, arguments in sorted((rocm.get("scope_overrides") or {}).items()):
+                    changed.setdefault(scope, {}).setdefault(str(library), {}).update(arguments)
+        for scope_changes in changed.values():
+            for library, arguments in scope_changes.items():
+                for argument in sorted(arguments):
+                    fact = {
+                        "package": library,
+                        "attr": ["rocmPackages", library],
+                        "argument": str(argument),
+                    }
+                    if fact not in request["arguments"]:
+                        request["arguments"].append(fact)
+        request["arguments"].sort(key=lambda f: (f["package"], f["attr"], f["argument"]))
         request["rocm"] = {
             "default_targets": [str(t) for t in amd.nixpkgs_default_targets],
             "scopes": {k: sorted(v) for k, v in sorted(scopes.items())},
             "scope_packages": [
-                {"scope": scope, "package": package}
+                {"scope": scope, "package": package, "overrides": changed.get(scope, {})}
                 for scope in sorted(planned)
                 for package in _SCOPE_PACKAGES
                 if package in amd.packages

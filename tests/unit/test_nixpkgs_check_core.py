@@ -76,6 +76,21 @@ def test_the_request_names_what_the_plan_relies_on() -> None:
     assert json.loads(json.dumps(request)) == request  # JSON for builtins.fromJSON
 
 
+def test_a_scope_is_checked_as_the_plan_changes_it() -> None:
+    """gfx1100's stack has no gfx9 target: the plan builds its MIOpen without composable_kernel
+    (plan.json's scope_overrides), so that MIOpen is what is evaluated, and the argument the plan
+    sets is a fact of its own; gfx942's stack is evaluated as nixpkgs has it."""
+    request = request_for(*MIXED, rocm_scope="stack")
+    items = {(i["scope"], i["package"]): i["overrides"] for i in request["rocm"]["scope_packages"]}
+    assert items[("gfx1100", "miopen")] == {"miopen": {"withComposableKernel": False}}
+    assert items[("gfx942", "miopen")] == {}
+    facts = {(f["package"], ".".join(f["attr"]), f["argument"]) for f in request["arguments"]}
+    assert ("miopen", "rocmPackages.miopen", "withComposableKernel") in facts
+    assert request["arguments"] == sorted(
+        request["arguments"], key=lambda f: (f["package"], f["attr"], f["argument"])
+    )
+
+
 def test_cpu_arguments_come_from_the_cpu_knowledge_base() -> None:
     request = nixpkgs_request(
         KB, {"system": "x86_64-linux", "variants": {"g": {"package": "gromacs"}}}, CPU
