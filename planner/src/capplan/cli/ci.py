@@ -18,6 +18,7 @@ from capplan.adapters.config import CONFIG_ENV
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import check_committed, emit_json, err_console
 from capplan.cli.planning import config_option, plan_with_settings
+from capplan.cli.whereami import warn_without_flake
 from capplan.core.planning.config import Config
 from capplan.core.planning.failures import KnownFailures
 from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
@@ -210,6 +211,10 @@ def github(
             f"warning: {name} is set here but not in the workflow's plan job, which plans from "
             "the committed files only (put the setting in capplan.toml)"
         )
+    if planned.config_file is not None and not check:
+        # The workflow builds and runs capplan in the repository root, the config's folder.
+        root = planned.config_file.parent
+        warn_without_flake(root, root / "overlays" / "plan.json")
     if not layout:
         _say(
             "note: the plan has no build jobs: the workflow only plans (add packages or GPUs "

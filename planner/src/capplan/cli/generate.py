@@ -9,6 +9,7 @@ import click
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import check_committed, err_console, to_json_text
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
+from capplan.cli.whereami import warn_without_flake
 from capplan.core.planning.dispatch import dispatch_section
 from capplan.core.planning.matrix import plan_json
 
@@ -51,3 +52,5 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
     err_console().print(
         f"wrote {output} ({len(plan.variants)} variants)", markup=False, highlight=False
     )
+    if planned.config_file is not None:
+        warn_without_flake(planned.config_file.parent, output)
