@@ -211,10 +211,6 @@ def github(
             f"warning: {name} is set here but not in the workflow's plan job, which plans from "
             "the committed files only (put the setting in capplan.toml)"
         )
-    if planned.config_file is not None and not check:
-        # The workflow builds and runs capplan in the repository root, the config's folder.
-        root = planned.config_file.parent
-        warn_without_flake(root, root / "overlays" / "plan.json")
     if not layout:
         _say(
             "note: the plan has no build jobs: the workflow only plans (add packages or GPUs "
@@ -236,6 +232,10 @@ def github(
         f"{len(rows)} build jobs in {stages} stages, {len(layout)} shard jobs "
         f"(shards per stage: {layout_text(layout) or 'none'}); cache {settings.cache}"
     )
+    if planned.config_file is not None:
+        # The workflow builds and runs capplan in the repository root, the config's folder.
+        root = planned.config_file.parent
+        warn_without_flake(root, root / "overlays" / "plan.json")
 
 
 def _check(output: Path, text: str) -> None:
