@@ -113,7 +113,9 @@ def test_torch_sm86_builds_in_the_fleets_own_flake(fleet: Fleet, generated: Resu
     assert record["configCudaCapabilities"] == ["8.6"]
     # The fleet's outputs mirror its own plan, not capplan's embedded one.
     names = json.loads(
-        fleet.flake(["eval"], f".#legacyPackages.{SYSTEM}", "--json", "--apply", "builtins.attrNames")
+        fleet.flake(
+            ["eval"], f".#legacyPackages.{SYSTEM}", "--json", "--apply", "builtins.attrNames"
+        )
     )
     assert set(plan["variants"]) <= set(names)
     assert "torch-sm80" not in names  # in capplan's own plan (A100), not in this fleet's
@@ -178,6 +180,8 @@ def test_the_workflows_plan_command_skips_what_the_cache_holds(
     assert "torch-sm86" not in jobs and "torch-sm89" in jobs, outputs
     # The attribute every build job builds (`nix build ".#$ATTR"`) is in the fleet's flake.
     attrs = json.loads(
-        fleet.flake(["eval"], f".#legacyPackages.{SYSTEM}", "--json", "--apply", "builtins.attrNames")
+        fleet.flake(
+            ["eval"], f".#legacyPackages.{SYSTEM}", "--json", "--apply", "builtins.attrNames"
+        )
     )
     assert {name for name in jobs} <= set(attrs)
