@@ -77,6 +77,8 @@ def test_generate_and_ci_warn_without_a_flake_and_name_the_fix(
     warning = [line for line in generate.stderr.splitlines() if line.startswith("warning:")]
     assert len(warning) == 1 and warning[0].startswith(FLAKE_WARNING), generate.stderr
     assert "overlays/plan.json" in warning[0]
+    # One word for one thing: generate's variants are plan and matrix's build jobs.
+    assert "variants, one build job each" in generate.stderr
     assert "capplan init" in warning[0] and "nix flake init -t" in warning[0]
     ci = capplan_in("ci", "github", "--cache", "mine")  # type: ignore[operator]
     assert ci.exit_code == 0

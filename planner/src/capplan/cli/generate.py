@@ -50,7 +50,11 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
             )
     atomic_write_text(output, text)
     err_console().print(
-        f"wrote {output} ({len(plan.variants)} variants)", markup=False, highlight=False
+        f"wrote {output} ({len(plan.variants)} variants, one build job each: 'capplan matrix' "
+        "schedules them)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
     if planned.config_file is not None:
         warn_without_flake(planned.config_file.parent, output)
