@@ -91,6 +91,7 @@ def print_bottom_line(
     if not found:
         print_wrapped(console, "no warnings")
         return
-    print_wrapped(console, f"{len(found)} warnings (the reasons follow below):")
+    plural = "" if len(found) == 1 else "s"
+    print_wrapped(console, f"{len(found)} warning{plural} (the reasons follow below):")
     for kind, text in found:
         print_wrapped(console, text, indent="  ", label=f"{kind}: ")

@@ -211,6 +211,13 @@ def print_table(console: Console, table: Table) -> None:
     the widths are set here: every column gets its narrowest width, and the room left goes to
     the columns that can use it, in proportion to what they lack."""
     width = console.width
+    if isinstance(table.title, str):
+        # Its own line, at the console's width: rich wraps a title at the table's, so a narrow
+        # table broke "capability-independent (one build each)" in two.
+        from rich.text import Text
+
+        console.print(Text(table.title, style="table.title"), soft_wrap=True)
+        table.title = None
     whole = {i for i, column in enumerate(table.columns) if column.no_wrap}
     ranges = _column_widths(table, whole)
     padding = sum(table._get_padding_width(i) for i in range(len(table.columns)))
