@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from capplan.core.planning.plan import Plan
 
-__all__ = ["BUILDER", "print_bottom_line", "warnings"]
+__all__ = ["BUILDER", "gpu_counts", "print_bottom_line", "warnings"]
 
 # The builder every cost in kb/packages.json and kb/amd_packages.json is estimated for (each
 # entry's "source" says so).
@@ -30,7 +30,7 @@ def _hours(minutes: float) -> str:
     return f"{minutes / 60:.1f} h"
 
 
-def _gpu_counts(plan: Plan) -> dict[str, int]:
+def gpu_counts(plan: Plan) -> dict[str, int]:
     """Fleet GPU label -> how many the fleet runs ([fleet.count], 1 when not given)."""
     counts = {gpu.label: gpu.count for gpu in plan.fleet}
     counts.update({gpu.label: gpu.count for gpu in plan.amd_fleet})
@@ -41,7 +41,7 @@ def warnings(plan: Plan) -> list[tuple[str, str]]:
     """(kind, text) for each warning that matters, in a fixed order: per package, the GPUs it
     has no build for (with how many of each the fleet runs); then every excluded target (a
     variant whose code, or whose dependency's code, does not cover the GPU it is named for)."""
-    counts = _gpu_counts(plan)
+    counts = gpu_counts(plan)
     out: list[tuple[str, str]] = []
     by_package: dict[str, list[str]] = {}
     for d in plan.unserved:
@@ -74,7 +74,7 @@ def print_bottom_line(
         f"{_hours(minutes)} on {BUILDER} (knowledge-base estimates); nixpkgs' default fat "
         f"builds: {b.nixpkgs_default_jobs} jobs, {_hours(b.nixpkgs_default_minutes)}",
     )
-    counts = _gpu_counts(plan)
+    counts = gpu_counts(plan)
     models = len(counts)
     if models:
         total = sum(counts.values())

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from capplan.cli.bottomline import print_bottom_line
+from capplan.cli.bottomline import gpu_counts, print_bottom_line
 from capplan.cli.output import emit_json, make_table, out_console, print_table, print_wrapped
 from capplan.cli.planning import (
     config_option,
@@ -80,8 +80,7 @@ def _print(result: Plan, dispatch: list[DispatchCost], *, verbose: bool = False)
     print_bottom_line(console, result, jobs=b.plan_jobs, minutes=b.plan_minutes)
     console.print()
     # [fleet.count]'s effect where it is set: how many GPUs of each model a build serves.
-    counts = {g.label: g.count for g in result.fleet}
-    counts.update({g.label: g.count for g in result.amd_fleet})
+    counts = gpu_counts(result)
     if all(n == 1 for n in counts.values()):
         counts = {}
     for package in sorted({v.package for v in result.variants if not v.independent}):
@@ -158,13 +157,11 @@ def _print_decisions(console: Any, result: Plan, verbose: bool) -> None:
     if result.decisions:
         console.print("[bold]Decisions[/bold]")
     for d in shown:
-        print_wrapped(console, f"{d.package}: {d.subject}: {d.reason}", indent="  ",
-                      label=f"{d.action}: ")  # fmt: skip
+        text = f"{d.package}: {d.subject}: {d.reason}"
+        print_wrapped(console, text, indent="  ", label=f"{d.action}: ")
     if hidden:
-        print_wrapped(
-            console, f"({hidden} builds kept as planned, one per GPU served: --verbose lists them)",
-            indent="  ",
-        )  # fmt: skip
+        note = f"({hidden} builds kept as planned, one per package and GPU: --verbose lists them)"
+        print_wrapped(console, note, indent="  ")
     for d in result.unserved:
         print_wrapped(console, f"{d.package}: {d.subject}: {d.reason}", label="unserved: ")
 
