@@ -169,6 +169,12 @@ def test_the_workflows_plan_command_skips_what_the_cache_holds(
     with serve_binary_cache(tmp_path / "cache") as url:
         argv[argv.index("--cache") + 1] = url
         result = fleet.capplan_cli(*argv, *fleet.overrides)
+        table = fleet.capplan_cli("matrix", "--cache", url, "--skip-cached", *fleet.overrides)
+    # The table's bottom line says what the cache took out, before the table.
+    head = " ".join(table.stdout.split("┃")[0].split())
+    held = re.search(r"skipped: (\d+) jobs? that a binary cache holds", head)
+    assert held and int(held.group(1)) >= 1, table.stdout  # torch-sm86 and what it links
+    assert "torch-sm86" not in table.stdout and "torch-sm89" in table.stdout
     assert result.exit_code == 0, result.stderr
     outputs = dict(line.split("=", 1) for line in result.stdout.splitlines())
     jobs = [

@@ -295,12 +295,16 @@ def _table(
     s: dict[str, Any] = result.summary()
     skipped: list[tuple[str, str]] = []
     if cached:
-        skipped.append(("skipped", f"{len(cached)} jobs a binary cache holds"))
+        jobs = "job" if len(cached) == 1 else "jobs"
+        skipped.append(("skipped", f"{len(cached)} {jobs} that a binary cache holds"))
     if known is not None and known.failed:
         skipped.append(
-            ("skipped", f"{len(known.failed)} known failures ({', '.join(sorted(known.failed))})"
-             f" and {len(known.blocked)} jobs that need them: --retry-failed builds them")
-        )  # fmt: skip
+            (
+                "skipped",
+                f"known failures: {', '.join(sorted(known.failed))}, and {len(known.blocked)} "
+                "jobs that need them (--retry-failed builds them)",
+            )
+        )
     print_bottom_line(
         console,
         plan,
