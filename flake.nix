@@ -11,6 +11,7 @@
     { self, nixpkgs }:
     let
       variantLib = import ./pkgs/variant.nix;
+      fleetLib = import ./pkgs/fleet.nix;
       plan = variantLib.checkPlan (builtins.fromJSON (builtins.readFile ./overlays/plan.json));
 
       # The variants are planned per system (plan.json "systems"; each variant names its own
@@ -28,79 +29,24 @@
           }) names
         );
       pkgsFor = system: nixpkgs.legacyPackages.${system};
-
-      # The systems the plan has variants for (plans written before issue 12: plan.system).
-      planSystems = plan.systems or [ plan.system ];
-
-      # Per system, one lazy nixpkgs instance per distinct variant config; nothing is imported
-      # until a variant is evaluated (evaluating one variant imports nixpkgs once).
-      planned = genAttrs planSystems (
-        system:
-        variantLib.mkVariants {
-          inherit nixpkgs plan system;
-        }
-      );
-
       capplanFor = system: import ./pkgs/capplan.nix { inherit (pkgsFor system) python3Packages; };
 
-      # The variants live in legacyPackages, as nixpkgs keeps its package set there: `nix flake
-      # show` and `nix flake check` do not descend into it, so they never import nixpkgs once per
-      # variant config (each is a full instance: seconds and hundreds of MB on real nixpkgs).
-      # `nix build .#torch-sm86` still works (Nix looks in legacyPackages after packages);
-      # hydraJobs and checks.variants-evaluate are the places that force them all.
-      # `<package>-dispatch` (pkgs/dispatch.nix): every variant of a package behind one wrapper
-      # that starts the right one for the GPU it finds.
-      dispatchFor =
-        system:
-        builtins.listToAttrs (
-          map (package: {
-            name = "${package}-dispatch";
-            value = planned.${system}.dispatch.${package};
-          }) (builtins.attrNames planned.${system}.dispatch)
-        );
+      # The same outputs a fleet repository gets from `capplan.lib.mkFleetFlake` (pkgs/fleet.nix):
+      # legacyPackages (variants), overlays.default, packages/apps capplan, hydraJobs, checks.
+      fleet = fleetLib.mkFleetFlake {
+        inherit nixpkgs self systems;
+        plan = ./overlays/plan.json;
+      };
 
-      variantsFor =
-        system: if planned ? ${system} then planned.${system}.packages // dispatchFor system else { };
-
-      # A derivation that depends on every variant's .drv file of one system but not on its
-      # outputs: building it proves every variant evaluates, without building any of them.
-      variantsEvaluate =
-        system:
-        builtins.derivation {
-          name = "capplan-variants-evaluate";
-          inherit system;
-          builder = "/bin/sh";
-          args = [
-            "-c"
-            ''printf '%s\n' "$variants" > "$out"''
-          ];
-          variants = builtins.toJSON (
-            builtins.mapAttrs (
-              _: drv: builtins.unsafeDiscardOutputDependency drv.drvPath
-            ) planned.${system}.packages
-          );
-        };
-
-      # `capplan generate --check` exits non-zero (with a diff) when overlays/plan.json is stale.
-      planCurrent =
-        system:
-        builtins.derivation {
-          name = "capplan-plan-current";
-          inherit system;
-          builder = "/bin/sh";
-          args = [
-            "-c"
-            ''cd "$src" && "$capplan/bin/capplan" generate --check && printf 'plan.json is current\n' > "$out"''
-          ];
-          src = self.outPath;
-          capplan = capplanFor system;
-          NO_COLOR = "1";
-          HOME = "/homeless-shelter";
-        };
+      # `nix flake init -t <capplan>`: a fleet repository of its own (flake.nix calling
+      # lib.mkFleetFlake, a starter capplan.toml, a README); `capplan init` writes the same files.
+      template = {
+        path = ./planner/src/capplan/templates/fleet;
+        description = "A GPU fleet of your own: capplan.toml, the plan, and a flake that builds it";
+      };
     in
-    {
-      overlays.default = import ./overlays;
-
+    fleet
+    // {
       lib = {
         inherit (variantLib)
           mkOverlay
@@ -109,42 +55,14 @@
           variantConfig
           checkPlan
           ;
+        inherit (fleetLib) mkFleetFlake;
         inherit plan;
       };
 
-      legacyPackages = genAttrs systems variantsFor;
-
-      packages = genAttrs systems (system: {
-        capplan = capplanFor system;
-        default = capplanFor system;
-      });
-
-      apps = genAttrs systems (system: {
-        default = {
-          type = "app";
-          program = "${capplanFor system}/bin/capplan";
-        };
-      });
-
-      # Hydra: hydraJobs.<variant>.<system>, each variant (and dispatch output) under the system
-      # it is planned for; and the tool.
-      hydraJobs =
-        builtins.foldl' (
-          jobs: system:
-          jobs // builtins.mapAttrs (_: drv: { ${system} = drv; }) (variantsFor system)
-        ) { } planSystems
-        // {
-          capplan = genAttrs systems capplanFor;
-        };
-
-      checks = genAttrs systems (
-        system:
-        {
-          capplan = capplanFor system;
-          plan-current = planCurrent system;
-        }
-        // (if planned ? ${system} then { variants-evaluate = variantsEvaluate system; } else { })
-      );
+      templates = {
+        default = template;
+        fleet = template;
+      };
 
       devShells = genAttrs systems (
         system:

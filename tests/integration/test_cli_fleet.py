@@ -347,7 +347,8 @@ def test_matrix_table_keeps_names_whole(capplan_in: object, tmp_path: Path, colu
     cells = {c.strip() for line in table.stdout.splitlines() for c in line.split("│")}
     assert set(names) <= cells
     assert "…" not in table.stdout
-    rows = [line for line in table.stdout.splitlines() if line.startswith("│")]
+    # A table line (borderless at the edges since issue 33) holds "│" between its cells.
+    rows = [line for line in table.stdout.splitlines() if "│" in line]
     if columns != "60":
         assert len(rows) == len(names)  # one line per job: needs is a count
     if columns == "200":

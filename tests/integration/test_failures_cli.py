@@ -318,6 +318,9 @@ def test_matrix_skips_a_known_failure_and_what_needs_it(capplan_in: Any, jobs: P
     assert table.exit_code == 0
     assert "failed  │ magma-sm86" in table.stdout and "blocked │ torch-sm86" in table.stdout
     assert f"{saved:g} build minutes saved" in table.stdout
+    # The bottom line says so before any table (issue 33).
+    head = " ".join(table.stdout.split("┃")[0].split())
+    assert "skipped: known failures: magma-sm86, and 2 jobs that need them" in head
 
 
 def test_a_changed_derivation_and_retry_failed_bring_the_jobs_back(

@@ -19,6 +19,7 @@ from capplan.adapters.config import CONFIG_ENV
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import check_committed, emit_json, err_console
 from capplan.cli.planning import config_option, plan_with_settings
+from capplan.cli.whereami import warn_without_flake
 from capplan.core.planning.config import Config
 from capplan.core.planning.failures import KnownFailures
 from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
@@ -250,6 +251,10 @@ def github(
         f"{len(rows)} build jobs in {stages} stages, {len(layout)} shard jobs "
         f"(shards per stage: {layout_text(layout) or 'none'}); cache {settings.cache}"
     )
+    if planned.config_file is not None:
+        # The workflow builds and runs capplan in the repository root, the config's folder.
+        root = planned.config_file.parent
+        warn_without_flake(root, root / "overlays" / "plan.json")
 
 
 def _check(output: Path, text: str) -> None:

@@ -12,6 +12,7 @@ import click
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import MAX_COMMITTED_BYTES, check_committed, err_console, to_json_text
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
+from capplan.cli.whereami import warn_without_flake
 from capplan.core.planning.dispatch import dispatch_section
 from capplan.core.planning.matrix import plan_json
 from capplan.errors import CapplanError, NixError, NixpkgsDriftError
@@ -133,5 +134,11 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
     # Only the default overlays/ folder is created; a typed --output's folder must exist.
     atomic_write_text(output, text, make_parents=default)
     err_console().print(
-        f"wrote {output} ({len(plan.variants)} variants)", markup=False, highlight=False
+        f"wrote {output} ({len(plan.variants)} variants, one build job each: 'capplan matrix' "
+        "schedules them)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
+    if planned.config_file is not None:
+        warn_without_flake(planned.config_file.parent, output)

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from capplan.cli.bottomline import print_bottom_line
 from capplan.cli.output import (
     AsciiIntRange,
     emit_json,
@@ -16,9 +17,11 @@ from capplan.cli.output import (
     make_table,
     out_console,
     print_table,
+    print_wrapped,
     progress,
 )
 from capplan.cli.planning import config_option, flag_layer, plan_with_settings, policy_options
+from capplan.core.planning.failures import KnownFailures
 from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
 from capplan.core.planning.plan import Plan
 from capplan.errors import InvalidInputError
@@ -214,7 +217,7 @@ def matrix(
             known_failures_json(data, known)
         emit_json(data)
     else:
-        _table(result, show_needs)
+        _table(result, show_needs, plan, cached, known)
         if known is not None:
             from capplan.cli.failures import known_failures_table
 
@@ -278,13 +281,47 @@ def _cached_jobs(
     return cached
 
 
-def _table(result: Matrix, show_needs: bool) -> None:
+def _table(
+    result: Matrix,
+    show_needs: bool,
+    plan: Plan,
+    cached: dict[str, str],
+    known: KnownFailures | None,
+) -> None:
+    """The bottom line first (jobs, hours, the schedule, warnings), then the jobs, then the
+    detail: each system's pool, the baselines, each unserved GPU's whole reason."""
     console = out_console()
     several = len(result.pools) > 1
+    s: dict[str, Any] = result.summary()
+    skipped: list[tuple[str, str]] = []
+    if cached:
+        jobs = "job" if len(cached) == 1 else "jobs"
+        skipped.append(("skipped", f"{len(cached)} {jobs} that a binary cache holds"))
+    if known is not None and known.failed:
+        skipped.append(
+            (
+                "skipped",
+                f"known failures: {', '.join(sorted(known.failed))}, and {len(known.blocked)} "
+                "jobs that need them (--retry-failed builds them)",
+            )
+        )
+    print_bottom_line(
+        console,
+        plan,
+        jobs=s["jobs"],
+        minutes=s["total_minutes"],
+        extra=[
+            f"{s['stages']} stages; on {s['runners']} runners the schedule takes "
+            f"{s['makespan_minutes']:g} min (lower bound {s['lower_bound_minutes']:g}, ratio "
+            f"{s['makespan_over_lower_bound']:g})"
+        ],
+        more_warnings=skipped,
+    )
+    console.print()
     # No system column: a job's name carries its system (-aarch64), and names stay whole, so
     # the table keeps to 80 columns; --json and --format github have the system of each job.
     columns = ["stage", "job", "caps", "CUDA", "PTX", "needs", "min", "runner"]
-    table = make_table(*columns, whole=("job", "needs") if show_needs else ("job",))
+    table = make_table(*columns, whole=("job",))
     for job in result.jobs():
         needs = job["needs"]
         table.add_row(
@@ -293,17 +330,17 @@ def _table(result: Matrix, show_needs: bool) -> None:
             ", ".join(job["capabilities"] or job.get("gfx_targets", ())) or "any",
             job["cuda"] or "ROCm",
             ", ".join(job["ptx"]) or "-",
-            (", ".join(needs) or "-") if show_needs else str(len(needs)),
+            str(len(needs)),
             f"{job['estimated_minutes']:g}",
             str(job["runner"]),
         )
     print_table(console, table)
-    s: dict[str, Any] = result.summary()
-    console.print(
-        f"{s['jobs']} jobs in {s['stages']} stages, {s['total_minutes']:g} build minutes; on "
-        f"{s['runners']} runners the schedule takes {s['makespan_minutes']:g} min (lower bound "
-        f"{s['lower_bound_minutes']:g}, ratio {s['makespan_over_lower_bound']:g})"
-    )
+    if show_needs:
+        # Its own table: beside seven other columns a list of names has no room at 80 columns.
+        needs_table = make_table("job", "needs", title="needs", whole=("job",))
+        for job in result.jobs():
+            needs_table.add_row(job["name"], ", ".join(job["needs"]) or "-")
+        print_table(console, needs_table)
     if several:
         for system, pool in s["pools"].items():
             console.print(
@@ -317,4 +354,4 @@ def _table(result: Matrix, show_needs: bool) -> None:
         f"{base['naive']['minutes']:g} min"
     )
     for u in s["unserved"]:
-        console.print(f"[yellow]unserved[/yellow] {u['package']}: {u['gpu']}: {u['reason']}")
+        print_wrapped(console, f"{u['package']}: {u['gpu']}: {u['reason']}", label="unserved: ")

@@ -24,6 +24,7 @@ from capplan.core.planning.gcpause import gc_paused
 from capplan.errors import printable
 
 __all__ = [
+    "ACTION_STYLES",
     "AsciiIntRange",
     "Progressor",
     "emit_json",
@@ -32,6 +33,7 @@ __all__ = [
     "make_table",
     "out_console",
     "print_table",
+    "print_wrapped",
     "progress",
     "to_json_text",
 ]
@@ -194,7 +196,11 @@ def make_table(*columns: str, title: str | None = None, whole: Iterable[str] = (
     from rich.table import Table
 
     keep = set(whole)
-    table = Table(title=title, title_justify="left", header_style="bold")
+    # No outer border and no padding at the edges: four columns more of room at 80 columns,
+    # where the matrix's eight columns and a whole job name need every one.
+    table = Table(
+        title=title, title_justify="left", header_style="bold", show_edge=False, pad_edge=False
+    )
     for column in columns:
         if column in keep:
             table.add_column(column, no_wrap=True, overflow="ignore")
@@ -203,23 +209,111 @@ def make_table(*columns: str, title: str | None = None, whole: Iterable[str] = (
     return table
 
 
-def print_table(console: Console, table: Table) -> None:
-    """Print ``table`` at the console's width (``COLUMNS`` or the terminal), or wider when its
-    whole columns need more: a name stays whole even on a narrow terminal."""
-    # Measured against a wide page: measuring at the console's width would clamp to it.
-    wide = console.options.update_width(1 << 16)
-    from rich.measure import Measurement
+def _column_widths(table: Table, whole: set[int]) -> list[tuple[int, int]]:
+    """Each column's (narrowest, widest) content width: a whole column's narrowest is its
+    longest line, another's its longest word (words are never split), its widest the longest
+    line of any cell or of its header."""
+    from rich.cells import cell_len
 
-    need = Measurement.get(console, wide, table).minimum
+    out = []
+    for index, column in enumerate(table.columns):
+        texts = [str(column.header), *(str(cell) for cell in column.cells)]
+        lines = [line for text in texts for line in text.splitlines() or [""]]
+        widest = max((cell_len(line) for line in lines), default=0)
+        if index in whole:
+            narrowest = widest
+        else:
+            narrowest = max((cell_len(word) for line in lines for word in line.split()), default=0)
+        out.append((narrowest, widest))
+    return out
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table`` at the console's width (``COLUMNS`` or the terminal), or wider only when
+    its whole columns and longest words need more: a name is never cut and a word never split.
+
+    rich shrinks the widest wrappable columns first when a table is too wide, down past their
+    longest word (``x86_64-linu|x``) and, with no wrappable column left, cuts no_wrap ones; so
+    the widths are set here: every column gets its narrowest width, and the room left goes to
+    the columns that can use it, in proportion to what they lack."""
     width = console.width
-    if need <= width:
+    if isinstance(table.title, str):
+        # Its own line, at the console's width: rich wraps a title at the table's, so a narrow
+        # table broke "capability-independent (one build each)" in two.
+        from rich.text import Text
+
+        console.print(Text(table.title, style="table.title"), soft_wrap=True)
+        table.title = None
+    whole = {i for i, column in enumerate(table.columns) if column.no_wrap}
+    ranges = _column_widths(table, whole)
+    padding = sum(table._get_padding_width(i) for i in range(len(table.columns)))
+    overhead = table._extra_width + padding
+    if sum(widest for _, widest in ranges) + overhead <= width:
         console.print(table)
         return
-    console.width = need  # print(width=...) never goes beyond the console's own width
+    room = max(width, sum(narrowest for narrowest, _ in ranges) + overhead) - overhead
+    widths = [narrowest for narrowest, _ in ranges]
+    lacking = [widest - narrowest for narrowest, widest in ranges]
+    spare = room - sum(widths)
+    total = sum(lacking)
+    if total and spare > 0:
+        shares = [spare * lack // total for lack in lacking]
+        widths = [w + share for w, share in zip(widths, shares, strict=True)]
+        # What integer division left over, one column at a time, the most lacking first.
+        order = sorted(range(len(widths)), key=lambda i: (-(lacking[i] - shares[i]), i))
+        for i in order[: spare - sum(shares)]:
+            widths[i] += 1
+    for column, w in zip(table.columns, widths, strict=True):
+        column.width = max(w, 1)
+    needed = sum(widths) + overhead
+    if needed <= width:
+        console.print(table)
+        return
+    console.width = needed  # print(width=...) never goes beyond the console's own width
     try:
         console.print(table)
     finally:
         console.width = width
+
+
+# The colour of each decision, where the terminal has colour (rich honours NO_COLOR).
+ACTION_STYLES = {
+    "kept": "green",
+    "shared": "cyan",
+    "substituted": "cyan",
+    "ptx": "cyan",
+    "cuda": "cyan",
+    "dropped": "red",
+    "excluded": "red",
+    "unserved": "yellow",
+    "warning": "yellow",
+    "missing": "yellow",
+    "skipped": "magenta",
+}
+
+
+def print_wrapped(
+    console: Console, text: str, *, indent: str = "", hang: str = "    ", label: str = ""
+) -> None:
+    """``indent + label + text`` wrapped at the console's width between words, later lines
+    indented by ``hang`` more; ``label`` (a decision's action) in its colour."""
+    import textwrap
+
+    from rich.text import Text
+
+    lines = textwrap.wrap(
+        label + text,
+        width=max(console.width - len(indent), 20),
+        subsequent_indent=hang,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [""]
+    body = Text("\n".join(indent + line for line in lines))
+    word = label.split(":")[0].strip()
+    if label and word in ACTION_STYLES:
+        at = len(indent) + label.index(word)
+        body.stylize(ACTION_STYLES[word], at, at + len(word))
+    console.print(body, soft_wrap=True)
 
 
 class Progressor:

@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from capplan.cli.output import emit_json, make_table, out_console, print_table
+from capplan.cli.bottomline import gpu_counts, print_bottom_line
+from capplan.cli.output import emit_json, make_table, out_console, print_table, print_wrapped
 from capplan.cli.planning import (
     config_option,
     current_kb,
@@ -28,6 +29,9 @@ __all__ = ["plan"]
 @policy_options
 @click.option("--json", "as_json", is_flag=True, help="Print the whole plan as JSON.")
 @click.option("--print-identifiers", is_flag=True, help="Print one variant name per line and exit.")
+@click.option(
+    "--verbose", "-v", is_flag=True, help="Also list the routine decisions (each 'kept' build)."
+)
 def plan(
     config_path: Path | None,
     cuda: str | None,
@@ -38,6 +42,7 @@ def plan(
     rocm_scope: str | None,
     as_json: bool,
     print_identifiers: bool,
+    verbose: bool,
 ) -> None:
     """Plan which variants to build for the fleet, and why."""
     result = load_plan(config_path, flag_layer(cuda, share, fat, ptx, gpus, rocm_scope=rocm_scope))
@@ -53,7 +58,11 @@ def plan(
     if as_json:
         emit_json({**plan_dict(result), "dispatch": [c.to_json() for c in costs]})
         return
-    _print(result, costs)
+    _print(result, costs, verbose=verbose)
+
+
+def _times(counts: dict[str, int], gpu: str) -> str:
+    return f" x{counts[gpu]}" if gpu in counts else ""
 
 
 _HOLDS = ("holds", "gap")
@@ -68,14 +77,24 @@ def _toolkit(v: Variant) -> str:
     return "ROCm" if v.rocm.targets else "ROCm (default targets)"
 
 
-def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
+def _print(result: Plan, dispatch: list[DispatchCost], *, verbose: bool = False) -> None:
     console = out_console()
+    b = result.baselines
+    print_bottom_line(console, result, jobs=b.plan_jobs, minutes=b.plan_minutes)
+    console.print()
+    # [fleet.count]'s effect where it is set: how many GPUs of each model a build serves.
+    counts = gpu_counts(result)
+    if all(n == 1 for n in counts.values()):
+        counts = {}
     for package in sorted({v.package for v in result.variants if not v.independent}):
         table = make_table(
             "variant", "capabilities", "CUDA", "PTX", "serves", title=package, whole=("variant",)
         )
         for v in result.variants_of(package):
-            serves = ", ".join(f"{s.gpu} ({s.level.value})" for s in v.serves) or "(dependency)"
+            serves = (
+                ", ".join(f"{s.gpu}{_times(counts, s.gpu)} ({s.level.value})" for s in v.serves)
+                or "(dependency)"
+            )
             caps = ", ".join(map(str, v.capabilities or (v.rocm.targets if v.rocm else ())))
             table.add_row(v.name, caps, _toolkit(v), ", ".join(map(str, v.ptx)) or "-", serves)
         print_table(console, table)
@@ -89,25 +108,7 @@ def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
         for v in shared:
             table.add_row(v.name, _toolkit(v), ", ".join(s.gpu for s in v.serves) or "(dependency)")
         print_table(console, table)
-    held = [d for d in result.decisions if d.action in _HOLDS]
-    rest = [d for d in result.decisions if d.action not in _HOLDS]
-    if rest:
-        console.print("[bold]Decisions[/bold]")
-        for d in rest:
-            console.print(f"  {d.package}: {d.subject}: {d.action}: {d.reason}", markup=False)
-    if held:
-        # core/planning/rocm.py rule 6: what each AMD library really holds, and in plain words
-        # where a variant's copy of a library lacks its GPU's code.
-        console.print("[bold]What the AMD libraries hold[/bold]")
-        for d in held:
-            if d.action == "gap":
-                console.print("  [yellow]missing[/yellow] ", end="")
-                console.print(f"{d.subject}: {d.reason}", markup=False)
-            else:
-                console.print(f"  {d.reason}", markup=False)
-    for d in result.unserved:
-        console.print(f"[yellow]unserved[/yellow] {d.package}: {d.subject}: {d.reason}")
-    b = result.baselines
+    _print_decisions(console, result, verbose)
     costs = make_table("strategy", "jobs", "build minutes", "output MB", title="Costs")
     costs.add_row("this plan", str(b.plan_jobs), f"{b.plan_minutes:g}", f"{b.plan_size_mb:g}")
     costs.add_row(
@@ -122,7 +123,7 @@ def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
         f"{b.naive_minutes:g}",
         f"{b.naive_size_mb:g}",
     )
-    console.print(costs)
+    print_table(console, costs)
     _print_cpu_costs(console, result)
     if dispatch:
         sizes = make_table(
@@ -143,12 +144,40 @@ def _print(result: Plan, dispatch: list[DispatchCost]) -> None:
                 f"{c.fat_mb:g}",
                 f"{c.one_variant_mb:g}",
             )
-        console.print(sizes)
+        print_table(console, sizes)
     if result.share == "compatible":
         console.print(
             f"share=compatible builds {sum(1 for v in result.variants if not v.fat)} "
             f"variants where exact builds {b.exact_jobs}"
         )
+
+
+def _print_decisions(console: Any, result: Plan, verbose: bool) -> None:
+    """Every decision but the routine ones (a build kept as planned: --verbose lists those),
+    each action in its colour; then each unserved GPU with its whole reason."""
+    decisions = [d for d in result.decisions if d.action not in _HOLDS]
+    held = [d for d in result.decisions if d.action in _HOLDS]
+    shown = [d for d in decisions if verbose or d.action != "kept"]
+    hidden = len(decisions) - len(shown)
+    if decisions:
+        console.print("[bold]Decisions[/bold]")
+    for d in shown:
+        text = f"{d.package}: {d.subject}: {d.reason}"
+        print_wrapped(console, text, indent="  ", label=f"{d.action}: ")
+    if hidden:
+        note = f"({hidden} builds kept as planned, one per package and GPU: --verbose lists them)"
+        print_wrapped(console, note, indent="  ")
+    if held:
+        # core/planning/rocm.py rule 6: what each AMD library really holds, and in plain words
+        # where a variant's copy of a library lacks its GPU's code.
+        console.print("[bold]What the AMD libraries hold[/bold]")
+        for d in held:
+            if d.action == "gap":
+                print_wrapped(console, f"{d.subject}: {d.reason}", indent="  ", label="missing: ")
+            else:
+                print_wrapped(console, d.reason, indent="  ")
+    for d in result.unserved:
+        print_wrapped(console, f"{d.package}: {d.subject}: {d.reason}", label="unserved: ")
 
 
 def _print_cpu(console: Any, result: Plan) -> None:
@@ -187,4 +216,4 @@ def _print_cpu_costs(console: Any, result: Plan) -> None:
         f"{c.every_level_minutes:g}",
         f"{c.every_level_size_mb:g}",
     )
-    console.print(table)
+    print_table(console, table)

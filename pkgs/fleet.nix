@@ -1,0 +1,201 @@
+# A fleet flake's outputs from its plan.json: what capplan's own flake gives, for a user's own
+# repository that takes capplan as an input (`nix flake init -t <capplan>` writes one; so does
+# `capplan init`).  builtins only, and from nixpkgs only what variant.nix and capplan.nix use.
+let
+  variantLib = import ./variant.nix;
+
+  genAttrs =
+    names: f:
+    builtins.listToAttrs (
+      map (name: {
+        inherit name;
+        value = f name;
+      }) names
+    );
+
+  # A plan with no variants: a fleet repository before its first `capplan generate` still
+  # evaluates (and `nix run .#capplan -- generate` works there).
+  emptyPlan = system: {
+    version = 1;
+    inherit system;
+    systems = [ ];
+    variants = { };
+  };
+
+  /**
+    The outputs of a fleet flake: `legacyPackages.<system>.<variant>` (and `<package>-dispatch`),
+    `overlays.default`, `hydraJobs`, `checks`, and the capplan tool as `packages.<system>.capplan`
+    and `apps.<system>.capplan`, so every `nix run .#capplan` of a workflow `capplan ci github`
+    wrote resolves in the fleet's own flake.
+
+    # Type
+
+    ```
+    mkFleetFlake :: AttrSet -> AttrSet
+    ```
+
+    # Example
+
+    ```nix
+    outputs = { self, nixpkgs, capplan }:
+      capplan.lib.mkFleetFlake { inherit nixpkgs self; plan = ./overlays/plan.json; };
+    ```
+
+    # Inputs
+
+    `nixpkgs`
+    : the nixpkgs flake the variants (and the tool) are built from
+
+    `plan`
+    : the plan `capplan generate` wrote: a path (a missing file is an empty plan) or the
+      decoded attrset
+
+    `self`
+    : optional; the fleet flake itself: with it, `checks.<system>.plan-current` runs
+      `capplan generate --check` in its source, so a stale plan.json fails `nix flake check`
+
+    `systems`
+    : the systems the tool is built for (the variants follow the plan's own systems)
+  */
+  mkFleetFlake =
+    {
+      nixpkgs,
+      plan,
+      self ? null,
+      systems ? [
+        "x86_64-linux"
+        "aarch64-linux"
+      ],
+    }:
+    let
+      isPath = builtins.isPath plan || builtins.isString plan;
+      decoded =
+        if !isPath then
+          plan
+        else if builtins.pathExists plan then
+          builtins.fromJSON (builtins.readFile plan)
+        else
+          emptyPlan (builtins.head systems);
+      checked = variantLib.checkPlan decoded;
+      pkgsFor = system: nixpkgs.legacyPackages.${system};
+
+      # The systems the plan has variants for (plans written before issue 12: plan.system).
+      planSystems = checked.systems or [ checked.system ];
+
+      # Per system, one lazy nixpkgs instance per distinct variant config; nothing is imported
+      # until a variant is evaluated (evaluating one variant imports nixpkgs once).
+      planned = genAttrs planSystems (
+        system:
+        variantLib.mkVariants {
+          inherit nixpkgs system;
+          plan = checked;
+        }
+      );
+
+      capplanFor = system: import ./capplan.nix { inherit (pkgsFor system) python3Packages; };
+
+      # The variants live in legacyPackages, as nixpkgs keeps its package set there: `nix flake
+      # show` and `nix flake check` do not descend into it, so they never import nixpkgs once per
+      # variant config (each is a full instance: seconds and hundreds of MB on real nixpkgs).
+      # `nix build .#torch-sm86` still works (Nix looks in legacyPackages after packages);
+      # hydraJobs and checks.variants-evaluate are the places that force them all.
+      # `<package>-dispatch` (dispatch.nix): every variant of a package behind one wrapper that
+      # starts the right one for the GPU it finds.
+      dispatchFor =
+        system:
+        builtins.listToAttrs (
+          map (package: {
+            name = "${package}-dispatch";
+            value = planned.${system}.dispatch.${package};
+          }) (builtins.attrNames planned.${system}.dispatch)
+        );
+
+      variantsFor =
+        system: if planned ? ${system} then planned.${system}.packages // dispatchFor system else { };
+
+      # A derivation that depends on every variant's .drv file of one system but not on its
+      # outputs: building it proves every variant evaluates, without building any of them.
+      variantsEvaluate =
+        system:
+        builtins.derivation {
+          name = "capplan-variants-evaluate";
+          inherit system;
+          builder = "/bin/sh";
+          args = [
+            "-c"
+            ''printf '%s\n' "$variants" > "$out"''
+          ];
+          variants = builtins.toJSON (
+            builtins.mapAttrs (
+              _: drv: builtins.unsafeDiscardOutputDependency drv.drvPath
+            ) planned.${system}.packages
+          );
+        };
+
+      # `capplan generate --check` in the flake's source exits non-zero (with a diff) when the
+      # plan file is stale; it compares against the plan this flake reads, wherever it lies.
+      planCurrent =
+        system:
+        builtins.derivation {
+          name = "capplan-plan-current";
+          inherit system;
+          builder = "/bin/sh";
+          args = [
+            "-c"
+            ''cd "$src" && "$capplan/bin/capplan" generate --check --output "$plan" && printf 'plan.json is current\n' > "$out"''
+          ];
+          src = self.outPath;
+          inherit plan;
+          capplan = capplanFor system;
+          NO_COLOR = "1";
+          HOME = "/homeless-shelter";
+        };
+      withPlanCurrent = self != null && isPath && builtins.pathExists plan;
+    in
+    {
+      overlays.default = variantLib.mkOverlay checked;
+
+      legacyPackages = genAttrs systems variantsFor;
+
+      packages = genAttrs systems (system: {
+        capplan = capplanFor system;
+        default = capplanFor system;
+      });
+
+      apps = genAttrs systems (
+        system:
+        let
+          app = {
+            type = "app";
+            program = "${capplanFor system}/bin/capplan";
+          };
+        in
+        {
+          capplan = app;
+          default = app;
+        }
+      );
+
+      # Hydra: hydraJobs.<variant>.<system>, each variant (and dispatch output) under the system
+      # it is planned for; and the tool.
+      hydraJobs =
+        builtins.foldl' (
+          jobs: system: jobs // builtins.mapAttrs (_: drv: { ${system} = drv; }) (variantsFor system)
+        ) { } planSystems
+        // {
+          capplan = genAttrs systems capplanFor;
+        };
+
+      checks = genAttrs systems (
+        system:
+        {
+          capplan = capplanFor system;
+        }
+        // (if withPlanCurrent then { plan-current = planCurrent system; } else { })
+        // (if planned ? ${system} then { variants-evaluate = variantsEvaluate system; } else { })
+      );
+    };
+in
+{
+  inherit mkFleetFlake;
+}
