@@ -131,6 +131,7 @@ def test_flake_check_evaluates_the_fleet(fleet: Fleet, generated: Result) -> Non
 
 @pytest.fixture(scope="module")
 def workflow(fleet: Fleet, generated: Result) -> dict[str, object]:
+    (fleet.root / WORKFLOW).parent.mkdir(parents=True, exist_ok=True)  # a typed --output's folder
     result = fleet.capplan_cli("ci", "github", "--cache", "my-fleet", "--output", WORKFLOW)
     assert result.exit_code == 0, result.stderr
     assert "\nwarning:" not in "\n" + result.stderr, result.stderr
