@@ -334,8 +334,7 @@ let
     };
 in
 {
-  inherit (families.cpu) addCflags;
-  inherit (common) gpuTargetsOverlay;
+  inherit (common) addCflags gpuTargetsOverlay;
   inherit
     checkPlan
     checkVariant

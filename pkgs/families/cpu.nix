@@ -74,26 +74,6 @@ let
       variant;
 
   /**
-    The compiler flags of a `cflags` CPU variant added to one derivation's NIX_CFLAGS_COMPILE,
-    where the derivation keeps it: top level (as older recipes set it) or in `env` (as newer
-    ones do); make-derivation.nix refuses the same name in both, so the flags go where the
-    recipe has it, else into `env`.
-  */
-  addCflags =
-    flags: old:
-    let
-      join = before: toString ((if before == "" then [ ] else [ before ]) ++ flags);
-    in
-    if old ? NIX_CFLAGS_COMPILE then
-      { NIX_CFLAGS_COMPILE = join (toString old.NIX_CFLAGS_COMPILE); }
-    else
-      {
-        env = (old.env or { }) // {
-          NIX_CFLAGS_COMPILE = join (toString ((old.env or { }).NIX_CFLAGS_COMPILE or ""));
-        };
-      };
-
-  /**
     The overlay of a CPU-level variant, from plan data only: the package at the variant's
     `attr` rebuilt for its target, either through its own arguments (`mechanism = "override"`:
     `gromacs.override { cpuAcceleration = "AVX2_256"; }`) or with compiler flags for that one
@@ -111,7 +91,7 @@ let
         if cpu.mechanism == "override" then
           package.override cpu.override
         else
-          package.overrideAttrs (addCflags cpu.cflags);
+          package.overrideAttrs (common.addCflags cpu.cflags);
       # make-derivation.nix gives every derivation of a set with `gcc.arch` the system feature
       # `gccarch-<arch>` (`requiredSystemFeatures = attrs.requiredSystemFeatures or [ ] ++ [
       # "gccarch-${stdenv.hostPlatform.gcc.arch}" ]`), so only a builder whose CPU runs that code
@@ -179,7 +159,7 @@ in
   vendor = null;
   vendorText = "null (CPU-side)";
 
-  inherit check overlays addCflags;
+  inherit check overlays;
 
   # The set's own config; the CPU target comes from the overlay, which touches that one
   # package.

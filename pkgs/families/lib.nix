@@ -62,4 +62,24 @@ in
       })
     ];
   };
+
+  /**
+    Compiler flags added to one derivation's NIX_CFLAGS_COMPILE (a `cflags` CPU variant's),
+    where the derivation keeps it: top level (as older recipes set it) or in `env` (as newer
+    ones do); make-derivation.nix refuses the same name in both, so the flags go where the
+    recipe has it, else into `env`.
+  */
+  addCflags =
+    flags: old:
+    let
+      join = before: toString ((if before == "" then [ ] else [ before ]) ++ flags);
+    in
+    if old ? NIX_CFLAGS_COMPILE then
+      { NIX_CFLAGS_COMPILE = join (toString old.NIX_CFLAGS_COMPILE); }
+    else
+      {
+        env = (old.env or { }) // {
+          NIX_CFLAGS_COMPILE = join (toString ((old.env or { }).NIX_CFLAGS_COMPILE or ""));
+        };
+      };
 }
