@@ -232,7 +232,12 @@ _AFTER_2_8 = {
     "traceVerbose",
     "warn",
 }
-_OWN_NIX = ("flake.nix", "overlays/default.nix", "pkgs/variant.nix", "pkgs/capplan.nix")
+# Our Nix code: the flake, the overlay and every file under pkgs/ (the families included).
+_OWN_NIX = (
+    "flake.nix",
+    "overlays/default.nix",
+    *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "pkgs").rglob("*.nix")),
+)
 
 
 def _builtins_used(text: str) -> set[str]:
