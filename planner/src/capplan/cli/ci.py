@@ -23,6 +23,7 @@ from capplan.core.planning.failures import KnownFailures
 from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
 from capplan.core.planning.workflow import (
     GITHUB_HOSTED_LIMIT_MINUTES,
+    GITHUB_OUTPUT_LIMIT_BYTES,
     WorkflowSettings,
     build_workflow,
     check_cache_name,
@@ -33,14 +34,17 @@ from capplan.core.planning.workflow import (
     github_output_lines,
     github_rows,
     layout_text,
+    output_bytes,
     over_hosted_limit,
+    over_run_limits,
     render_yaml,
+    rows_text,
     runner_labels,
     shard_layout,
     shard_matrices,
     without_cached,
 )
-from capplan.errors import InvalidInputError, StaleError
+from capplan.errors import InfeasibleError, InvalidInputError, StaleError
 
 __all__ = ["ci", "print_github_matrix"]
 
@@ -64,11 +68,13 @@ def print_github_matrix(
     expect_shards: str | None,
     known: KnownFailures | None = None,
     drvs: Mapping[str, str] | None = None,
+    rows_file: Path | None = None,
 ) -> None:
     """``capplan matrix --format github|github-output`` from the whole plan's matrix.
 
     ``known`` (``--failures``) leaves its jobs out like cached ones; ``drvs`` gives each row
-    its derivation (``drv``), which a failed build job records."""
+    its derivation (``drv``), which a failed build job records. ``rows_file`` (``--rows``,
+    github-output only) receives every kept row's values that the outputs leave out."""
     rows = github_rows(full.jobs(), config.policy.runners_os)
     if drvs:
         rows = [{**row, "drv": drvs.get(row["name"], "")} for row in rows]
@@ -82,7 +88,17 @@ def print_github_matrix(
         )
     kept = without_cached(rows, set(cached) | (known.dropped if known else set()))
     if fmt == "github-output":
-        sys.stdout.write(github_output_lines(layout, kept, _ONE_LINE.encode))
+        lines = github_output_lines(layout, kept, _ONE_LINE.encode)
+        size = output_bytes(lines)
+        if size > GITHUB_OUTPUT_LIMIT_BYTES:
+            raise InfeasibleError(
+                f"the outputs for {len(kept)} jobs take {size:,} bytes (UTF-16), more than the "
+                f"{GITHUB_OUTPUT_LIMIT_BYTES:,} GitHub allows a job",
+                hint=_ENGINES,
+            )
+        if rows_file is not None:
+            atomic_write_text(rows_file, rows_text(kept))
+        sys.stdout.write(lines)
         sys.stdout.flush()
         return
     if shards_flag:
@@ -109,6 +125,14 @@ def print_github_matrix(
     chunks = [{"include": kept[i : i + max_jobs]} for i in range(0, len(kept), max_jobs)]
     chunks = chunks or [{"include": []}]
     emit_json(chunks[0] if len(chunks) == 1 else {"matrices": chunks})
+
+
+# Where a plan outgrows one GitHub workflow run (docs/ci-engines.md).
+_ENGINES = (
+    "build it with Hydra or buildbot-nix, which read the flake's hydraJobs through "
+    "nix-eval-jobs (docs/ci-engines.md), or split the packages over several capplan.toml files "
+    "and workflows"
+)
 
 
 @click.group()
@@ -195,6 +219,12 @@ def github(
         "Needs the repository secret CACHIX_AUTH_TOKEN (a cachix auth token that can push).",
     ]
     text = render_yaml(build_workflow(settings, layout), header)
+    problems = over_run_limits(layout, rows, text, _ONE_LINE.encode)
+    if problems:
+        raise InfeasibleError(
+            "the plan does not fit one GitHub Actions run: " + "; ".join(problems),
+            hint=_ENGINES,
+        )
 
     for row in over_hosted_limit(rows):
         _say(
