@@ -113,6 +113,69 @@ let
       variantsFor =
         system: if planned ? ${system} then planned.${system}.packages // dispatchFor system else { };
 
+      # A variant's job for hydraJobs. `nix flake show` reads `type` and `name` of every leaf
+      # of hydraJobs (and `meta.description` with --json); on the variant itself that means
+      # importing nixpkgs once per variant config (15 imports for the committed plan, seconds
+      # and hundreds of MB each on real nixpkgs). This record answers those from the plan, and
+      # its attribute names (the output names) from the system's default set, which the flake
+      # imports anyway; every other value (drvPath, outPath, system, each output, meta's keys
+      # that Hydra reads) is the variant's own, evaluated only when read, as nix-eval-jobs
+      # does (PackageInfo: name, outputs and each output's outPath, drvPath, meta). An output
+      # list that differs from the default set's fails the evaluation with the variant's name.
+      # `name` is the variant's name (torch-sm86), not the package's (python3.13-torch-2.9.1).
+      hydraMetaKeys = [
+        "license"
+        "homepage"
+        "maintainers"
+        "schedulingPriority"
+        "timeout"
+        "maxSilent"
+        "platforms"
+        "broken"
+      ];
+      outputNamesOf =
+        system: name:
+        let
+          variant = checked.variants.${name} or null;
+          # Our own builders (dispatch wrappers, -hwcaps outputs) are builtins.derivation with
+          # the default outputs.
+          ours = variant == null || (variant.cpu or null) != null && (variant.cpu.hwcaps or null) != null;
+          found = builtins.foldl' (
+            set: key: if set != null && builtins.isAttrs set && set ? ${key} then set.${key} else null
+          ) (pkgsFor system) variant.attr;
+        in
+        if ours then
+          [ "out" ]
+        else if found != null && found ? outputs then
+          found.outputs
+        else
+          null;
+      lazyJob =
+        system: name: drv:
+        let
+          names = outputNamesOf system name;
+          outputs = if names == null then drv.outputs or [ "out" ] else names;
+          checked =
+            if (drv.outputs or [ "out" ]) == outputs then
+              drv
+            else
+              throw "capplan: hydraJobs.${name}.${system}: the variant's outputs ${builtins.toJSON (drv.outputs or [ "out" ])} are not the default set's ${builtins.toJSON outputs} (report this to capplan)";
+          meta = checked.meta or { };
+        in
+        {
+          type = "derivation";
+          inherit name outputs;
+          system = checked.system;
+          drvPath = checked.drvPath;
+          outPath = checked.outPath;
+          outputName = "out";
+          meta = {
+            description = "capplan variant ${name} (${system})";
+          }
+          // genAttrs hydraMetaKeys (key: meta.${key} or null);
+        }
+        // genAttrs outputs (output: checked.${output});
+
       # A derivation that depends on every variant's .drv file of one system but not on its
       # outputs: building it proves every variant evaluates, without building any of them.
       variantsEvaluate =
@@ -177,10 +240,16 @@ let
       );
 
       # Hydra: hydraJobs.<variant>.<system>, each variant (and dispatch output) under the system
-      # it is planned for; and the tool.
+      # it is planned for, as a job record (lazyJob); and the tool. (Before issue 34 a
+      # dispatch output of the last system replaced the others'.)
       hydraJobs =
         builtins.foldl' (
-          jobs: system: jobs // builtins.mapAttrs (_: drv: { ${system} = drv; }) (variantsFor system)
+          jobs: system:
+          # Merged per name: dispatch outputs have the same name on every system.
+          jobs
+          // builtins.mapAttrs (
+            name: drv: (jobs.${name} or { }) // { ${system} = lazyJob system name drv; }
+          ) (variantsFor system)
         ) { } planSystems
         // {
           capplan = genAttrs systems capplanFor;

@@ -83,19 +83,48 @@ def ancestors(jobs: dict[str, Any], key: str) -> set[str]:
     return seen
 
 
-def assert_structure(doc: dict[str, Any], outputs_text: str) -> dict[str, Any]:
-    """The workflow against the plan job's own $GITHUB_OUTPUT lines: every shard output the
-    build jobs read exists; every job's needs sit in shard jobs that run before it."""
-    jobs = doc["jobs"]
-    plan_outputs = jobs["plan"]["outputs"]
+def read_rows(path: Path) -> dict[str, dict[str, str]]:
+    """The plan job's rows file (``--rows``): each job's values the outputs leave out."""
+    lines = path.read_text().splitlines()
+    columns = lines[0].removeprefix("# ").split("\t")
+    assert columns == ["name", "attr", "system", "drv", "gccarch", "cpu_features"]
+    rows = {}
+    for line in lines[1:]:
+        values = line.split("\t")
+        assert len(values) == len(columns), line
+        rows[values[0]] = dict(zip(columns, values, strict=True))
+    return rows
+
+
+def plan_jobs(run: Any, *args: str) -> dict[str, Any]:
+    """Every job of the plan (``capplan matrix --json``), by name: its stage and needs."""
+    out = run("matrix", "--json", *args)
+    assert out.exit_code == 0, out.stderr
+    return {job["name"]: job for job in json.loads(out.stdout)["jobs"]}
+
+
+def assert_structure(
+    doc: dict[str, Any], outputs_text: str, rows_path: Path, jobs: dict[str, Any]
+) -> dict[str, Any]:
+    """The workflow against the plan job's own $GITHUB_OUTPUT lines and rows file: every shard
+    output the build jobs read exists; every matrix entry has its row; every job's needs
+    (``jobs``: the plan's) sit in shard jobs that run before it. Returns the matrices, each
+    entry with its row's values added."""
+    plan_outputs = doc["jobs"]["plan"]["outputs"]
     outputs = dict(line.split("=", 1) for line in outputs_text.splitlines())
     matrices = {k: json.loads(v) for k, v in outputs.items() if k.startswith("stage")}
     assert set(matrices) | {"jobs"} == set(plan_outputs)
     for key, value in plan_outputs.items():
         assert value == f"${{{{ steps.plan.outputs.{key} }}}}"
+    rows = read_rows(rows_path)
+    entries = [e for m in matrices.values() for e in m["include"]]
+    assert sorted(rows) == sorted(e["name"] for e in entries)  # one row per job, no more
+    for entry in entries:
+        assert set(entry) == {"name", "os", "timeout_minutes"}  # only what job keys read
+        entry.update({k: v for k, v in rows[entry["name"]].items() if v or k == "drv"})
     shard_of = {row["name"]: key for key, m in matrices.items() for row in m["include"]}
     stage_of = {key: int(key.split("_")[0].removeprefix("stage")) for key in matrices}
-    for key, body in jobs.items():
+    for key, body in doc["jobs"].items():
         if key == "plan":
             assert "needs" not in body
             continue
@@ -107,21 +136,29 @@ def assert_structure(doc: dict[str, Any], outputs_text: str) -> dict[str, Any]:
         assert f"needs.plan.outputs.{key})" in body["if"]
         earlier = {k for k in matrices if stage_of[k] == stage_of[key] - 1}
         assert earlier <= set(body["needs"])  # reaches every shard of the previous stage
-        before = ancestors(jobs, key)
+        before = ancestors(doc["jobs"], key)
         for row in matrices[key]["include"]:
-            assert row["stage"] == stage_of[key]
-            for need in row["needs"]:
+            assert jobs[row["name"]]["stage"] == stage_of[key]
+            for need in jobs[row["name"]]["needs"]:
                 assert shard_of[need] in before, (row["name"], need)  # never before its needs
     return matrices
 
 
-def plan_job_argv(doc: dict[str, Any]) -> list[str]:
+def plan_step(doc: dict[str, Any]) -> dict[str, Any]:
+    (step,) = [s for s in doc["jobs"]["plan"]["steps"] if s.get("id") == "plan"]
+    return step
+
+
+def plan_job_argv(doc: dict[str, Any], rows: Path) -> list[str]:
+    """The plan step's capplan arguments, its rows file moved to ``rows``."""
     import shlex
 
-    run = doc["jobs"]["plan"]["steps"][-1]["run"].replace("\\\n", " ")
-    argv = shlex.split(run)
+    argv = shlex.split(plan_step(doc)["run"].replace("\\\n", " "))
     assert argv[:4] == ["nix", "run", ".#capplan", "--"] and argv[-2:] == [">>", "$GITHUB_OUTPUT"]
-    return argv[4:-2]
+    argv = argv[4:-2]
+    assert argv[argv.index("--rows") + 1] == "capplan-rows.tsv"
+    argv[argv.index("--rows") + 1] = str(rows)
+    return argv
 
 
 # ---------------------------------------------------------------------------------- actionlint
@@ -129,17 +166,17 @@ def plan_job_argv(doc: dict[str, Any]) -> list[str]:
 
 @pytest.mark.parametrize("max_jobs", ["256", "8"])
 def test_default_plan_workflow_is_actionlint_clean_and_sound(
-    capplan_cli: Any, actionlint: Callable[[str], str], max_jobs: str
+    capplan_cli: Any, actionlint: Callable[[str], str], max_jobs: str, tmp_path: Path
 ) -> None:
     result = capplan_cli("ci", "github", "--cache", PLACEHOLDER, "--max-jobs", max_jobs)
     assert actionlint(result.stdout) == ""
     doc = workflow_of(result)
     # The plan job's own command, offline here (no cache to ask): every job, in its shard.
-    argv = plan_job_argv(doc)
+    argv = plan_job_argv(doc, tmp_path / "rows.tsv")
     assert argv[argv.index("--cache") + 1] == f"https://{PLACEHOLDER}.cachix.org"
     out = capplan_cli(*argv, "--offline")
     assert out.exit_code == 0, out.stderr
-    matrices = assert_structure(doc, out.stdout)
+    matrices = assert_structure(doc, out.stdout, tmp_path / "rows.tsv", plan_jobs(capplan_cli))
     counts = [len(m["include"]) for m in matrices.values()]
     jobs, _ = expected_layout(capplan_cli, int(max_jobs))
     assert sum(counts) == jobs and max(counts) <= int(max_jobs)
@@ -158,8 +195,8 @@ def test_aarch64_plan_and_custom_runners(
     doc = workflow_of(result)
     assert doc["jobs"]["plan"]["runs-on"] == "ubuntu-24.04-arm"
     assert doc["on"]["push"]["branches"] == ["trunk"]
-    out = capplan_in(*plan_job_argv(doc), "--offline")
-    matrices = assert_structure(doc, out.stdout)
+    out = capplan_in(*plan_job_argv(doc, tmp_path / "rows.tsv"), "--offline")
+    matrices = assert_structure(doc, out.stdout, tmp_path / "rows.tsv", plan_jobs(capplan_in))
     rows = [r for m in matrices.values() for r in m["include"]]
     assert {r["system"] for r in rows} == {"aarch64-linux"}
     torch = [r for r in rows if r["name"].startswith("torch-")]
@@ -176,10 +213,10 @@ def test_custom_config_path_and_cache_url(
                         "--cache-url", "https://cache.example.org/cuda")  # fmt: skip
     assert actionlint(result.stdout) == ""
     doc = workflow_of(result)
-    argv = plan_job_argv(doc)
+    argv = plan_job_argv(doc, tmp_path / "rows.tsv")
     assert argv[argv.index("--config") + 1] == "ci/capplan.toml"
     assert argv[argv.index("--cache") + 1] == "https://cache.example.org/cuda"
-    env = doc["jobs"]["plan"]["steps"][-1]["env"]
+    env = plan_step(doc)["env"]
     assert "CAPPLAN_CACHE_TOKEN" not in env  # the cachix token stays at cachix
 
 

@@ -25,6 +25,7 @@ from tests.integration.test_ci_github import (
     assert_structure,
     one_line_error,
     plan_job_argv,
+    plan_jobs,
     workflow_of,
     write,
 )
@@ -48,10 +49,10 @@ def _features(target: str) -> list[str]:
     return sorted(archspec.TARGETS[target.replace("-", "_")].features)
 
 
-def _rows(capplan_in: Any, doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    out = capplan_in(*plan_job_argv(doc), "--offline")
+def _rows(capplan_in: Any, doc: dict[str, Any], tmp: Path) -> dict[str, dict[str, Any]]:
+    out = capplan_in(*plan_job_argv(doc, tmp / "rows.tsv"), "--offline")
     assert out.exit_code == 0, out.stderr
-    matrices = assert_structure(doc, out.stdout)
+    matrices = assert_structure(doc, out.stdout, tmp / "rows.tsv", plan_jobs(capplan_in))
     return {r["name"]: r for m in matrices.values() for r in m["include"]}
 
 
@@ -63,18 +64,19 @@ def test_cpu_level_jobs_go_to_the_runners_declared_for_their_feature(
     write(tmp_path, CPU_FLEET + RUNNERS)
     result = capplan_in("ci", "github", "--cache", "c")
     assert actionlint(result.stdout) == ""
-    rows = _rows(capplan_in, workflow_of(result))
+    rows = _rows(capplan_in, workflow_of(result), tmp_path)
+    jobs = plan_jobs(capplan_in)
     # llama-cpp and openblas dispatch at run time: one generic build each, on the default runner.
     assert sorted(rows) == ["gromacs-sapphirerapids", "gromacs-x86-64-v3", "llama-cpp", "openblas"]
     spr, v3 = rows["gromacs-sapphirerapids"], rows["gromacs-x86-64-v3"]
     assert spr["os"] == ["self-hosted", "avx512"] and v3["os"] == ["self-hosted", "avx2"]
-    assert spr["required_system_features"] == ["gccarch-sapphirerapids"]
+    assert jobs["gromacs-sapphirerapids"]["required_system_features"] == ["gccarch-sapphirerapids"]
     assert (spr["gccarch"], v3["gccarch"]) == ("sapphirerapids", "x86-64-v3")
     assert spr["cpu_features"].split() == _features("sapphirerapids")
     assert "avx512f" in spr["cpu_features"].split() and "avx512f" not in v3["cpu_features"]
     for generic in ("llama-cpp", "openblas"):
         assert rows[generic]["os"] == ["ubuntu-latest"]
-        assert "gccarch" not in rows[generic] and rows[generic]["required_system_features"] == []
+        assert "gccarch" not in rows[generic] and jobs[generic]["required_system_features"] == []
 
 
 def test_a_cpu_level_job_without_a_declared_runner_is_a_config_error(
@@ -134,8 +136,8 @@ def check_step(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert install["uses"].startswith("cachix/install-nix-action@")
     assert install["with"] == {"extra_nix_config": "${{ steps.cpu.outputs.nix_config }}"}
     assert step["env"] == {
-        "GCCARCH": "${{ matrix.gccarch }}",
-        "CPU_FEATURES": "${{ matrix.cpu_features }}",
+        "GCCARCH": "${{ steps.row.outputs.gccarch }}",
+        "CPU_FEATURES": "${{ steps.row.outputs.cpu_features }}",
     }
     return step
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.integration.test_ci_github import read_rows
 
 from capplan.core.planning.failures import LOG_LINES
 
@@ -349,13 +350,16 @@ def test_github_output_leaves_known_failures_out_and_gives_rows_their_derivation
 ) -> None:
     assert add(capplan_in, "rec.json", "magma-sm86").exit_code == 0
     result = capplan_in("matrix", "--format", "github-output", "--jobs", "jobs.jsonl",
-                        "--failures", "rec.json")  # fmt: skip
+                        "--failures", "rec.json", "--rows", "rows.tsv")  # fmt: skip
     assert result.exit_code == 0, result.stderr
     outputs = dict(line.split("=", 1) for line in result.stdout.splitlines())
-    rows = [
-        r for k, v in outputs.items() if k.startswith("stage") for r in json.loads(v)["include"]
-    ]
+    names = [
+        r["name"] for k, v in outputs.items() if k.startswith("stage")
+        for r in json.loads(v)["include"]
+    ]  # fmt: skip
+    rows = list(read_rows(jobs.parent / "rows.tsv").values())
     built = {r["name"] for r in rows}
+    assert sorted(names) == sorted(built)
     assert not built & ({"magma-sm86"} | MAGMA_USERS) and "magma-sm80" in built
     lines = {json.loads(line)["name"]: json.loads(line) for line in jobs.read_text().splitlines()}
     assert all(r["drv"] == lines[r["name"]]["drvPath"] for r in rows)

@@ -133,10 +133,25 @@ def test_a_failed_build_is_recorded_and_left_out_of_the_next_plan(
     assert "no failure record at capplan-failures.json yet" in stderr
     assert {FAIL} | USERS <= set(rows)
 
-    # The failing job: its build step fails, its record step writes its own record.
-    row = rows[FAIL]
-    matrix = {
-        f"${{{{ matrix.{key} }}}}": str(row[key]) for key in ("attr", "name", "drv", "system")
+    # The failing job: it downloads the plan's rows and reads its own (download-artifact puts
+    # the file in the folder named by `path`), then its build step fails and its record step
+    # writes its own record.
+    download = steps["Download the plan's rows"]["with"]
+    assert download["name"] == steps["Upload the plan's rows"]["with"]["name"]
+    (nix_repo.root / download["path"]).mkdir(exist_ok=True)
+    shutil.move(nix_repo.root / steps["Upload the plan's rows"]["with"]["path"],
+                nix_repo.root / download["path"] / "capplan-rows.tsv")  # fmt: skip
+    read = steps["Read this job's row"]
+    row_out = tmp_path / "row_output"
+    row_out.write_text("")
+    found = _bash(read["run"], nix_repo.root,
+                  {**base_env, **_env(read, {"${{ matrix.name }}": FAIL}),
+                   "GITHUB_OUTPUT": str(row_out)})  # fmt: skip
+    assert found.returncode == 0, found.stdout + found.stderr
+    row = {"name": FAIL, **dict(line.split("=", 1) for line in row_out.read_text().splitlines())}
+    assert row["drv"].endswith(".drv") and row["system"] == SYSTEM
+    matrix = {"${{ matrix.name }}": FAIL} | {
+        f"${{{{ steps.row.outputs.{key} }}}}": row[key] for key in ("attr", "drv", "system")
     }
     build = steps["Build"]
     failed = _bash(build["run"], nix_repo.root,
@@ -152,10 +167,7 @@ def test_a_failed_build_is_recorded_and_left_out_of_the_next_plan(
     upload = steps["Upload the failure"]["with"]
     assert upload["path"] == "capplan-failure-${{ matrix.name }}.json"
     # A job that builds: no record.
-    other = rows["cublas"]
-    ok = _bash(
-        build["run"], nix_repo.root, {**base_env, "ATTR": other["attr"], "FAKE_FAIL_ATTR": "-"}
-    )
+    ok = _bash(build["run"], nix_repo.root, {**base_env, "ATTR": "cublas", "FAKE_FAIL_ATTR": "-"})
     assert ok.returncode == 0 and not (nix_repo.root / "capplan-failure-cublas.json").exists()
 
     # The record job: download-artifact puts every job's file in one folder; merge, save.

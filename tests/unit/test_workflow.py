@@ -21,8 +21,11 @@ from capplan.core.planning.workflow import (
     github_output_lines,
     github_rows,
     layout_text,
+    output_bytes,
     over_hosted_limit,
+    over_run_limits,
     render_yaml,
+    rows_text,
     runner_labels,
     shard_layout,
     shard_matrices,
@@ -149,8 +152,43 @@ def test_cached_jobs_leave_their_shard_and_their_edges() -> None:
     assert matrices["stage1_shard0"]["include"][0]["needs"] == []
     lines = github_output_lines(layout, kept, json.dumps).splitlines()
     assert lines[0] == 'stage0_shard0={"include": []}'
+    assert json.loads(lines[2].split("=", 1)[1]) == {
+        "include": [{"name": "c", "os": ["ubuntu-latest"], "timeout_minutes": 45}]
+    }  # only what runs-on, timeout-minutes and the job's name read; the rest is in the rows
     assert lines[-2:] == ["jobs=1", "layout=2,1"]
     assert all("\n" not in line for line in lines)
+
+
+def test_rows_file_has_every_value_the_outputs_leave_out() -> None:
+    rows = github_rows([job("a", 0), job("c", 1, ["a"])])
+    rows[1]["drv"] = "/nix/store/0000-c.drv"
+    assert rows_text(rows).splitlines() == [
+        "# name\tattr\tsystem\tdrv\tgccarch\tcpu_features",
+        "a\tpackages.x86_64-linux.a\tx86_64-linux\t\t\t",
+        "c\tpackages.x86_64-linux.c\tx86_64-linux\t/nix/store/0000-c.drv\t\t",
+    ]
+    for bad in ("a\tb", "a\nb", "a\x00"):
+        with pytest.raises(InvalidInputError, match=r"cannot be written to capplan-rows\.tsv"):
+            rows_text([{**rows[0], "attr": bad}])
+
+
+def test_output_size_is_counted_in_utf16() -> None:
+    assert output_bytes("jobs=1\n") == 14 and output_bytes("é") == 2 and output_bytes("😀") == 4
+
+
+def test_run_limits_name_what_one_run_cannot_hold() -> None:
+    rows = github_rows([job(f"j{i}", 0) for i in range(3)])
+    layout = shard_layout(rows, 256)
+    assert over_run_limits(layout, rows, "", json.dumps) == []
+    # Long names: the plan job's outputs outgrow 1 MB (counted as GitHub does, in UTF-16).
+    big = github_rows([job(f"{'x' * 400}{i}", 0) for i in range(1300)])
+    (problem,) = over_run_limits(shard_layout(big, 256), big, "", json.dumps)
+    assert "outputs for 1300 jobs take" in problem and "1,000,000" in problem
+    (problem,) = over_run_limits(layout, rows, "x" * 500_001, json.dumps)
+    assert "workflow file takes 500,001 bytes" in problem
+    slow = [{**r, "stage": i, "estimated_minutes": 20_000} for i, r in enumerate(rows)]
+    (problem,) = over_run_limits(shard_layout(slow, 256), slow, "", json.dumps)
+    assert "at least 60,000 min" in problem and "35 days" in problem
 
 
 # ----------------------------------------------------------------------------------- validation
@@ -222,15 +260,19 @@ def test_each_stage_needs_every_shard_of_the_one_before() -> None:
         assert body["strategy"] == {"fail-fast": False, "matrix": f"${{{{ fromJSON({output}) }}}}"}
         assert body["if"].startswith("${{ !cancelled() && !failure() && ")
         assert f"fromJSON({output}).include[0] != null" in body["if"]
-    run = jobs["plan"]["steps"][-1]["run"]
-    assert "--expect-shards 3,2,1" in run and "--max-jobs 2" in run
+    (step,) = [s for s in jobs["plan"]["steps"] if s.get("id") == "plan"]
+    assert "--expect-shards 3,2,1" in step["run"] and "--max-jobs 2" in step["run"]
+    assert "--rows capplan-rows.tsv" in step["run"]
+    upload = jobs["plan"]["steps"][-1]  # the rows, for the build jobs
+    assert upload["with"] == {"name": "capplan-rows", "path": "capplan-rows.tsv",
+                              "retention-days": 1}  # fmt: skip
 
 
 def test_a_plan_without_jobs_gives_a_workflow_that_only_plans() -> None:
     doc = _workflow([])
     assert list(doc["jobs"]) == ["plan"]
     assert list(doc["jobs"]["plan"]["outputs"]) == ["jobs"]
-    assert "--expect-shards none" in doc["jobs"]["plan"]["steps"][-1]["run"]
+    assert "--expect-shards none" in doc["jobs"]["plan"]["steps"][-2]["run"]
 
 
 def test_workflow_values_are_validated_before_they_are_written() -> None:
@@ -257,10 +299,13 @@ def test_triggers_and_pinned_actions() -> None:
         "actions/download-artifact@v8",
     }  # fmt: skip
     build = doc["jobs"]["stage0_shard0"]
-    cachix = build["steps"][3]
+    download, row = build["steps"][1:3]
+    assert download["with"] == {"name": "capplan-rows", "path": "capplan-rows"}
+    assert row["id"] == "row" and row["env"] == {"NAME": "${{ matrix.name }}"}
+    cachix = build["steps"][5]
     assert cachix["with"] == {"name": "c", "authToken": "${{ secrets.CACHIX_AUTH_TOKEN }}"}
-    assert build["steps"][4]["env"] == {"ATTR": "${{ matrix.attr }}"}
-    assert build["steps"][4]["run"] == (
+    assert build["steps"][6]["env"] == {"ATTR": "${{ steps.row.outputs.attr }}"}
+    assert build["steps"][6]["run"] == (
         'set -o pipefail\nnix build -L ".#$ATTR" 2>&1 | tee capplan-build.log\n'
     )
     assert build["runs-on"] == "${{ matrix.os }}"

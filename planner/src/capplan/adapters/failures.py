@@ -41,9 +41,11 @@ from capplan.errors import DataError, InvalidInputError, WriteError
 __all__ = [
     "MAX_LOG_BYTES",
     "MAX_RECORD_BYTES",
+    "BuildbotFailure",
     "JobDerivation",
     "flake_derivations",
     "locked",
+    "read_buildbot_failures",
     "read_job_derivations",
     "read_log_tail",
     "read_record",
@@ -252,6 +254,48 @@ def read_job_derivations(path: Path) -> dict[str, JobDerivation]:
             f"jobs file {path} holds no jobs",
             hint="give the JSON lines nix-eval-jobs printed (fields attr, drvPath, system)",
         )
+    return out
+
+
+@dataclass(frozen=True)
+class BuildbotFailure:
+    """One row of buildbot-nix's failed-build list."""
+
+    drv: str
+    timestamp: float  # seconds since 1970, UTC
+    url: str
+
+
+def read_buildbot_failures(path: Path) -> list[BuildbotFailure]:
+    """buildbot-nix's failed-build list: the ``failed_builds`` table (``derivation`` primary
+    key, ``timestamp`` float, ``url``; buildbot_nix/db/failed_builds.py, nix-community/
+    buildbot-nix commit e446e345) of its buildbot database, a SQLite file, read only."""
+    import sqlite3
+
+    if not path.is_file():
+        raise InvalidInputError(
+            f"no such buildbot database: {path}",
+            hint="give buildbot's SQLite database (the master's state.sqlite)",
+        )
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)) as db:
+            rows = db.execute(
+                "SELECT derivation, timestamp, url FROM failed_builds ORDER BY derivation"
+            ).fetchall()
+    except sqlite3.Error as exc:
+        raise DataError(
+            f"{path}: cannot read buildbot-nix's failed builds: {exc}",
+            hint="give buildbot-nix's master database (it has the table failed_builds)",
+        ) from None
+    out = []
+    for drv, timestamp, url in rows:
+        if not isinstance(drv, str) or not isinstance(timestamp, int | float):
+            raise DataError(f"{path}: a failed_builds row is not (text, number, text): {drv!r}")
+        try:
+            check_drv(drv)
+        except InvalidInputError:
+            raise DataError(f"{path}: failed_builds holds {drv[:200]!r}, not a .drv") from None
+        out.append(BuildbotFailure(drv, float(timestamp), str(url or "")))
     return out
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -25,6 +27,7 @@ from capplan.core.planning.failures import KnownFailures
 from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
 from capplan.core.planning.workflow import (
     GITHUB_HOSTED_LIMIT_MINUTES,
+    GITHUB_OUTPUT_LIMIT_BYTES,
     WorkflowSettings,
     build_workflow,
     check_cache_name,
@@ -35,14 +38,17 @@ from capplan.core.planning.workflow import (
     github_output_lines,
     github_rows,
     layout_text,
+    output_bytes,
     over_hosted_limit,
+    over_run_limits,
     render_yaml,
+    rows_text,
     runner_labels,
     shard_layout,
     shard_matrices,
     without_cached,
 )
-from capplan.errors import InvalidInputError, StaleError, shorten
+from capplan.errors import InfeasibleError, InvalidInputError, StaleError, shorten
 
 __all__ = ["ci", "print_github_matrix"]
 
@@ -68,11 +74,13 @@ def print_github_matrix(
     expect_shards: str | None,
     known: KnownFailures | None = None,
     drvs: Mapping[str, str] | None = None,
+    rows_file: Path | None = None,
 ) -> None:
     """``capplan matrix --format github|github-output`` from the whole plan's matrix.
 
     ``known`` (``--failures``) leaves its jobs out like cached ones; ``drvs`` gives each row
-    its derivation (``drv``), which a failed build job records."""
+    its derivation (``drv``), which a failed build job records. ``rows_file`` (``--rows``,
+    github-output only) receives every kept row's values that the outputs leave out."""
     rows = github_rows(full.jobs(), config.policy.runners_os)
     if drvs:
         rows = [{**row, "drv": drvs.get(row["name"], "")} for row in rows]
@@ -102,7 +110,17 @@ def print_github_matrix(
         )
     kept = without_cached(rows, set(cached) | (known.dropped if known else set()))
     if fmt == "github-output":
-        sys.stdout.write(github_output_lines(layout, kept, _ONE_LINE.encode))
+        lines = github_output_lines(layout, kept, _ONE_LINE.encode)
+        size = output_bytes(lines)
+        if size > GITHUB_OUTPUT_LIMIT_BYTES:
+            raise InfeasibleError(
+                f"the outputs for {len(kept)} jobs take {size:,} bytes (UTF-16), more than the "
+                f"{GITHUB_OUTPUT_LIMIT_BYTES:,} GitHub allows a job",
+                hint=_ENGINES,
+            )
+        if rows_file is not None:
+            atomic_write_text(rows_file, rows_text(kept))
+        sys.stdout.write(lines)
         sys.stdout.flush()
         return
     if shards_flag:
@@ -129,6 +147,14 @@ def print_github_matrix(
     chunks = [{"include": kept[i : i + max_jobs]} for i in range(0, len(kept), max_jobs)]
     chunks = chunks or [{"include": []}]
     emit_json(chunks[0] if len(chunks) == 1 else {"matrices": chunks})
+
+
+# Where a plan outgrows one GitHub workflow run (docs/ci-engines.md).
+_ENGINES = (
+    "build it with Hydra or buildbot-nix, which read the flake's hydraJobs through "
+    "nix-eval-jobs (docs/ci-engines.md), or split the packages over several capplan.toml files "
+    "and workflows"
+)
 
 
 @click.group()
@@ -215,6 +241,12 @@ def github(
         "Needs the repository secret CACHIX_AUTH_TOKEN (a cachix auth token that can push).",
     ]
     text = render_yaml(build_workflow(settings, layout), header)
+    problems = over_run_limits(layout, rows, text, _ONE_LINE.encode)
+    if problems:
+        raise InfeasibleError(
+            "the plan does not fit one GitHub Actions run: " + "; ".join(problems),
+            hint=_ENGINES,
+        )
 
     for row in over_hosted_limit(rows):
         _say(
@@ -255,6 +287,105 @@ def github(
         # The workflow builds and runs capplan in the repository root, the config's folder.
         root = planned.config_file.parent
         warn_without_flake(root, root / "overlays" / "plan.json")
+
+
+def _plan_jobs(config_path: Path | None) -> list[dict[str, Any]]:
+    planned = plan_with_settings(config_path)
+    return build_matrix(planned.plan, planned.config.policy.runners).jobs()
+
+
+def _features_note(jobs: list[dict[str, Any]], where: str) -> None:
+    from capplan.core.planning.engines import builder_features, features_text
+
+    lines = features_text(builder_features(jobs))
+    if lines:
+        _say(f"note: builders must declare these system features ({where}); a job whose "
+             "derivation requires one waits for a builder that has it:")  # fmt: skip
+        for line in lines:
+            _say(f"  {line}")
+
+
+def _emit(text: str, output: Path | None, check: bool, command: str) -> None:
+    if check:
+        if output is None:
+            raise InvalidInputError("--check needs the committed file", hint="add --output FILE")
+        check_committed(output, text, fix=f"run '{command}' and commit the result")
+    elif output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        _write(output, text)
+        _say(f"wrote {output}")
+
+
+@ci.command("hydra")
+@config_option
+@click.option(
+    "--flake",
+    "flake_ref",
+    required=True,
+    metavar="URI",
+    help="The flake Hydra fetches, e.g. github:my-org/my-flake.",
+)
+@click.option(
+    "--jobset", default="cuda", show_default=True, help="The jobset's name in the project."
+)
+@click.option(
+    "--check-interval",
+    type=click.IntRange(0, 7 * 24 * 3600),
+    default=3600,
+    show_default=True,
+    help="Seconds between Hydra's checks of the flake for changes (0: never).",
+)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the spec here (atomically), e.g. .hydra/spec.json; default: stdout.",
+)
+@click.option("--check", is_flag=True, help="Write nothing; exit 11 with a diff when stale.")
+def hydra(
+    config_path: Path | None,
+    flake_ref: str,
+    jobset: str,
+    check_interval: int,
+    output: Path | None,
+    check: bool,
+) -> None:
+    """Write a Hydra declarative project's spec.json: one flake jobset building hydraJobs."""
+    from capplan.core.planning.engines import check_flake_ref, hydra_spec, hydra_spec_text
+
+    check_flake_ref(flake_ref)
+    jobs = _plan_jobs(config_path)
+    spec = hydra_spec(jobset, flake_ref, checkinterval=check_interval)
+    _emit(hydra_spec_text(spec), output, check, "capplan ci hydra ...")
+    _features_note(jobs, "the supported features of each machine in Hydra's machines file")
+
+
+@ci.command("buildbot-nix")
+@config_option
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write it here (atomically): buildbot-nix reads buildbot-nix.toml at the repository "
+    "root; default: stdout.",
+)
+@click.option("--check", is_flag=True, help="Write nothing; exit 11 with a diff when stale.")
+def buildbot_nix(config_path: Path | None, output: Path | None, check: bool) -> None:
+    """Write buildbot-nix.toml: buildbot-nix evaluates the flake's hydraJobs, not its checks."""
+    from capplan.core.planning.engines import buildbot_nix_toml
+
+    jobs = _plan_jobs(config_path)
+    argv = ["capplan", "ci", "buildbot-nix"]
+    argv += ["--config", config_path.as_posix()] if config_path is not None else []
+    argv += ["--output", output.as_posix()] if output is not None else []
+    header = [
+        f"Generated by `{shlex.join(argv)}`: buildbot-nix builds the flake's",
+        "hydraJobs (every variant of the plan), evaluated with nix-eval-jobs, not its checks.",
+    ]
+    _emit(buildbot_nix_toml(header), output, check, "capplan ci buildbot-nix ...")
+    _features_note(jobs, "system-features in each worker's nix.conf")
 
 
 def _check(output: Path, text: str) -> None:

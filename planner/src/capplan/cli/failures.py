@@ -246,6 +246,60 @@ def merge(out: Path, inputs: tuple[Path, ...]) -> None:
     _say(f"merged {len(files)} record(s) into {out}: {len(new)} failure(s), {len(old)} before")
 
 
+@failures.command("import-buildbot-nix")
+@click.argument("record", type=_RECORD)
+@click.option(
+    "--db",
+    "db_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="buildbot-nix's database (SQLite), which holds its failed-build list.",
+)
+@click.option(
+    "--jobs",
+    "jobs_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="nix-eval-jobs JSON lines of the current evaluation: each job's drvPath and system.",
+)
+def import_buildbot_nix(record: Path, db_path: Path, jobs_file: Path) -> None:
+    """Add buildbot-nix's failed builds to RECORD (created when missing).
+
+    buildbot-nix keys its list by derivation path, as the record does; --jobs gives each
+    derivation its job and system. A derivation no job has (another evaluation) is left out
+    and named; one the record already holds as recent is not counted again.
+    """
+    from capplan.adapters.failures import (
+        locked,
+        read_buildbot_failures,
+        read_job_derivations,
+        read_record,
+        write_record,
+    )
+
+    rows = read_buildbot_failures(db_path)
+    by_drv = {job.drv: job for job in read_job_derivations(jobs_file).values()}
+    added = 0
+    with locked(record):
+        old = read_record(record, missing_ok=True)
+        new = old
+        for row in rows:
+            job = by_drv.get(row.drv)
+            if job is None:
+                _say(f"left out {row.drv}: no job of {jobs_file} has it (another evaluation)")
+                continue
+            when = _utc(datetime.fromtimestamp(int(row.timestamp), UTC))
+            known = new.failures.get(row.drv)
+            if known is not None and known.last >= when:
+                continue  # imported before, or recorded since
+            log = (f"buildbot-nix: {row.url}",) if row.url else ()
+            new = new.add(row.drv, job.attr, job.system, when, log)
+            added += 1
+        if added:
+            write_record(record, new)
+    _say(f"imported {added} of {len(rows)} failed build(s) from {db_path} into {record}")
+
+
 @failures.command("schema")
 def schema() -> None:
     """Print the JSON Schema of the record file."""

@@ -117,6 +117,15 @@ __all__ = ["matrix"]
     help="With --format github: the stage-and-shard layout as one JSON object.",
 )
 @click.option(
+    "--rows",
+    "rows_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="With --format github-output: write each job's other values (attribute, system, "
+    "derivation, CPU level) to FILE, one tab-separated line each, for the build jobs to read.",
+)
+@click.option(
     "--expect-shards",
     default=None,
     metavar="LAYOUT",
@@ -146,6 +155,7 @@ def matrix(
     retry_failed: bool,
     stage: int | None,
     shards: bool,
+    rows_file: Path | None,
     expect_shards: str | None,
 ) -> None:
     """Print the build matrix (table, JSON, or GitHub Actions' strategy.matrix).
@@ -163,6 +173,8 @@ def matrix(
         )
     if retry_failed and failures_file is None:
         raise click.UsageError("--retry-failed goes with --failures FILE")
+    if rows_file is not None and fmt != "github-output":
+        raise click.UsageError("--rows goes with --format github-output")
     planned = plan_with_settings(
         config_path, flag_layer(cuda, share, fat, ptx, gpus, runners, rocm_scope)
     )
@@ -198,7 +210,7 @@ def matrix(
         full = build_matrix(plan, planned.config.policy.runners)
         print_github_matrix(
             full, planned.config, cached, fmt, max_jobs, stage, shards, expect_shards, known,
-            drvs=failures.drvs if failures else None,
+            drvs=failures.drvs if failures else None, rows_file=rows_file,
         )  # fmt: skip
         return
     if stage is not None or shards:

@@ -31,6 +31,9 @@ __all__ = [
     "DEFAULT_RUNNERS_OS",
     "GCCARCH",
     "GITHUB_HOSTED_LIMIT_MINUTES",
+    "GITHUB_OUTPUT_LIMIT_BYTES",
+    "ROWS_FILE",
+    "ROW_READ",
     "SELF_HOSTED_LIMIT_MINUTES",
     "Shard",
     "WorkflowSettings",
@@ -44,8 +47,12 @@ __all__ = [
     "github_output_lines",
     "github_rows",
     "layout_text",
+    "matrix_entry",
+    "output_bytes",
     "over_hosted_limit",
+    "over_run_limits",
     "render_yaml",
+    "rows_text",
     "runner_labels",
     "shard_layout",
     "shard_matrices",
@@ -87,6 +94,38 @@ echo "nix_config=extra-system-features = gccarch-$GCCARCH" >> "$GITHUB_OUTPUT"
 # (docs.github.com: "Usage limits, billing, and administration").
 GITHUB_HOSTED_LIMIT_MINUTES = 360
 SELF_HOSTED_LIMIT_MINUTES = 5 * 24 * 60
+
+# A job's outputs may hold 1 MB in all, "approximated based on UTF-16 encoding" (docs.github.com,
+# "Passing information between jobs"; github/docs commit 1f20548b, 2025-03-14); GitHub refuses
+# a run whose plan job writes more. A workflow file over 500 KB starts no run, and a run ends
+# after 35 days (docs.github.com, "Actions limits").
+GITHUB_OUTPUT_LIMIT_BYTES = 1_000_000
+GITHUB_WORKFLOW_FILE_LIMIT_BYTES = 500_000
+GITHUB_RUN_LIMIT_MINUTES = 35 * 24 * 60
+
+# The plan job's outputs hold only what the build jobs' own keys need before a step runs
+# (runs-on, timeout-minutes, the job's name): every other value of a row travels in this file,
+# one tab-separated line per job, uploaded as an artifact and read by each build job's row step.
+ROWS_FILE = "capplan-rows.tsv"
+ROWS_ARTIFACT = "capplan-rows"
+ROWS_COLUMNS = ("name", "attr", "system", "drv", "gccarch", "cpu_features")
+_ROW_VALUE = re.compile(r"[^\t\n\r\x00-\x1f\x7f]*")
+# The build job's first step after the download: its row's values as step outputs. awk and a
+# tab-separated file work on any runner (no jq, no Python, no Nix yet); the job's name comes
+# in through the environment, never into the script's text.
+ROW_READ = f"""\
+awk -F '\\t' '
+  $1 == ENVIRON["NAME"] {{
+    found = 1
+    print "attr=" $2; print "system=" $3; print "drv=" $4
+    print "gccarch=" $5; print "cpu_features=" $6
+  }}
+  END {{ exit !found }}
+' "{ROWS_ARTIFACT}/{ROWS_FILE}" >> "$GITHUB_OUTPUT" || {{
+  echo "::error::job $NAME is not in {ROWS_FILE}: the plan job's artifact does not match this run"
+  exit 1
+}}
+"""
 
 # Pinned majors of the maintained actions the workflow uses.
 CHECKOUT = "actions/checkout@v7"
@@ -342,17 +381,81 @@ def shard_matrices(
     }
 
 
+def matrix_entry(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What a build job's matrix holds of a row: the values its job-level keys read before
+    any step runs (``runs-on``, ``timeout-minutes``, the job's name); the rest is in
+    :data:`ROWS_FILE`."""
+    return {"name": row["name"], "os": row["os"], "timeout_minutes": row["timeout_minutes"]}
+
+
+def rows_text(rows: Iterable[Mapping[str, Any]]) -> str:
+    """:data:`ROWS_FILE`: a header, then one tab-separated line of :data:`ROWS_COLUMNS` per row."""
+    lines = ["# " + "\t".join(ROWS_COLUMNS)]
+    for row in rows:
+        values = [str(row.get(column, "")) for column in ROWS_COLUMNS]
+        bad = next((v for v in values if not _ROW_VALUE.fullmatch(v)), None)
+        if bad is not None or not values[0]:
+            raise InvalidInputError(
+                f"job {row['name']!r}: the value {bad!r} cannot be written to {ROWS_FILE}",
+                hint="report this: a job's values hold no tab, newline or control character",
+            )
+        lines.append("\t".join(values))
+    return "".join(line + "\n" for line in lines)
+
+
+def output_bytes(text: str) -> int:
+    """What GitHub counts of ``$GITHUB_OUTPUT`` text: its size in UTF-16."""
+    return len(text.encode("utf-16-le"))
+
+
 def github_output_lines(
     shards: Sequence[Shard], rows: Iterable[Mapping[str, Any]], json_encode: Any
 ) -> str:
-    """``name=value`` lines for ``$GITHUB_OUTPUT``: one per shard, then ``jobs`` and ``layout``.
+    """``name=value`` lines for ``$GITHUB_OUTPUT``: one per shard (its matrix of
+    :func:`matrix_entry` values), then ``jobs`` and ``layout``.
 
     ``json_encode`` turns a value into one-line JSON (the caller's deterministic encoder)."""
-    matrices = shard_matrices(shards, rows)
+    matrices = shard_matrices(shards, (matrix_entry(row) for row in rows))
     lines = [f"{key}={json_encode(value)}" for key, value in matrices.items()]
     lines.append(f"jobs={sum(len(m['include']) for m in matrices.values())}")
     lines.append(f"layout={layout_text(shards)}")
     return "".join(line + "\n" for line in lines)
+
+
+def over_run_limits(
+    shards: Sequence[Shard],
+    rows: Sequence[Mapping[str, Any]],
+    workflow_text: str,
+    json_encode: Any,
+) -> list[str]:
+    """What of the plan one GitHub workflow run cannot hold, one phrase each; empty when it fits.
+
+    The outputs are measured on every row (the most the plan job can write: ``--skip-cached``
+    only takes rows away); the run time is a lower bound, each stage's longest job after the
+    one before."""
+    problems = []
+    size = output_bytes(github_output_lines(shards, rows, json_encode))
+    if size > GITHUB_OUTPUT_LIMIT_BYTES:
+        problems.append(
+            f"the plan job's outputs for {len(rows)} jobs take {size:,} bytes (UTF-16), more "
+            f"than the {GITHUB_OUTPUT_LIMIT_BYTES:,} GitHub allows a job"
+        )
+    size = len(workflow_text.encode())
+    if size > GITHUB_WORKFLOW_FILE_LIMIT_BYTES:
+        problems.append(
+            f"the workflow file takes {size:,} bytes, more than the "
+            f"{GITHUB_WORKFLOW_FILE_LIMIT_BYTES:,} GitHub starts runs of"
+        )
+    longest: dict[int, float] = {}
+    for row in rows:
+        stage = int(row["stage"])
+        longest[stage] = max(longest.get(stage, 0.0), float(row["estimated_minutes"]))
+    if sum(longest.values()) > GITHUB_RUN_LIMIT_MINUTES:
+        problems.append(
+            f"its stages take at least {sum(longest.values()):,.0f} min one after the other, "
+            f"more than a run's {GITHUB_RUN_LIMIT_MINUTES:,} min (35 days)"
+        )
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------
@@ -409,6 +512,8 @@ def plan_command(settings: WorkflowSettings, shards: Sequence[Shard]) -> list[st
         "--skip-cached",
         "--failures",
         FAILURES_FILE,
+        "--rows",
+        ROWS_FILE,
     ]
     return argv
 
@@ -438,16 +543,28 @@ def _nix_steps() -> list[dict[str, Any]]:
 
 
 def _build_nix_steps() -> list[dict[str, Any]]:
-    """A build job's start: check out, check the runner's CPU for a CPU-level job
-    (:data:`CPU_CHECK`), and install Nix with the gccarch feature that check granted."""
+    """A build job's start: check out, read the job's row from the plan job's artifact
+    (:data:`ROW_READ`), check the runner's CPU for a CPU-level job (:data:`CPU_CHECK`), and
+    install Nix with the gccarch feature that check granted."""
     return [
         {"name": "Check out", "uses": CHECKOUT},
+        {
+            "name": "Download the plan's rows",
+            "uses": DOWNLOAD_ARTIFACT,
+            "with": {"name": ROWS_ARTIFACT, "path": ROWS_ARTIFACT},
+        },
+        {
+            "name": "Read this job's row",
+            "id": "row",
+            "env": {"NAME": "${{ matrix.name }}"},
+            "run": ROW_READ,
+        },
         {
             "name": "Check the runner's CPU runs the job's CPU level",
             "id": "cpu",
             "env": {
-                "GCCARCH": "${{ matrix.gccarch }}",
-                "CPU_FEATURES": "${{ matrix.cpu_features }}",
+                "GCCARCH": "${{ steps.row.outputs.gccarch }}",
+                "CPU_FEATURES": "${{ steps.row.outputs.cpu_features }}",
             },
             "run": CPU_CHECK,
         },
@@ -480,7 +597,7 @@ def _build_steps() -> list[dict[str, Any]]:
         {
             "name": "Build",
             "id": "build",
-            "env": {"ATTR": "${{ matrix.attr }}"},
+            "env": {"ATTR": "${{ steps.row.outputs.attr }}"},
             "run": 'set -o pipefail\nnix build -L ".#$ATTR" 2>&1 | tee capplan-build.log\n',
         },
         {
@@ -488,8 +605,8 @@ def _build_steps() -> list[dict[str, Any]]:
             "if": failed,
             "env": {
                 "NAME": "${{ matrix.name }}",
-                "DRV": "${{ matrix.drv }}",
-                "SYSTEM": "${{ matrix.system }}",
+                "DRV": "${{ steps.row.outputs.drv }}",
+                "SYSTEM": "${{ steps.row.outputs.system }}",
             },
             "run": (
                 f'nix run .#capplan -- failures add "{FAILURE_ARTIFACT}$NAME.json" \\\n'
@@ -584,7 +701,16 @@ def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[
             ),
             "timeout-minutes": 60,
             "outputs": outputs,
-            "steps": [*_nix_steps(), _restore_failures(settings), plan_step],
+            "steps": [
+                *_nix_steps(),
+                _restore_failures(settings),
+                plan_step,
+                {
+                    "name": "Upload the plan's rows",
+                    "uses": UPLOAD_ARTIFACT,
+                    "with": {"name": ROWS_ARTIFACT, "path": ROWS_FILE, "retention-days": 1},
+                },
+            ],
         }
     }
     stages = sorted({s.stage for s in shards})
