@@ -60,6 +60,8 @@ def test_engine_files_are_written_atomically_and_checked(capplan_in: Any, tmp_pa
     write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.nccl]\n')
     hydra = ["ci", "hydra", "--flake", "git+https://git.example.org/cuda.git?ref=main",
              "--output", ".hydra/spec.json"]  # fmt: skip
+    assert "create it first" in one_line_error(capplan_in(*hydra), ExitCode.WRITE)  # a typed path
+    (tmp_path / ".hydra").mkdir()
     assert capplan_in(*hydra).exit_code == 0
     hydra_accepts(json.loads((tmp_path / ".hydra/spec.json").read_text()))
     assert capplan_in(*hydra, "--check").exit_code == 0
