@@ -137,15 +137,15 @@ let
         system: name:
         let
           variant = checked.variants.${name} or null;
-          # Our own builders (dispatch wrappers, -hwcaps outputs) are builtins.derivation with
-          # the default outputs.
-          ours = variant == null || (variant.cpu or null) != null && (variant.cpu.hwcaps or null) != null;
+          # Our own builders are builtins.derivation with the default outputs: dispatch
+          # wrappers (no plan variant) and what a family builds itself (-hwcaps outputs).
+          own = if variant == null then [ "out" ] else variantLib.ownOutputs variant;
           found = builtins.foldl' (
             set: key: if set != null && builtins.isAttrs set && set ? ${key} then set.${key} else null
           ) (pkgsFor system) variant.attr;
         in
-        if ours then
-          [ "out" ]
+        if own != null then
+          own
         else if found != null && found ? outputs then
           found.outputs
         else

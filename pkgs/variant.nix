@@ -121,6 +121,14 @@ let
   selectPackage = pkgs: variant: common.select ((familyOf variant).packageSet pkgs variant) variant;
 
   /**
+    The output names of a variant its family builds with a builder of its own (a -hwcaps
+    output: `[ "out" ]`), or null when it is nixpkgs' package (its outputs are the default
+    set's): hydraJobs' job records answer `nix flake show` with them without importing the
+    variant's instance.
+  */
+  ownOutputs = variant: (familyOf variant).ownOutputs variant;
+
+  /**
     The attribute name of a variant under its package: the variant name without the
     `<package>-` prefix (`torch-sm86` -> `sm86`), or `default` when the name is the package.
   */
@@ -341,6 +349,7 @@ in
     variantConfig
     plainConfig
     selectPackage
+    ownOutputs
     suffixOf
     mkVariants
     mkOverlay

@@ -211,4 +211,8 @@ in
       common.select pkgs variant;
 
   dispatch = name: name;
+
+  # A -hwcaps output is our own builder's (builtins.derivation, one output); every other
+  # CPU-side variant is nixpkgs' package.
+  ownOutputs = variant: if isHwcaps variant then [ "out" ] else null;
 }

@@ -98,4 +98,7 @@ in
 
   # Dispatch wrappers start CUDA variants.
   dispatch = name: name;
+
+  # Every CUDA variant is nixpkgs' own package, rebuilt in another instance.
+  ownOutputs = _variant: null;
 }

@@ -11,6 +11,8 @@
 #   packageSet    pkgs: variant: the package set of the instance the variant is taken from
 #   package       { name, variant, pkgs, packages, selected }: the variant's derivation
 #   dispatch      name: name, or a refusal when the family's variants have no dispatch wrapper
+#   ownOutputs    variant: the output names when the family builds the variant with a builder of
+#                 its own (builtins.derivation: [ "out" ]), or null when it is nixpkgs' package
 #
 # Like nixpkgs' own table of instances (pkgs/top-level/variants.nix at c1d241a1e859:
 # `pkgsCuda`, `pkgsRocm` and `pkgsForCudaArch` are each `nixpkgsFun { config = super.config //

@@ -220,4 +220,7 @@ in
   dispatch =
     name:
     throw "capplan: plan.json dispatch lists the AMD variant ${name}; dispatch wrappers are CUDA-only (regenerate overlays/plan.json with `capplan generate`)";
+
+  # Every ROCm variant is nixpkgs' own package, in a ROCm instance.
+  ownOutputs = _variant: null;
 }

@@ -25,6 +25,7 @@ INTERFACE = [
     "dispatch",
     "instanceKey",
     "overlays",
+    "ownOutputs",
     "package",
     "packageSet",
     "plainConfig",
