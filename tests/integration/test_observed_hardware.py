@@ -16,8 +16,9 @@ from typing import NamedTuple
 import pytest
 
 from capplan.adapters.fatbin import inspect_paths
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, how_runs
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import how_runs
 
 OBSERVED = Path(__file__).resolve().parents[1] / "data" / "observed" / "h100-kernel-launches.txt"
 KERNEL = "__global__ void k(int *o) { *o = 42; }\n"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from capplan.adapters.amd_kb import AMD_KB_FILES, load_amd_kb
-from capplan.core.model.amd import AmdTarget
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.errors import DataError, ExitCode, InvalidInputError
 
 KB_DIR = Path(__file__).resolve().parents[2] / "planner" / "src" / "capplan" / "kb"

@@ -111,7 +111,7 @@ def test_a_broken_packaged_file_falls_back_to_naming_the_entry(
 
 def test_the_capability_kb_answers_as_the_whole_one() -> None:
     from capplan.adapters.kb import load_capability_kb, load_kb
-    from capplan.core.model.capability import Target
+    from capplan.core.families.cuda.capability import Target
     from capplan.errors import InvalidInputError
 
     whole, part = load_kb(), load_capability_kb()

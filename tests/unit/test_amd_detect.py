@@ -13,7 +13,7 @@ from capplan.adapters.amd_detect import (
     parse_rocminfo,
     read_kfd,
 )
-from capplan.core.model.amd import AmdTarget
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.errors import ConfigError
 
 T = AmdTarget.parse

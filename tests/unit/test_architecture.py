@@ -1,10 +1,10 @@
 """DESIGN.md's architecture, checked on the source: core/ is pure and grouped by theme.
 
 core/ imports no I/O, clock or environment module and nothing from the adapters or the CLI;
-its modules live in the five theme sub-packages (model, planning, binaries, caches, export),
-and networkx stays inside the one graph module. Vendor branches (``vendor == "amd"``) live only in
-the modules of a target family (DESIGN.md "As core/ grows: target families"): everything else
-asks the family seam (core/model/family.py, core/planning/family.py).
+its modules live in the six theme sub-packages (families, model, planning, binaries, caches,
+export), and networkx stays inside the one graph module. Vendor branches (``vendor == "amd"``)
+live only in the modules of a target family (DESIGN.md "As core/ grows: target families"): everything else
+asks the family interface (core/families/base.py) and registry (core/families/registry.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import capplan.core
 
 CORE = Path(capplan.core.__file__).parent
 PACKAGE = Path(capplan.__file__).parent
-THEMES = {"model", "planning", "binaries", "caches", "export"}
+THEMES = {"families", "model", "planning", "binaries", "caches", "export"}
 # Modules that would bring I/O, a clock or the environment into core/.
 FORBIDDEN = {
     "os",
@@ -93,15 +93,15 @@ def test_the_checker_sees_forbidden_imports(tmp_path: Path) -> None:
 
 # The modules of one target family, which may branch on their vendor (paths under capplan/).
 FAMILY_MODULES = {
-    "core/model/families.py",
-    "core/model/amd.py",
-    "core/model/amd_kb.py",
+    "core/families/cuda/family.py",
+    "core/families/rocm/target.py",
+    "core/families/rocm/kb.py",
     "core/model/vendors.py",
     "core/model/gpus.py",
-    "core/planning/cuda.py",
-    "core/planning/cpu.py",
-    "core/planning/rocm.py",
-    "core/planning/rocm_select.py",
+    "core/families/cuda/planning.py",
+    "core/families/cpu/planning.py",
+    "core/families/rocm/planning.py",
+    "core/families/rocm/select.py",
     "adapters/amd_detect.py",
     "adapters/cpu_detect.py",  # archspec's CPU vendors ("generic", "GenuineIntel")
     "adapters/gpu_detect.py",

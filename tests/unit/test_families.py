@@ -1,4 +1,4 @@
-"""The target-family seam (core/model/family.py, core/model/families.py): CUDA and ROCm answer
+"""The target-family seam (core/families/base.py, core/families/cuda/family.py): CUDA and ROCm answer
 the same questions through one interface, and agree with their own modules."""
 
 from __future__ import annotations
@@ -6,10 +6,13 @@ from __future__ import annotations
 import pytest
 
 from capplan.adapters.kb import load_kb
-from capplan.core.model.amd import AmdTarget, amd_how_runs
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, how_runs
-from capplan.core.model.families import CudaFamily, RocmFamily, family_for_text, gpu_families
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import how_runs
+from capplan.core.families.cuda.family import CudaFamily
+from capplan.core.families.registry import family_for_text, gpu_families
+from capplan.core.families.rocm.family import RocmFamily
+from capplan.core.families.rocm.target import AmdTarget, amd_how_runs
 from capplan.errors import InvalidInputError
 
 KB = load_kb()

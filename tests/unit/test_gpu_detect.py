@@ -15,7 +15,7 @@ from capplan.adapters.gpu_detect import (
     parse_nvidia_smi_csv,
     read_proc_driver,
 )
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.errors import ConfigError, ExitCode, NoGpuError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi"

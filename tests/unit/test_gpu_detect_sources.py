@@ -20,7 +20,7 @@ from capplan.adapters.gpu_detect import (
     read_sysfs,
 )
 from capplan.adapters.kb import load_kb
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.errors import NoGpuError
 
 KB = load_kb()

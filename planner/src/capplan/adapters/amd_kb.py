@@ -10,7 +10,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from capplan.adapters.kb import load_kb_file
-from capplan.core.model.amd_kb import AmdGpusFile, AmdKnowledgeBase, AmdPackagesFile, AmdTargetsFile
+from capplan.core.families.rocm.kb import (
+    AmdGpusFile,
+    AmdKnowledgeBase,
+    AmdPackagesFile,
+    AmdTargetsFile,
+)
 
 __all__ = ["AMD_KB_FILES", "load_amd_kb"]
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from capplan.adapters.files import MAX_PROC_BYTES, read_bounded
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.model.gpus import REPORT_HINT, lookup_pci
 from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import CapplanError, ConfigError, InvalidInputError, NoGpuError

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from capplan.adapters.files import MAX_PROC_BYTES, read_bounded
 from capplan.adapters.gpu_detect import DetectedGpu
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.model.systems import SYSTEMS
 from capplan.errors import ConfigError
 

@@ -8,9 +8,9 @@ import click
 
 from capplan.cli.output import emit_json, out_console
 from capplan.cli.planning import current_kb
-from capplan.core.model.amd import amd_how_runs, parse_amd_targets
-from capplan.core.model.capability import parse_targets
-from capplan.core.model.compat import device_verdict
+from capplan.core.families.cuda.capability import parse_targets
+from capplan.core.families.cuda.compat import device_verdict
+from capplan.core.families.rocm.target import amd_how_runs, parse_amd_targets
 from capplan.core.model.gpus import resolve_known_device
 from capplan.core.model.vendors import amd_entry, looks_like_gfx
 from capplan.errors import InvalidInputError, shorten

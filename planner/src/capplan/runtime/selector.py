@@ -122,7 +122,7 @@ def _caps(texts: object) -> list[Cap]:
     return [c for c in found if c is not None]
 
 
-# -- serving rules (core/model/compat.py states the same rules for capplan) -----------------------
+# -- serving rules (core/families/cuda/compat.py states the same rules for capplan) ----------------
 def _sass_runs(sass: Cap, dev: Cap, jetson: bool) -> int | None:
     if sass[:2] == dev[:2]:
         return 0
