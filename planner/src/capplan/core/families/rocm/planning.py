@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capplan.core.families.base import CostPart, FamilyResult, RunLevel
-from capplan.core.families.cuda.inputs import gpu_system
 from capplan.core.families.rocm.family import RocmFamily
 from capplan.core.families.rocm.kb import (
     AmdKnowledgeBase,
@@ -50,7 +49,7 @@ from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_ru
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import X86_64, system_suffix
 from capplan.core.model.vendors import amd_entry, looks_like_gfx
-from capplan.core.planning.config import Config
+from capplan.core.planning.config import Config, gpu_system
 from capplan.core.planning.plan import AmdFleetGpu, Decision, RocmSpec, Serve, Variant
 from capplan.errors import InvalidInputError, shorten
 
