@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 
-from capplan.adapters.amd_kb import AMD_KB_FILES
-from capplan.adapters.kb import KB_FILES, kb_path, load_kb_file
+from capplan.adapters.kb import KB_FILES, amd_kb_files, kb_path, load_kb_file
 from capplan.core.model.fromjson import from_json
 from capplan.core.model.kb_schema import validate_record
 from capplan.errors import DataError
 
-FILES: dict[str, type] = {**KB_FILES, **AMD_KB_FILES}
+FILES: dict[str, type] = {**KB_FILES, **amd_kb_files()}
 
 
 @pytest.mark.parametrize("name", sorted(FILES))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from capplan.adapters.amd_detect import (
+from capplan.adapters.detect.amd import (
     detect_amd_gpus,
     parse_kfd_properties,
     parse_rocminfo,

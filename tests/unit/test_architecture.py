@@ -102,10 +102,10 @@ FAMILY_MODULES = {
     "core/families/cpu/planning.py",
     "core/families/rocm/planning.py",
     "core/families/rocm/select.py",
-    "adapters/amd_detect.py",
-    "adapters/cpu_detect.py",  # archspec's CPU vendors ("generic", "GenuineIntel")
-    "adapters/gpu_detect.py",
-    "adapters/system_detect.py",
+    "adapters/detect/amd.py",
+    "adapters/detect/cpu.py",  # archspec's CPU vendors ("generic", "GenuineIntel")
+    "adapters/detect/nvidia.py",
+    "adapters/detect/system.py",
 }
 # Vendor and family names as code compares them.
 VENDOR_WORDS = {"amd", "nvidia", "cuda", "rocm"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from capplan.adapters.gpu_detect import (
+from capplan.adapters.detect.nvidia import (
     DetectedGpu,
     detect_gpus,
     parse_nvidia_smi_csv,

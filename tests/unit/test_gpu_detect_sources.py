@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tests.conftest import unprivileged
 
-from capplan.adapters.gpu_detect import (
+from capplan.adapters.detect.nvidia import (
     DetectedGpu,
     detect_gpus,
     parse_nvidia_smi_csv,

@@ -28,9 +28,9 @@ __all__ = ["detect"]
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def detect(config_path: Path | None, as_json: bool) -> None:
     """Detect local GPUs and name the planned variant to use for each package."""
-    from capplan.adapters.amd_detect import detect_amd_gpus
-    from capplan.adapters.gpu_detect import detect_gpus
-    from capplan.adapters.system_detect import (
+    from capplan.adapters.detect.amd import detect_amd_gpus
+    from capplan.adapters.detect.nvidia import detect_gpus
+    from capplan.adapters.detect.system import (
         ROOT_ENV,
         SYSTEM_ENV,
         host_system,
@@ -130,7 +130,7 @@ def _cpu_entry(plan: Plan) -> dict[str, Any]:
     plan builds per CPU level for the CPU's system, the build to use; with no CPU known,
     ``microarchitecture`` is None and ``note`` says why."""
     from capplan.adapters.cpu_archspec import ArchspecCpuModel
-    from capplan.adapters.cpu_detect import detect_cpu
+    from capplan.adapters.detect.cpu import detect_cpu
     from capplan.core.families.cpu.planning import pick_cpu_variants
 
     found, why = detect_cpu()

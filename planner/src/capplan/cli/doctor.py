@@ -142,7 +142,7 @@ def _cpu_facts(text: str | None) -> tuple[CpuFacts | None, str | None]:
     """The CPU to judge recorded x86-64 levels against: ``--cpu``, else this machine's
     (/proc/cpuinfo under CAPPLAN_ROOT); (None, why) when neither is known."""
     from capplan.adapters.cpu_archspec import ArchspecCpuModel
-    from capplan.adapters.cpu_detect import detect_cpu
+    from capplan.adapters.detect.cpu import detect_cpu
 
     model = ArchspecCpuModel(policies={})
     if text is not None:
@@ -207,7 +207,7 @@ def _nvidia(name: str | None, cap: Any, kb: KnowledgeBase) -> Gpu:
 
 
 def _detected_driver() -> str | None:
-    from capplan.adapters.gpu_detect import detect_gpus
+    from capplan.adapters.detect.nvidia import detect_gpus
 
     try:
         found = detect_gpus()
@@ -217,8 +217,8 @@ def _detected_driver() -> str | None:
 
 
 def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
-    from capplan.adapters.amd_detect import detect_amd_gpus
-    from capplan.adapters.gpu_detect import detect_gpus
+    from capplan.adapters.detect.amd import detect_amd_gpus
+    from capplan.adapters.detect.nvidia import detect_gpus
     from capplan.core.model.gpus import unique_model
 
     amd_found, _ = detect_amd_gpus()

@@ -93,7 +93,7 @@ def _amd_lookup(text: str) -> AmdTarget:
                 hint="give the GPU's processor (e.g. gfx1100) or its model name",
             )
         return target
-    from capplan.adapters.amd_kb import load_amd_kb
+    from capplan.adapters.kb import load_amd_kb
     from capplan.cli.planning import kb_directory
 
     models = load_amd_kb(kb_directory()).lookup_gpu(text)

@@ -400,7 +400,7 @@ def _from_nvml(notes: list[str], uuids: bool) -> list[tuple[str, Cap]] | None:
         return None
 
 
-# -- sysfs: one reader for this selector and `capplan detect` (adapters/gpu_detect.py) ----------
+# -- sysfs: one reader for this selector and `capplan detect` (adapters/detect/nvidia.py) ----------
 # The kernel writes a PCI function's ids as "0x%04x\n" (vendor, device) and its class as
 # "0x%06x\n" (drivers/pci/pci-sysfs.c): anything else is a spoiled file, and both readers skip
 # that function with the same note, so `capplan detect` and the wrappers never disagree.
