@@ -122,7 +122,7 @@ def _caps(texts: object) -> list[Cap]:
     return [c for c in found if c is not None]
 
 
-# -- serving rules (core/families/cuda/compat.py states the same rules for capplan) ----------------
+# -- serving rules (core/model/compat.py states the same rules for capplan) -----------------------
 def _sass_runs(sass: Cap, dev: Cap, jetson: bool) -> int | None:
     if sass[:2] == dev[:2]:
         return 0
@@ -400,7 +400,7 @@ def _from_nvml(notes: list[str], uuids: bool) -> list[tuple[str, Cap]] | None:
         return None
 
 
-# -- sysfs: one reader for this selector and `capplan detect` (adapters/detect/nvidia.py) ----------
+# -- sysfs: one reader for this selector and `capplan detect` (adapters/gpu_detect.py) ----------
 # The kernel writes a PCI function's ids as "0x%04x\n" (vendor, device) and its class as
 # "0x%06x\n" (drivers/pci/pci-sysfs.c): anything else is a spoiled file, and both readers skip
 # that function with the same note, so `capplan detect` and the wrappers never disagree.
