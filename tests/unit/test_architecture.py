@@ -182,7 +182,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # family (issue 32's third step) would let them loop over the registry instead.
     "cli/detect.py": {"cpu.planning", "cuda.select", "rocm.select"},
     "cli/doctor.py": {"cuda.compat", "cuda.drivers", "cuda.select", "rocm.select"},
-    "cli/explain.py": {"cuda.capability", "cuda.compat", "rocm.target"},
     "cli/verify.py": {
         "cuda.capability",
         "cuda.compat",

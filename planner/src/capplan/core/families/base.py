@@ -36,8 +36,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CostPart",
+    "Explained",
     "FamilyPlanning",
     "FamilyResult",
+    "GpuFamily",
     "RunLevel",
     "RunsOn",
     "TargetFamily",
@@ -116,6 +118,28 @@ class TargetFamily(Protocol[T]):
     def package_limit(self, package: str, target: T) -> str | None:
         """Why the knowledge base says ``package`` cannot build ``target``; None when it can
         (or the knowledge base has no entry of this family for the package)."""
+        ...
+
+
+class Explained(NamedTuple):
+    """``capplan explain``'s answer: the ``--json`` object and how its one line of text names
+    the device (``8.6``, ``gfx1100``)."""
+
+    fields: dict[str, object]
+    device: str
+
+
+class GpuFamily(TargetFamily[T], Protocol[T]):
+    """A family of GPU targets: ``capplan explain`` asks it about a device."""
+
+    def owns_device(self, text: str) -> bool:
+        """Whether a device spelling (a GPU name, a target) is one of this family's GPUs; a
+        name no family knows is an InvalidInputError with "did you mean" (exit 4)."""
+        ...
+
+    def explain(self, targets: str, device: str) -> Explained:
+        """How a build of ``targets`` (comma-separated, the user's spelling) runs on ``device``,
+        and why."""
         ...
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.base import FamilyPlanning, TargetFamily
+from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily
 
 if TYPE_CHECKING:
     from capplan.core.families.cpu.planning import CpuModel
@@ -23,12 +23,12 @@ if TYPE_CHECKING:
 __all__ = ["family_for_text", "gpu_families", "nix_keys", "planning_families"]
 
 
-def gpu_families(kb: KnowledgeBase) -> tuple[TargetFamily[Any], ...]:
+def gpu_families(kb: KnowledgeBase) -> tuple[GpuFamily[Any], ...]:
     """The GPU families in claiming order: the fallback (CUDA) last."""
     from capplan.core.families.cuda.family import CudaFamily
     from capplan.core.families.rocm.family import RocmFamily
 
-    return (RocmFamily(kb.amd), CudaFamily(kb))
+    return (RocmFamily(kb), CudaFamily(kb))
 
 
 def family_for_text(families: Sequence[TargetFamily[Any]], text: str) -> TargetFamily[Any]:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from capplan.core.families.base import RunsOn
-from capplan.core.families.cuda.capability import Capability
-from capplan.core.families.cuda.compat import how_runs, is_jetson
+from capplan.core.families.base import Explained, RunsOn
+from capplan.core.families.cuda.capability import Capability, parse_targets
+from capplan.core.families.cuda.compat import device_verdict, how_runs, is_jetson
 from capplan.core.families.cuda.version import CudaVersion
+from capplan.core.model.gpus import resolve_known_device
 from capplan.core.model.kb import KnowledgeBase, Limits
 
 __all__ = ["CudaFamily", "cuda_limits_reason"]
@@ -70,3 +71,28 @@ class CudaFamily:
     def package_limit(self, package: str, target: Capability) -> str | None:
         info = self.kb.package(package)
         return cuda_limits_reason(self.kb, package, info.limits, target, None)
+
+    def owns_device(self, text: str) -> bool:
+        # The fallback: resolve_known_device (in explain) says when a spelling is no GPU.
+        return True
+
+    def explain(self, targets: str, device: str) -> Explained:
+        parsed = self.kb.check_targets(parse_targets(targets))
+        cap, model = resolve_known_device(device, self.kb)
+        verdict = device_verdict(
+            cap,
+            [t.capability for t in parsed],
+            [t.capability for t in parsed if t.ptx],
+            self.kb,
+        )
+        fields: dict[str, object] = {
+            "device": model.name if model else str(cap),
+            "vendor": "nvidia",
+            "target": None,
+            "capability": str(cap),
+            "targets": [str(t) for t in parsed],
+            "level": verdict.level.value,
+            "via": str(verdict.via) if verdict.via else None,
+            "reason": verdict.reason,
+        }
+        return Explained(fields, str(cap))

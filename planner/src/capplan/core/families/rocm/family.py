@@ -6,10 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from capplan.core.families.base import RunLevel, RunsOn
+from capplan.core.families.base import Explained, RunLevel, RunsOn
 from capplan.core.families.rocm.kb import AmdKnowledgeBase
-from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_runs
-from capplan.core.model.vendors import looks_like_gfx
+from capplan.core.families.rocm.target import (
+    AmdRunLevel,
+    AmdTarget,
+    amd_how_runs,
+    parse_amd_targets,
+)
+from capplan.core.model.kb import KnowledgeBase
+from capplan.core.model.vendors import amd_entry, looks_like_gfx
 
 __all__ = ["RocmFamily"]
 
@@ -27,8 +33,9 @@ class RocmFamily:
     name = "rocm"
     vendor: str | None = "amd"
 
-    def __init__(self, amd: AmdKnowledgeBase | None) -> None:
-        self.amd = amd
+    def __init__(self, kb: KnowledgeBase) -> None:
+        self.kb = kb
+        self.amd: AmdKnowledgeBase | None = kb.amd
 
     def claims(self, text: str) -> bool:
         return looks_like_gfx(text)
@@ -57,3 +64,26 @@ class RocmFamily:
             return None
         check = own.check(build.targets or package, [target])
         return None if check.outcome == "ok" else check.reason
+
+    def owns_device(self, text: str) -> bool:
+        return amd_entry(self.kb, text) is not None
+
+    def explain(self, targets: str, device: str) -> Explained:
+        found = amd_entry(self.kb, device)
+        if found is None:
+            raise ValueError(f"{device!r} is no AMD GPU: ask the family that owns it")
+        processor, name = found
+        items = [i for i in targets.replace(";", ",").split(",") if i.strip()]
+        amd_targets = parse_amd_targets(items)
+        answer = amd_how_runs(processor, amd_targets)
+        fields: dict[str, object] = {
+            "device": name or str(processor),
+            "vendor": "amd",
+            "target": str(processor),
+            "capability": None,
+            "targets": [str(t) for t in amd_targets],
+            "level": answer.level.value,
+            "via": str(answer.via) if answer.via else None,
+            "reason": answer.reason,
+        }
+        return Explained(fields, str(processor))

@@ -762,7 +762,7 @@ class RocmPlanning:
     def __init__(self, kb: KnowledgeBase, config: Config) -> None:
         self.kb = kb
         self.config = config
-        self.family = RocmFamily(kb.amd)
+        self.family = RocmFamily(kb)
         self.fleet: tuple[AmdFleetGpu, ...] = ()
         self._claimed: dict[str, tuple[AmdTarget, str | None] | None] = {}
 
