@@ -1,4 +1,4 @@
-"""AMD GPU detection: KFD sysfs topology nodes and rocminfo output (adapters/amd_detect)."""
+"""AMD GPU detection: KFD sysfs topology nodes and rocminfo output (adapters/detect/amd)."""
 
 from __future__ import annotations
 
