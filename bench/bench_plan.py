@@ -48,7 +48,7 @@ AMD_FLEET = ["MI300X", "RX 7900 XTX", "Strix Halo"]  # the issue's mixed fleet, 
 
 def synthetic(n: int, systems: int = 1, amd: bool = False) -> tuple[object, object]:
     from capplan.adapters.kb import load_kb
-    from capplan.core.model.amd_kb import RocmBuild, RocmCost
+    from capplan.core.families.rocm.kb import RocmBuild, RocmCost
     from capplan.core.model.kb import Cost, Limits, PackageInfo
     from capplan.core.planning.config import config_from_mapping
 

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capplan.adapters.amd_detect import read_kfd
+from capplan.adapters.detect.amd import read_kfd
+from capplan.adapters.detect.nvidia import read_proc_driver, read_sysfs
+from capplan.adapters.detect.system import jetson_from_device_tree
 from capplan.adapters.files import open_regular, read_bounded
-from capplan.adapters.gpu_detect import read_proc_driver, read_sysfs
-from capplan.adapters.system_detect import jetson_from_device_tree
 from capplan.errors import ExitCode
 
 REPO = Path(__file__).resolve().parents[2]

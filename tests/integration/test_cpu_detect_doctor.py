@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capplan.adapters.cpu_detect import detect_cpu, parse_cpuinfo
+from capplan.adapters.detect.cpu import detect_cpu, parse_cpuinfo
 from capplan.adapters.environment import elf_x86_isa_needed
 from capplan.errors import ExitCode
 

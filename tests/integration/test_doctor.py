@@ -278,7 +278,7 @@ def test_mixed_cuda_majors_are_reported(
 
 def test_core_ptx_isa_driver_rule() -> None:
     from capplan.core.binaries.doctor import Driver, Gpu, Library, Ptx, diagnose
-    from capplan.core.model.capability import Capability
+    from capplan.core.families.cuda.capability import Capability
 
     lib = Library("libx.so", "x", ptx=(Ptx(Capability.parse("8.0"), (9, 0), 1 << 20),))
     gpu = Gpu("A100", "nvidia", capability=Capability.parse("8.0"))

@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import LLVM16, llvm16_tool
 
 from capplan.adapters.fatbin import inspect_paths
-from capplan.core.model.amd import AmdTarget
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.errors import ExitCode
 
 T = AmdTarget.parse

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 
 from capplan.adapters.fatbin import FileReport, binary_limits, inspect_paths
 from capplan.core.binaries import fatbin
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.errors import BinaryFormatError, CapplanError, ExitCode, InvalidInputError
 
 DATA = Path(__file__).resolve().parents[1] / "data"

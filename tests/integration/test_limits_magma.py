@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from capplan.adapters.amd_kb import load_amd_kb
+from capplan.adapters.kb import load_amd_kb
 from capplan.errors import ExitCode
 
 REPO = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@
 tests/data/observed/h100-kernel-launches.txt records launches of a one-line kernel on a real
 NVIDIA H100 (9.0, driver 580.159.04), each built by nvcc 13.0 with one `-gencode` target. For
 every row, capplan must say "runs" exactly when the kernel ran: first from the target alone
-(core/model/compat), then from the bytes of the same build made here (the fatbin reader feeding the
+(core/families/cuda/compat), then from the bytes of the same build made here (the fatbin reader feeding the
 same rules), so a wrong rule or a misread binary shows up as a disagreement with the hardware.
 """
 
@@ -16,8 +16,9 @@ from typing import NamedTuple
 import pytest
 
 from capplan.adapters.fatbin import inspect_paths
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, how_runs
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import how_runs
 
 OBSERVED = Path(__file__).resolve().parents[1] / "data" / "observed" / "h100-kernel-launches.txt"
 KERNEL = "__global__ void k(int *o) { *o = 42; }\n"

@@ -35,7 +35,7 @@ from capplan.adapters.torch_source import (
     from_wheel,
 )
 from capplan.core.binaries.torch_limits import parse_torch_limits
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.errors import (
     BinaryFormatError,
     ExitCode,

@@ -18,8 +18,8 @@ import pytest
 from tests.conftest import llvm16_tool
 
 from capplan.adapters.kb import load_kb
-from capplan.core.binaries.amd_verify import covers, verify_amd
-from capplan.core.model.amd import AmdTarget
+from capplan.core.families.rocm.target import AmdTarget
+from capplan.core.families.rocm.verify import covers, verify_amd
 from capplan.errors import ExitCode
 
 T = AmdTarget.parse

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from capplan.adapters.amd_kb import AMD_KB_FILES, load_amd_kb
-from capplan.core.model.amd import AmdTarget
+from capplan.adapters.kb import amd_kb_files, load_amd_kb
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.errors import DataError, ExitCode, InvalidInputError
 
 KB_DIR = Path(__file__).resolve().parents[2] / "planner" / "src" / "capplan" / "kb"
@@ -208,7 +208,7 @@ def test_gpu_with_unlisted_target_is_a_data_error(tmp_path: Path) -> None:
 
 
 def test_every_amd_file_is_registered() -> None:
-    assert sorted(p.name for p in KB_DIR.glob("amd_*.json")) == sorted(AMD_KB_FILES)
+    assert sorted(p.name for p in KB_DIR.glob("amd_*.json")) == sorted(amd_kb_files())
 
 
 def test_every_entry_has_a_source_and_lists_are_sorted_known_targets() -> None:

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from capplan.adapters.cpu_archspec import load_cpu_model
 from capplan.adapters.kb import kb_path, load_kb, load_kb_file
-from capplan.core.model.cpu_kb import CpuPackageEntry, CpuPackagesFile
+from capplan.core.families.cpu.kb import CpuPackageEntry, CpuPackagesFile
 from capplan.core.model.kb_schema import validate_record
 from capplan.core.planning.config import config_from_mapping
 from capplan.core.planning.matrix import plan_json

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capplan.adapters.kb import load_kb
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.model.gpus import exact_key, find_gpus, resolve_device, unique_model
 from capplan.errors import ExitCode, InvalidInputError
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from capplan.adapters.kb import kb_path, load_kb
-from capplan.core.model.capability import Capability
-from capplan.core.model.cuda import CudaVersion
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase
 
 KB: KnowledgeBase = load_kb()

@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 
-from capplan.adapters.amd_kb import AMD_KB_FILES
-from capplan.adapters.kb import KB_FILES, kb_path, load_kb_file
+from capplan.adapters.kb import KB_FILES, amd_kb_files, kb_path, load_kb_file
 from capplan.core.model.fromjson import from_json
 from capplan.core.model.kb_schema import validate_record
 from capplan.errors import DataError
 
-FILES: dict[str, type] = {**KB_FILES, **AMD_KB_FILES}
+FILES: dict[str, type] = {**KB_FILES, **amd_kb_files()}
 
 
 @pytest.mark.parametrize("name", sorted(FILES))
@@ -111,7 +110,7 @@ def test_a_broken_packaged_file_falls_back_to_naming_the_entry(
 
 def test_the_capability_kb_answers_as_the_whole_one() -> None:
     from capplan.adapters.kb import load_capability_kb, load_kb
-    from capplan.core.model.capability import Target
+    from capplan.core.families.cuda.capability import Target
     from capplan.errors import InvalidInputError
 
     whole, part = load_kb(), load_capability_kb()

@@ -10,7 +10,7 @@ import pytest
 from packaging.version import Version
 
 from capplan.adapters.kb import kb_path, load_kb_file
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.model.kb import CapabilitiesFile, TorchFile
 
 KB_FILE = kb_path("torch.json")

@@ -1,4 +1,4 @@
-"""AMD gfx targets: parsing, canonical form, order, encodings and compatibility (core/model/amd.py)."""
+"""AMD gfx targets: parsing, canonical form, order, encodings and compatibility (core/families/rocm/target.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.model.amd import (
+from capplan.core.families.rocm.target import (
     GENERIC_MEMBERS,
     ISA_COMPATIBLE,
     PROCESSORS,

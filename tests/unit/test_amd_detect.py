@@ -1,4 +1,4 @@
-"""AMD GPU detection: KFD sysfs topology nodes and rocminfo output (adapters/amd_detect)."""
+"""AMD GPU detection: KFD sysfs topology nodes and rocminfo output (adapters/detect/amd)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from capplan.adapters.amd_detect import (
+from capplan.adapters.detect.amd import (
     detect_amd_gpus,
     parse_kfd_properties,
     parse_rocminfo,
     read_kfd,
 )
-from capplan.core.model.amd import AmdTarget
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.errors import ConfigError
 
 T = AmdTarget.parse

@@ -1,4 +1,4 @@
-"""Offload bundles, CCOB headers and AMDGPU ELF headers built byte by byte (core/binaries/amdgpu.py).
+"""Offload bundles, CCOB headers and AMDGPU ELF headers built byte by byte (core/families/rocm/amdgpu.py).
 
 The layouts follow clang's OffloadBundler.cpp and LLVM's OffloadBundle.h; the tests with real
 clang-16 output are in tests/integration/test_inspect_clang.py.
@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.binaries.amdgpu import (
+from capplan.core.families.rocm.amdgpu import (
     BUNDLE_MAGIC,
     amdgpu_elf_target,
     parse_bundle,
     scan_amd,
     target_from_bundle_id,
 )
-from capplan.core.model.amd import AmdTarget
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.errors import InvalidInputError
 
 T = AmdTarget.parse

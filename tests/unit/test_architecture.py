@@ -1,10 +1,12 @@
 """DESIGN.md's architecture, checked on the source: core/ is pure and grouped by theme.
 
 core/ imports no I/O, clock or environment module and nothing from the adapters or the CLI;
-its modules live in the five theme sub-packages (model, planning, binaries, caches, export),
-and networkx stays inside the one graph module. Vendor branches (``vendor == "amd"``) live only in
-the modules of a target family (DESIGN.md "As core/ grows: target families"): everything else
-asks the family seam (core/model/family.py, core/planning/family.py).
+its modules live in the six theme sub-packages (families, model, planning, binaries, caches,
+export), and networkx stays inside the one graph module. Vendor branches (``vendor == "amd"``)
+live only in the modules of a target family (DESIGN.md "As core/ grows: target families"): everything else
+asks the family interface (core/families/base.py) and registry (core/families/registry.py).
+Outside a family's own package, code imports only those two (known exceptions listed), and no
+modules import each other in a circle.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import capplan.core
 
 CORE = Path(capplan.core.__file__).parent
 PACKAGE = Path(capplan.__file__).parent
-THEMES = {"model", "planning", "binaries", "caches", "export"}
+THEMES = {"families", "model", "planning", "binaries", "caches", "export"}
 # Modules that would bring I/O, a clock or the environment into core/.
 FORBIDDEN = {
     "os",
@@ -93,19 +95,19 @@ def test_the_checker_sees_forbidden_imports(tmp_path: Path) -> None:
 
 # The modules of one target family, which may branch on their vendor (paths under capplan/).
 FAMILY_MODULES = {
-    "core/model/families.py",
-    "core/model/amd.py",
-    "core/model/amd_kb.py",
+    "core/families/cuda/family.py",
+    "core/families/rocm/target.py",
+    "core/families/rocm/kb.py",
     "core/model/vendors.py",
     "core/model/gpus.py",
-    "core/planning/cuda.py",
-    "core/planning/cpu.py",
-    "core/planning/rocm.py",
-    "core/planning/rocm_select.py",
-    "adapters/amd_detect.py",
-    "adapters/cpu_detect.py",  # archspec's CPU vendors ("generic", "GenuineIntel")
-    "adapters/gpu_detect.py",
-    "adapters/system_detect.py",
+    "core/families/cuda/planning.py",
+    "core/families/cpu/planning.py",
+    "core/families/rocm/planning.py",
+    "core/families/rocm/select.py",
+    "adapters/detect/amd.py",
+    "adapters/detect/cpu.py",  # archspec's CPU vendors ("generic", "GenuineIntel")
+    "adapters/detect/nvidia.py",
+    "adapters/detect/system.py",
 }
 # Vendor and family names as code compares them.
 VENDOR_WORDS = {"amd", "nvidia", "cuda", "rocm"}
@@ -163,3 +165,243 @@ def test_the_checker_sees_vendor_branches(tmp_path: Path) -> None:
     )
     found = _vendor_branches(sample)
     assert [f.split(":")[0] for f in found] == ["line 1", "line 3", "line 4"]
+
+
+# -- issue 32: one package per target family ------------------------------------------------
+# Outside a family's own package (core/families/<f>/, adapters/detect/<f>.py) code reaches the
+# families through core/families/base.py and core/families/registry.py only; a family never
+# imports another family's modules. The modules below still import a family's own modules
+# ("<family>.<module>" under core/families/). Each entry is a known exception, kept exact: the
+# test fails when a new import appears and when an exception is cleaned up (remove it here).
+KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
+    # By design (issue 32): caps and limits are about one family's facts.
+    "cli/caps.py": {"cuda.version"},
+    "cli/limits.py": {"cuda.compat"},
+    "cli/limits_magma.py": {"rocm.kb"},
+    # Commands that still fork on the vendor: one Pick type and pick(plan, machine) on the
+    # family (issue 32's third step) would let them loop over the registry instead.
+    "cli/detect.py": {"cpu.planning", "cuda.select", "rocm.select"},
+    "cli/doctor.py": {"cuda.compat", "cuda.drivers", "cuda.select", "rocm.select"},
+    "cli/verify.py": {
+        "cuda.capability",
+        "cuda.compat",
+        "cuda.verify",
+        "rocm.target",
+        "rocm.verify",
+    },
+    "cli/planning.py": {"cpu.planning", "cuda.capability", "rocm.target"},
+    "cli/plan.py": {"cpu.planning"},
+    "cli/nixpkgs.py": {"cpu.kb", "cuda.inputs"},
+    # Shared value types and orchestration written in the families' target types
+    # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
+    # "one typed field") and the knowledge-base records; the planner still takes CPU's model
+    # and CUDA's policy inputs, the matrix CPU's gcc -march feature.
+    "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
+    "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
+    "core/model/fromjson.py": {"cuda.capability", "cuda.version", "rocm.target"},
+    "core/model/gpus.py": {"cuda.capability"},
+    "core/model/systems.py": {"cuda.capability", "cuda.version"},
+    "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},
+    "core/planning/dispatch.py": {"cuda.capability"},
+    "core/planning/nixpkgs_check.py": {
+        "cpu.kb",
+        "cuda.capability",
+        "cuda.family",
+        "cuda.inputs",
+        "cuda.version",
+        "rocm.target",
+    },
+    "core/planning/planner.py": {"cpu.planning", "cuda.inputs"},
+    "core/planning/matrix.py": {"cpu.planning"},
+    # Binary readers and exports that judge CUDA and AMD device code side by side.
+    "core/binaries/doctor.py": {
+        "cuda.capability",
+        "cuda.compat",
+        "cuda.drivers",
+        "cuda.version",
+        "rocm.target",
+    },
+    "core/binaries/fatbin.py": {"cuda.capability"},
+    "core/binaries/magma_limits.py": {"rocm.target"},
+    "core/binaries/torch_limits.py": {"cuda.capability"},
+    "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
+    "core/export/common.py": {"cpu.planning", "cuda.capability", "cuda.compat", "rocm.target"},
+    "core/export/conda.py": {"cuda.capability", "cuda.version"},
+    # Adapters that read a family's files (the fatbin reader, the KB and archspec loaders) and
+    # the Jetson device tree (a capability).
+    "adapters/cpu_archspec.py": {"cpu.kb", "cpu.planning"},
+    "adapters/detect/system.py": {"cuda.capability"},
+    "adapters/fatbin.py": {"cuda.capability", "cuda.compat", "rocm.amdgpu", "rocm.target"},
+    "adapters/kb.py": {"rocm.kb"},
+}
+_DETECT_FAMILY = {"nvidia": "cuda", "amd": "rocm", "cpu": "cpu"}
+
+
+def _module_name(path: Path, root: Path) -> str:
+    rel = path.relative_to(root.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _owner(relative: str) -> str | None:
+    """The family whose own module this is, if any."""
+    parts = relative.split("/")
+    if parts[:2] == ["core", "families"] and len(parts) > 3:
+        return parts[2]
+    if parts[:2] == ["adapters", "detect"]:
+        return _DETECT_FAMILY.get(parts[2].removesuffix(".py"))
+    return None
+
+
+def _family_imports(path: Path) -> set[str]:
+    """The family modules a file imports, as ``<family>.<module>`` (``<family>`` alone for
+    ``from capplan.core.families import cuda``); base and registry are not family modules."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: set[str] = set()
+    prefix = "capplan.core.families"
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+            if node.module in (prefix, *(f"{prefix}.{f}" for f in ("cuda", "rocm", "cpu"))):
+                names = [f"{node.module}.{a.name}" for a in node.names]
+        for name in names:
+            if not name.startswith(prefix + "."):
+                continue
+            rest = name[len(prefix) + 1 :].split(".")
+            if rest[0] in ("base", "registry"):
+                continue
+            found.add(".".join(rest[:2]))
+    return found
+
+
+def _cross_family_imports(package: Path) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if "__pycache__" in path.parts or relative == "core/families/registry.py":
+            continue
+        owner = _owner(relative)
+        foreign = {m for m in _family_imports(path) if m.split(".")[0] != owner}
+        if foreign:
+            found[relative] = foreign
+    return found
+
+
+def test_code_reaches_the_families_through_base_and_registry() -> None:
+    assert _cross_family_imports(PACKAGE) == KNOWN_FAMILY_IMPORTERS
+
+
+def test_caps_and_limits_are_the_only_commands_by_design() -> None:
+    # Every family import a command makes is listed; a new command must go through the registry.
+    commands = {k for k in KNOWN_FAMILY_IMPORTERS if k.startswith("cli/")}
+    assert {"cli/caps.py", "cli/limits.py", "cli/limits_magma.py"} <= commands
+
+
+def test_the_checker_sees_family_imports(tmp_path: Path) -> None:
+    # The rule can fail: a CLI module importing ROCm's picker, and ROCm importing CUDA's rules.
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "x.py").write_text(
+        "from capplan.core.families.rocm.select import pick_amd_on_machine\n"
+        "from capplan.core.families import cpu\n"
+        "from capplan.core.families.base import RunLevel\n"
+        "from capplan.core.families.registry import gpu_families\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "core" / "families" / "rocm").mkdir(parents=True)
+    (tmp_path / "core" / "families" / "rocm" / "planning.py").write_text(
+        "from capplan.core.families.cuda.rules import Rules\n"
+        "from capplan.core.families.rocm.kb import AmdKnowledgeBase\n",
+        encoding="utf-8",
+    )
+    assert _cross_family_imports(tmp_path) == {
+        "cli/x.py": {"rocm.select", "cpu"},
+        "core/families/rocm/planning.py": {"cuda.rules"},
+    }
+
+
+def _import_graph(package: Path) -> dict[str, set[str]]:
+    """Each module's imports of the package's modules, lazy ones (inside functions) included:
+    a lazy import hides a circle from Python, not from a reader. Imports under
+    ``if TYPE_CHECKING:`` are annotations only and do not count."""
+    modules = {
+        _module_name(p, package): p for p in package.rglob("*.py") if "__pycache__" not in p.parts
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        found: set[str] = set()
+        todo: list[ast.stmt] = list(tree.body)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                todo.extend(node.orelse)
+                continue
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    found.add(full if full in modules else node.module)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            for body in ("body", "orelse", "handlers", "finalbody"):
+                todo.extend(x for x in getattr(node, body, []) if isinstance(x, ast.stmt))
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component: list[str] = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles() -> None:
+    assert _circles(_import_graph(PACKAGE)) == []
+
+
+def test_the_checker_sees_import_circles(tmp_path: Path) -> None:
+    # adapters/kb.py and adapters/amd_kb.py imported each other before issue 32.
+    package = tmp_path / "capplan"
+    (package / "adapters").mkdir(parents=True)
+    (package / "adapters" / "kb.py").write_text(
+        "def load_kb():\n    from capplan.adapters.amd_kb import load_amd_kb\n", encoding="utf-8"
+    )
+    (package / "adapters" / "amd_kb.py").write_text(
+        "from capplan.adapters.kb import load_kb_file\n"
+        "if TYPE_CHECKING:\n    from capplan.adapters.files import x\n",
+        encoding="utf-8",
+    )
+    (package / "adapters" / "files.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from capplan.adapters.amd_kb import y\n",
+        encoding="utf-8",
+    )
+    assert _circles(_import_graph(package)) == [["capplan.adapters.amd_kb", "capplan.adapters.kb"]]

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from capplan.adapters.amd_detect import detect_amd_gpus
-from capplan.adapters.gpu_detect import TOOL_OUTPUT_LIMIT, detect_gpus, run_nvidia_smi
+from capplan.adapters.detect.amd import detect_amd_gpus
+from capplan.adapters.detect.nvidia import detect_gpus, run_nvidia_smi
+from capplan.adapters.detect.tools import TOOL_OUTPUT_LIMIT
 from capplan.adapters.kb import load_kb
 from capplan.adapters.nix import nix_eval_json
 from capplan.errors import NixError, NoGpuError

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.model.capability import (
+from capplan.core.families.cuda.capability import (
     Capability,
     Suffix,
     Target,

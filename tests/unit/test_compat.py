@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, how_runs, sass_runs_on
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import how_runs, sass_runs_on
 
 
 def c(text: str) -> Capability:

@@ -1,4 +1,4 @@
-"""The CPU family in the planner (core/planning/cpu.py, issue 23 items 3 and 8): fleets that mix
+"""The CPU family in the planner (core/families/cpu/planning.py, issue 23 items 3 and 8): fleets that mix
 CPU levels, packages that dispatch at run time beside packages that compile for one level,
 each decision with its reason, the plan.json contract, costs, and bad fleet.cpus values.
 
@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from capplan.adapters.cpu_archspec import ArchspecCpuModel, OverrideRule
 from capplan.adapters.kb import load_kb
-from capplan.core.model.compat import RunLevel
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cpu.planning import CpuFamily, CpuPackagePolicy, is_cpu_side
 from capplan.core.planning.config import config_from_mapping
-from capplan.core.planning.cpu import CpuFamily, CpuPackagePolicy, is_cpu_side
 from capplan.core.planning.matrix import plan_dict, plan_json
 from capplan.core.planning.plan import Plan
 from capplan.core.planning.planner import make_plan

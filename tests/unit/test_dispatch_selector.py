@@ -20,8 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, how_runs
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import how_runs
 from capplan.runtime import selector
 
 SELECTOR = Path(selector.__file__)
@@ -93,7 +94,7 @@ _CAPS = st.builds(
 def test_rules_are_capplans_rules(
     device: Capability, sass: list[Capability], ptx: list[Capability], jetson: bool
 ) -> None:
-    """The selector's copy of the serving rules answers as core/model/compat.py does, for any build."""
+    """The selector's copy of the serving rules answers as core/families/cuda/compat.py does, for any build."""
     variant = {"name": "v", "sass": [c.text for c in sass], "ptx": [c.text for c in ptx]}
     dev = (device.major, device.minor, "")
     got = selector.rank(variant, dev, jetson)

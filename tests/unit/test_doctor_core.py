@@ -23,8 +23,8 @@ from capplan.core.binaries.doctor import (
     cuda_majors_linked,
     diagnose,
 )
-from capplan.core.model.capability import Capability
-from capplan.core.model.cuda import CudaVersion
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.version import CudaVersion
 
 C = Capability.parse
 TABLES = ({11: "450.80.02", 12: "525.60.13", 13: "580.65.06"},

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from capplan.core.model.drivers import max_cuda_for_driver, version_key
+from capplan.core.families.cuda.drivers import max_cuda_for_driver, version_key
 from capplan.errors import DataError, InvalidInputError
 
 # Minimum Linux drivers per CUDA.md: 11.x >= 450.80.02, 12.x >= 525.60.13, 13.x >= 580.

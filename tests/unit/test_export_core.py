@@ -8,7 +8,7 @@ import re
 
 from capplan.adapters.kb import load_kb
 from capplan.core.export.wheel import _label, _nvidia, wheel_variants
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.planning.config import config_from_mapping
 from capplan.core.planning.plan import Plan
 from capplan.core.planning.planner import make_plan

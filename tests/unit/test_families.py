@@ -1,20 +1,23 @@
-"""The target-family seam (core/model/family.py, core/model/families.py): CUDA and ROCm answer
-the same questions through one interface, and agree with their own modules."""
+"""The target-family interface (core/families/base.py, core/families/{cuda,rocm}/family.py):
+CUDA and ROCm answer the same questions through one interface, and agree with their own modules."""
 
 from __future__ import annotations
 
 import pytest
 
 from capplan.adapters.kb import load_kb
-from capplan.core.model.amd import AmdTarget, amd_how_runs
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, how_runs
-from capplan.core.model.families import CudaFamily, RocmFamily, family_for_text, gpu_families
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import device_verdict, how_runs
+from capplan.core.families.cuda.family import CudaFamily
+from capplan.core.families.registry import family_for_text, gpu_families
+from capplan.core.families.rocm.family import RocmFamily
+from capplan.core.families.rocm.target import AmdTarget, amd_how_runs
 from capplan.errors import InvalidInputError
 
 KB = load_kb()
 CUDA = CudaFamily(KB)
-ROCM = RocmFamily(KB.amd)
+ROCM = RocmFamily(KB)
 
 
 def test_each_spelling_goes_to_one_family_cuda_last() -> None:
@@ -75,3 +78,33 @@ def test_package_limits_from_each_knowledge_base() -> None:
     # magma-hip's own list leaves out gfx942 (ROCM.md); a CUDA-only package says so.
     assert ROCM.package_limit("torch", AmdTarget.parse("gfx942")) is None
     assert "CUDA-only" in (ROCM.package_limit("nccl", AmdTarget.parse("gfx942")) or "")
+
+
+def test_each_gpu_belongs_to_one_family() -> None:
+    # explain asks the other families first; the fallback (CUDA) owns every other spelling.
+    assert ROCM.owns_device("MI300X") and ROCM.owns_device("gfx1100")
+    assert not ROCM.owns_device("RTX 4090") and not ROCM.owns_device("8.6")
+    assert CUDA.owns_device("RTX 4090")
+    with pytest.raises(InvalidInputError, match="unknown GPU or capability"):
+        ROCM.owns_device("Voodoo 5")
+
+
+def test_explain_answers_with_the_familys_own_rules() -> None:
+    rocm = ROCM.explain("gfx942,gfx90a", "MI300X")
+    assert rocm.device == "gfx942"
+    assert rocm.fields["vendor"] == "amd" and rocm.fields["capability"] is None
+    verdict = amd_how_runs(
+        AmdTarget.parse("gfx942"), [AmdTarget.parse("gfx90a"), AmdTarget.parse("gfx942")]
+    )
+    assert (rocm.fields["level"], rocm.fields["via"]) == (verdict.level.value, "gfx942")
+    assert rocm.fields["targets"] == ["gfx90a", "gfx942"]  # the family's order
+
+    cuda = CUDA.explain("8.0,9.0+PTX", "RTX 4090")
+    device = Capability.parse("8.9")
+    expected = device_verdict(
+        device, [Capability.parse("8.0"), Capability.parse("9.0")], [Capability.parse("9.0")], KB
+    )
+    assert cuda.device == "8.9" and cuda.fields["capability"] == "8.9"
+    assert (cuda.fields["level"], cuda.fields["reason"]) == (expected.level.value, expected.reason)
+    assert expected.level is RunLevel.COMPATIBLE  # same-major SASS, before the 9.0 PTX
+    assert CUDA.explain("8.6", "A100").fields["level"] == RunLevel.CANNOT_RUN.value

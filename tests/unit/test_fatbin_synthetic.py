@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from capplan.core.binaries import fatbin
-from capplan.core.binaries.verify import expected_code, verify
-from capplan.core.model.capability import Capability, Target, parse_targets
-from capplan.core.model.compat import RunLevel
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability, Target, parse_targets
+from capplan.core.families.cuda.verify import expected_code, verify
 
 PTX, SASS, LTO = 1, 2, 8
 BASE_FLAGS = 0x11  # 64-bit | Linux host, as nvcc 13 writes

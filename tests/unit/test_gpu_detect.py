@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from capplan.adapters.gpu_detect import (
+from capplan.adapters.detect.nvidia import (
     DetectedGpu,
     detect_gpus,
     parse_nvidia_smi_csv,
     read_proc_driver,
 )
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.errors import ConfigError, ExitCode, NoGpuError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi"

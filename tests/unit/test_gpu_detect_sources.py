@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tests.conftest import unprivileged
 
-from capplan.adapters.gpu_detect import (
+from capplan.adapters.detect.nvidia import (
     DetectedGpu,
     detect_gpus,
     parse_nvidia_smi_csv,
@@ -20,7 +20,7 @@ from capplan.adapters.gpu_detect import (
     read_sysfs,
 )
 from capplan.adapters.kb import load_kb
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.errors import NoGpuError
 
 KB = load_kb()

@@ -7,7 +7,7 @@ from itertools import pairwise
 import pytest
 
 from capplan.adapters.kb import load_kb
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.model.gpus import find_gpus, resolve_device
 from capplan.errors import InvalidInputError
 

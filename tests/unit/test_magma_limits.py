@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from capplan.core.binaries.magma_limits import parse_magma_limits
-from capplan.core.model.amd import PROCESSORS, AmdTarget
+from capplan.core.families.rocm.target import PROCESSORS, AmdTarget
 from capplan.errors import DataError, ExitCode
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "magma" / "CMakeLists-hip-excerpt.txt"

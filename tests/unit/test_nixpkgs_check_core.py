@@ -11,9 +11,9 @@ import pytest
 
 from capplan.adapters.kb import load_kb, load_kb_file
 from capplan.adapters.nixpkgs import LockedNixpkgs, locked_nixpkgs, nixpkgs_reference
-from capplan.core.model.cpu_kb import CpuPackagesFile
+from capplan.core.families.cpu.kb import CpuPackagesFile
+from capplan.core.families.cuda.inputs import resolve_cuda_policy
 from capplan.core.planning.config import config_from_mapping
-from capplan.core.planning.inputs import resolve_cuda_policy
 from capplan.core.planning.matrix import plan_json
 from capplan.core.planning.nixpkgs_check import compare, nixpkgs_request
 from capplan.core.planning.planner import make_plan

@@ -12,12 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capplan.adapters.kb import load_kb
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, sass_runs_on
-from capplan.core.model.cuda import CudaVersion
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import sass_runs_on
+from capplan.core.families.cuda.cover import min_cover
+from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase, PackageInfo
 from capplan.core.planning.config import Config, config_from_mapping
-from capplan.core.planning.cover import min_cover
 from capplan.core.planning.matrix import build_matrix, plan_dict, plan_json
 from capplan.core.planning.plan import Plan
 from capplan.core.planning.planner import make_plan
@@ -147,8 +148,8 @@ def test_extras_alone_are_a_plan_without_a_fleet() -> None:
 def test_buildable_sets_agree_with_the_reasons() -> None:
     """The planner answers "can P build for C under CUDA X" from precomputed sets and only
     walks the checks one by one for the reason; both must say the same for every triple."""
-    from capplan.core.planning.inputs import resolve_cuda_policy
-    from capplan.core.planning.rules import Rules
+    from capplan.core.families.cuda.inputs import resolve_cuda_policy
+    from capplan.core.families.cuda.rules import Rules
 
     kb = with_package(KB, "torch", limits={"allow_from": "torch@1.13", "suffixes": ("",)})
     kb = with_package(kb, "nccl", limits={"exclude": (Capability(8, 9),), "max": Capability(9, 0)})

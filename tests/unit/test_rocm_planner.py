@@ -1,4 +1,4 @@
-"""AMD planning (core/planning/rocm.py, issue 16): ROCm variants beside CUDA ones in one plan.
+"""AMD planning (core/families/rocm/planning.py, issue 16): ROCm variants beside CUDA ones in one plan.
 
 Each test states a rule of ../shared/ROCM.md and checks the plan the real knowledge base gives.
 """
@@ -13,18 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capplan.adapters.kb import load_kb
-from capplan.core.model.amd import AmdTarget
-from capplan.core.model.compat import RunLevel
-from capplan.core.planning.config import Config, config_from_mapping
-from capplan.core.planning.matrix import plan_json
-from capplan.core.planning.plan import Plan
-from capplan.core.planning.planner import make_plan
-from capplan.core.planning.rocm import _build_target
-from capplan.core.planning.select import (
+from capplan.core.families.base import RunLevel
+from capplan.core.families.rocm.planning import _build_target
+from capplan.core.families.rocm.select import (
     amd_plans_by_system,
     pick_amd_on_machine,
     pick_amd_variant,
 )
+from capplan.core.families.rocm.target import AmdTarget
+from capplan.core.planning.config import Config, config_from_mapping
+from capplan.core.planning.matrix import plan_json
+from capplan.core.planning.plan import Plan
+from capplan.core.planning.planner import make_plan
 from capplan.errors import CapplanError, ConfigError, InvalidInputError, NothingToDo
 
 KB = load_kb()

@@ -1,4 +1,4 @@
-"""``detect``'s choice (core/planning/select.py): each GPU its own reason, the driver table, Jetson
+"""``detect``'s choice (core/families/cuda/select.py): each GPU its own reason, the driver table, Jetson
 platforms, and agreement with the plan on every fleet GPU and package (issue 10, items 1-4)."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import pytest
 
 from capplan.adapters.config import load_config
 from capplan.adapters.kb import load_kb
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel
-from capplan.core.model.cuda import CudaVersion
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.select import driver_support, pick_variant
+from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.planning.config import Config, config_from_mapping
 from capplan.core.planning.plan import Plan
 from capplan.core.planning.planner import make_plan
-from capplan.core.planning.select import driver_support, pick_variant
 
 KB = load_kb()
 REPO = Path(__file__).resolve().parents[2]

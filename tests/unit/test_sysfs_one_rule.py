@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capplan.adapters.gpu_detect import detect_gpus
+from capplan.adapters.detect.nvidia import detect_gpus
 from capplan.adapters.kb import load_kb
 from capplan.errors import NoGpuError
 from capplan.runtime import selector

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from capplan.adapters.system_detect import host_system, jetson_from_device_tree
-from capplan.core.model.capability import Capability
+from capplan.adapters.detect.system import host_system, jetson_from_device_tree
+from capplan.core.families.cuda.capability import Capability
 from capplan.errors import ConfigError
 
 

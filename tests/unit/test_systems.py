@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from capplan.adapters.kb import load_kb
-from capplan.core.model.capability import Capability
-from capplan.core.model.cuda import CudaVersion
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.systems import (
     is_pre_sbsa_jetson,
     system_suffix,

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from capplan.core.binaries.torch_limits import TorchLimits, parse_torch_limits
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.errors import DataError, ExitCode
 
 SOURCES = Path(__file__).resolve().parents[1] / "data" / "torch_sources"

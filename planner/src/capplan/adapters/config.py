@@ -59,7 +59,7 @@ OTHER_ENV = (
     "CAPPLAN_NVIDIA_SMI",
     "CAPPLAN_NVML",
     "CAPPLAN_RETRY_FAILED",  # `capplan matrix --retry-failed` (the workflow's retry_failed input)
-    "CAPPLAN_ROCMINFO",  # `capplan detect`: another rocminfo (adapters/amd_detect.py)
+    "CAPPLAN_ROCMINFO",  # `capplan detect`: another rocminfo (adapters/detect/amd.py)
     "CAPPLAN_SYSFS_ROOT",
     "CAPPLAN_ROOT",
     "CAPPLAN_TORCH_SOURCE_URL",

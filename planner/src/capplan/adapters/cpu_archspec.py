@@ -1,5 +1,5 @@
-"""The planner's CPU target model (:class:`capplan.core.planning.cpu.CpuModel`) from archspec,
-Spack's microarchitecture database (it reads its JSON data file at import: an adapter).
+"""The planner's CPU target model (:class:`capplan.core.families.cpu.planning.CpuModel`) from
+archspec, Spack's microarchitecture database (it reads its JSON data file at import: an adapter).
 
 Targets are spelled as users and compilers do: the x86-64 psABI levels as GCC and glibc name
 them (``x86-64-v3``), microarchitectures as archspec does (``sapphirerapids``, ``neoverse_v2``).
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from capplan.core.planning.cpu import CpuPackagePolicy
+from capplan.core.families.cpu.planning import CpuPackagePolicy
 from capplan.errors import DataError, InvalidInputError, shorten
 
 __all__ = ["X86_64_LEVELS", "ArchspecCpuModel", "OverrideRule"]
@@ -165,7 +165,7 @@ def load_cpu_model(directory: Path | None = None) -> ArchspecCpuModel:
     the packaged file). A broken file, or an override rule naming a feature archspec does not
     know (it would never match), is a DataError (exit 6)."""
     from capplan.adapters.kb import load_kb_file
-    from capplan.core.model.cpu_kb import CpuPackagesFile
+    from capplan.core.families.cpu.kb import CpuPackagesFile
 
     if directory is None:
         env = os.environ.get("CAPPLAN_KB_DIR")

@@ -2,7 +2,7 @@
 
 AMD device code is reported beside it, in separate ``amd*`` fields (issue 16 groundwork): clang
 offload bundles (plain, or compressed ``CCOB``) anywhere in a file, bare offload-bundle files,
-and bare AMDGPU ELF code objects (:mod:`capplan.core.binaries.amdgpu`). The CUDA fields never
+and bare AMDGPU ELF code objects (:mod:`capplan.core.families.rocm.amdgpu`). The CUDA fields never
 change.
 
 Files are mapped with mmap and scanned in place by :mod:`capplan.core.binaries.fatbin`; each
@@ -33,10 +33,12 @@ from capplan.adapters.files import open_regular, special_kind
 from capplan.adapters.memsearch import finder, map_file
 from capplan.adapters.pool import map_files
 from capplan.adapters.zipmembers import ZIP_ERRORS, check_member, open_member
-from capplan.core.binaries import amdgpu, fatbin
-from capplan.core.model.amd import AmdTarget
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, Verdict, how_runs
+from capplan.core.binaries import fatbin
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import Verdict, how_runs
+from capplan.core.families.rocm import amdgpu
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.errors import BinaryFormatError, InvalidInputError
 
 __all__ = [

@@ -9,7 +9,7 @@ import json
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from capplan.adapters.files import INT_DIGITS_MESSAGE, read_bounded
 from capplan.core.model.fromjson import from_json
@@ -26,7 +26,18 @@ from capplan.core.model.kb import (
 )
 from capplan.errors import CapplanError, DataError, shorten
 
-__all__ = ["KB_FILES", "kb_path", "load_capability_kb", "load_kb", "load_kb_file"]
+if TYPE_CHECKING:
+    from capplan.core.families.rocm.kb import AmdKnowledgeBase
+
+__all__ = [
+    "KB_FILES",
+    "amd_kb_files",
+    "kb_path",
+    "load_amd_kb",
+    "load_capability_kb",
+    "load_kb",
+    "load_kb_file",
+]
 
 M = TypeVar("M")
 
@@ -170,8 +181,6 @@ def load_kb(directory: Path | None = None) -> KnowledgeBase:
     torch = load_kb_file("torch.json", TorchFile, directory)
     chips = load_kb_file("chips.json", ChipsFile, directory)
     pci = load_kb_file("pci.json", PciFile, directory)
-    from capplan.adapters.amd_kb import load_amd_kb  # it reads files through this module
-
     return KnowledgeBase(
         capabilities=caps.capabilities,
         cuda_releases=_by_version(cuda),
@@ -182,4 +191,42 @@ def load_kb(directory: Path | None = None) -> KnowledgeBase:
         chips=chips.chips,
         pci_devices=pci.devices,
         amd=load_amd_kb(directory),
+    )
+
+
+# The ROCm family's files. Its model is imported when first needed: caps and verify --expect
+# answer from the CUDA files alone and never load it.
+def amd_kb_files() -> dict[str, type]:
+    """The AMD knowledge-base files and the model of each (the tests validate every entry)."""
+    from capplan.core.families.rocm.kb import AmdGpusFile, AmdPackagesFile, AmdTargetsFile
+
+    return {
+        "amd_gpus.json": AmdGpusFile,
+        "amd_packages.json": AmdPackagesFile,
+        "amd_targets.json": AmdTargetsFile,
+    }
+
+
+@lru_cache(maxsize=4)
+def load_amd_kb(directory: Path | None = None) -> AmdKnowledgeBase:
+    """The AMD knowledge base (``kb/amd_targets.json``, ``amd_gpus.json``,
+    ``amd_packages.json``), by the same rules as :func:`load_kb`."""
+    from capplan.core.families.rocm.kb import (
+        AmdGpusFile,
+        AmdKnowledgeBase,
+        AmdPackagesFile,
+        AmdTargetsFile,
+    )
+
+    targets = load_kb_file("amd_targets.json", AmdTargetsFile, directory)
+    gpus = load_kb_file("amd_gpus.json", AmdGpusFile, directory)
+    packages = load_kb_file("amd_packages.json", AmdPackagesFile, directory)
+    return AmdKnowledgeBase(
+        targets=tuple(sorted(targets.targets, key=lambda t: t.target)),
+        nixpkgs_default_targets=targets.nixpkgs_default_targets,
+        nixpkgs_family_scopes=dict(sorted(targets.nixpkgs_family_scopes.items())),
+        gpus=gpus.gpus,
+        packages=dict(sorted(packages.packages.items())),
+        builds=dict(sorted(packages.builds.items())),
+        stack_libraries=dict(sorted(packages.stack_libraries.items())),
     )

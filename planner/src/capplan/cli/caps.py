@@ -8,7 +8,7 @@ import click
 
 from capplan.cli.output import emit_json, make_table, out_console
 from capplan.cli.planning import current_capability_kb
-from capplan.core.model.cuda import CudaVersion
+from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import CapabilityInfo
 
 __all__ = ["caps"]

@@ -11,7 +11,7 @@ import click
 
 from capplan.cli.output import emit_json, escape, make_table, out_console, print_table
 from capplan.cli.planning import Planned, config_option, current_kb, plan_with_settings
-from capplan.core.model.compat import RunLevel
+from capplan.core.families.base import RunLevel
 from capplan.core.model.gpus import unique_model
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import uses_jetson_redist
@@ -28,9 +28,9 @@ __all__ = ["detect"]
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def detect(config_path: Path | None, as_json: bool) -> None:
     """Detect local GPUs and name the planned variant to use for each package."""
-    from capplan.adapters.amd_detect import detect_amd_gpus
-    from capplan.adapters.gpu_detect import detect_gpus
-    from capplan.adapters.system_detect import (
+    from capplan.adapters.detect.amd import detect_amd_gpus
+    from capplan.adapters.detect.nvidia import detect_gpus
+    from capplan.adapters.detect.system import (
         ROOT_ENV,
         SYSTEM_ENV,
         host_system,
@@ -71,7 +71,7 @@ def detect(config_path: Path | None, as_json: bool) -> None:
             raise no_gpu
     planned = plan_with_settings(config_path, environ=environ)
     # The planner's modules load only once there is something to plan for.
-    from capplan.core.planning.select import driver_support, pick_variant
+    from capplan.core.families.cuda.select import driver_support, pick_variant
 
     plan = planned.plan
     cpu = _cpu_entry(plan)
@@ -130,8 +130,8 @@ def _cpu_entry(plan: Plan) -> dict[str, Any]:
     plan builds per CPU level for the CPU's system, the build to use; with no CPU known,
     ``microarchitecture`` is None and ``note`` says why."""
     from capplan.adapters.cpu_archspec import ArchspecCpuModel
-    from capplan.adapters.cpu_detect import detect_cpu
-    from capplan.core.planning.cpu import pick_cpu_variants
+    from capplan.adapters.detect.cpu import detect_cpu
+    from capplan.core.families.cpu.planning import pick_cpu_variants
 
     found, why = detect_cpu()
     if found is None:
@@ -230,7 +230,7 @@ def _amd_entries(
     ISA-compatible or generic code), or this GPU's own reason why none runs (a CUDA-only
     package, a build for another system, the plan's reason, or what to add to the fleet).
     Notes about skipped KFD nodes go in the report's top-level ``notes``."""
-    from capplan.core.planning.select import amd_plans_by_system, pick_amd_on_machine
+    from capplan.core.families.rocm.select import amd_plans_by_system, pick_amd_on_machine
 
     plan = planned.plan
     builds = kb.amd.builds if kb.amd is not None else {}

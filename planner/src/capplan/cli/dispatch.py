@@ -65,7 +65,7 @@ def explain(
     Exit status: 0 when every package has a variant to start, else the selector's code
     (7 no variant runs on the GPU, 10 no GPU found, 4 a bad CAPPLAN_CAPABILITY).
     """
-    from capplan.adapters.system_detect import SYSTEM_ENV, host_system
+    from capplan.adapters.detect.system import SYSTEM_ENV, host_system
 
     # CAPPLAN_SYSTEM names this machine here (as in `capplan detect`), not the planned systems.
     environ = {k: v for k, v in os.environ.items() if k != SYSTEM_ENV}

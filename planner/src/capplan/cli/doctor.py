@@ -26,8 +26,8 @@ from capplan.core.binaries.doctor import (
     Package,
     diagnose,
 )
-from capplan.core.model.compat import is_jetson
-from capplan.core.model.drivers import version_key
+from capplan.core.families.cuda.compat import is_jetson
+from capplan.core.families.cuda.drivers import version_key
 from capplan.errors import ExitCode, InvalidInputError, NoGpuError, shorten
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def _cpu_facts(text: str | None) -> tuple[CpuFacts | None, str | None]:
     """The CPU to judge recorded x86-64 levels against: ``--cpu``, else this machine's
     (/proc/cpuinfo under CAPPLAN_ROOT); (None, why) when neither is known."""
     from capplan.adapters.cpu_archspec import ArchspecCpuModel
-    from capplan.adapters.cpu_detect import detect_cpu
+    from capplan.adapters.detect.cpu import detect_cpu
 
     model = ArchspecCpuModel(policies={})
     if text is not None:
@@ -207,7 +207,7 @@ def _nvidia(name: str | None, cap: Any, kb: KnowledgeBase) -> Gpu:
 
 
 def _detected_driver() -> str | None:
-    from capplan.adapters.gpu_detect import detect_gpus
+    from capplan.adapters.detect.nvidia import detect_gpus
 
     try:
         found = detect_gpus()
@@ -217,8 +217,8 @@ def _detected_driver() -> str | None:
 
 
 def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
-    from capplan.adapters.amd_detect import detect_amd_gpus
-    from capplan.adapters.gpu_detect import detect_gpus
+    from capplan.adapters.detect.amd import detect_amd_gpus
+    from capplan.adapters.detect.nvidia import detect_gpus
     from capplan.core.model.gpus import unique_model
 
     amd_found, _ = detect_amd_gpus()
@@ -345,7 +345,7 @@ def _plan_fixes(
     amd_wanted = by_vendor.get("amd", [])
     from capplan.adapters.nix import current_system
     from capplan.cli.planning import plan_with_settings
-    from capplan.core.planning.select import driver_support, pick_variant
+    from capplan.core.families.cuda.select import driver_support, pick_variant
 
     planned_config = plan_with_settings(None)
     plan = planned_config.plan
@@ -388,7 +388,7 @@ def _amd_fixes(
 ) -> dict[tuple[str, int], str]:
     """For AMD GPUs: the plan's ROCm variant for the GPU's processor, as ``detect`` picks it,
     or this GPU's reason why the plan has none."""
-    from capplan.core.planning.select import amd_plans_by_system, pick_amd_on_machine
+    from capplan.core.families.rocm.select import amd_plans_by_system, pick_amd_on_machine
 
     plan = planned.plan
     plans = amd_plans_by_system(plan, system)
@@ -427,8 +427,8 @@ def _fleet_fixes(
 ) -> dict[tuple[str, int], str]:
     """For GPUs the plan has no variant for: plan again with them in the fleet (by capability)
     and name the variant that adds, or say why the plan still has none."""
+    from capplan.core.families.cuda.select import pick_variant
     from capplan.core.planning.planner import make_plan
-    from capplan.core.planning.select import pick_variant
     from capplan.errors import CapplanError
 
     config = planned.config

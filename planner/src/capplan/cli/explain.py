@@ -8,11 +8,7 @@ import click
 
 from capplan.cli.output import emit_json, out_console
 from capplan.cli.planning import current_kb
-from capplan.core.model.amd import amd_how_runs, parse_amd_targets
-from capplan.core.model.capability import parse_targets
-from capplan.core.model.compat import device_verdict
-from capplan.core.model.gpus import resolve_known_device
-from capplan.core.model.vendors import amd_entry, looks_like_gfx
+from capplan.core.families.registry import gpu_families
 from capplan.errors import InvalidInputError, shorten
 
 __all__ = ["explain"]
@@ -33,52 +29,26 @@ def explain(targets: str, device: str, as_json: bool) -> None:
     TARGETS are capabilities such as 8.0,8.6,9.0+PTX (compute_90 is the same as 9.0+PTX), or
     AMD gfx targets such as gfx942,gfx1100 (an AMD GPU then as --device).
     """
-    kb = current_kb()
+    families = gpu_families(current_kb())
+    *others, fallback = families  # the fallback family (CUDA) takes what no other claims
     items = [i for i in targets.replace(";", ",").split(",") if i.strip()]
-    gfx = [i for i in items if looks_like_gfx(i)]
-    amd = amd_entry(kb, device)
-    if gfx or amd is not None:
-        if len(gfx) != len(items) or amd is None or not gfx:
+    claimed = {f.name: [i for i in items if f.claims(i)] for f in others}
+    owns = {f.name: f.owns_device(device) for f in others}
+    asked = [f for f in others if claimed[f.name] or owns[f.name]]
+    if asked:
+        family = asked[0]
+        mine = claimed[family.name]
+        if len(asked) > 1 or len(mine) != len(items) or not owns[family.name] or not mine:
             raise InvalidInputError(
                 f"explain {shorten(targets)} --device {shorten(device)}: CUDA and AMD do not mix "
                 "(AMD code runs only on AMD GPUs, CUDA code only on NVIDIA ones)",
                 hint="give gfx targets with an AMD GPU (gfx942 --device mi300x) or capabilities "
                 "with an NVIDIA one (8.6 --device 'RTX 3090')",
             )
-        processor, name = amd
-        amd_targets = parse_amd_targets(gfx)
-        answer = amd_how_runs(processor, amd_targets)
-        result = {
-            "device": name or str(processor),
-            "vendor": "amd",
-            "target": str(processor),
-            "capability": None,
-            "targets": [str(t) for t in amd_targets],
-            "level": answer.level.value,
-            "via": str(answer.via) if answer.via else None,
-            "reason": answer.reason,
-        }
-        _emit(result, str(processor), as_json)
-        return
-    parsed = kb.check_targets(parse_targets(targets))
-    cap, model = resolve_known_device(device, kb)
-    verdict = device_verdict(
-        cap,
-        [t.capability for t in parsed],
-        [t.capability for t in parsed if t.ptx],
-        kb,
-    )
-    result = {
-        "device": model.name if model else str(cap),
-        "vendor": "nvidia",
-        "target": None,
-        "capability": str(cap),
-        "targets": [str(t) for t in parsed],
-        "level": verdict.level.value,
-        "via": str(verdict.via) if verdict.via else None,
-        "reason": verdict.reason,
-    }
-    _emit(result, str(cap), as_json)
+    else:
+        family = fallback
+    answer = family.explain(targets, device)
+    _emit(answer.fields, answer.device, as_json)
 
 
 def _emit(result: Mapping[str, object], what: str, as_json: bool) -> None:

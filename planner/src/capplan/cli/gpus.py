@@ -60,7 +60,7 @@ def gpus(query: str | None, pci_id: str | None, as_json: bool) -> None:
 
 def _print_amd(query: str, as_json: bool) -> list[str] | None:
     """Print the AMD models matching ``query`` (None); when none does, close AMD names."""
-    from capplan.adapters.amd_kb import load_amd_kb
+    from capplan.adapters.kb import load_amd_kb
 
     amd = load_amd_kb(kb_directory())
     try:

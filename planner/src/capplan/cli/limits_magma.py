@@ -111,7 +111,7 @@ def updated_amd_packages_text(
 
 
 def _validate(doc: dict[str, Any]) -> None:
-    from capplan.core.model.amd_kb import AmdPackagesFile
+    from capplan.core.families.rocm.kb import AmdPackagesFile
 
     validate_kb(AmdPackagesFile, doc, _KB_NAME)
 

@@ -26,12 +26,12 @@ def check_against(
     the config's policy.cuda."""
     from capplan.adapters.kb import load_kb_file
     from capplan.adapters.nixpkgs import evaluate_nixpkgs
-    from capplan.core.model.cpu_kb import CpuPackagesFile
+    from capplan.core.families.cpu.kb import CpuPackagesFile
     from capplan.core.planning.nixpkgs_check import compare, nixpkgs_request
 
     kb = current_kb()
     cpu = load_kb_file("cpu_packages.json", CpuPackagesFile, kb_directory())
-    from capplan.core.planning.inputs import resolve_cuda_policy
+    from capplan.core.families.cuda.inputs import resolve_cuda_policy
 
     request = nixpkgs_request(kb, plan_data, cpu, resolve_cuda_policy(kb, cuda))
     answer = evaluate_nixpkgs(reference, request, offline=offline)

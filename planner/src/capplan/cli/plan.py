@@ -16,7 +16,7 @@ from capplan.cli.planning import (
     load_plan,
     policy_options,
 )
-from capplan.core.planning.cpu import is_cpu_side
+from capplan.core.families.cpu.planning import is_cpu_side
 from capplan.core.planning.dispatch import DispatchCost, dispatch_cost, dispatch_packages
 from capplan.core.planning.matrix import plan_dict
 from capplan.core.planning.plan import Plan, Variant
@@ -168,8 +168,8 @@ def _print_decisions(console: Any, result: Plan, verbose: bool) -> None:
         note = f"({hidden} builds kept as planned, one per package and GPU: --verbose lists them)"
         print_wrapped(console, note, indent="  ")
     if held:
-        # core/planning/rocm.py rule 6: what each AMD library really holds, and in plain words
-        # where a variant's copy of a library lacks its GPU's code.
+        # core/families/rocm/planning.py rule 6: what each AMD library really holds, and in plain
+        # words where a variant's copy of a library lacks its GPU's code.
         console.print("[bold]What the AMD libraries hold[/bold]")
         for d in held:
             if d.action == "gap":

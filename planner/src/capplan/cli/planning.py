@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     # Imported where used: `capplan gpus`, `caps` and `explain` read the KB through this module
     # and must not pay for the config models, the planner or networkx (issue 20, item 4;
     # tests/unit/test_imports.py checks it).
-    from capplan.core.model.amd import AmdTarget
-    from capplan.core.model.capability import Capability, Target
+    from capplan.core.families.cpu.planning import CpuModel
+    from capplan.core.families.cuda.capability import Capability, Target
+    from capplan.core.families.rocm.target import AmdTarget
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
-    from capplan.core.planning.cpu import CpuModel
     from capplan.core.planning.plan import Plan
 
 __all__ = [

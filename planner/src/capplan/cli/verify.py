@@ -3,7 +3,7 @@
 ``--expect gfx942,gfx90a`` or an AMD variant (``--variant torch-gfx942``: its gfx targets; a
 shared ROCm build: nixpkgs' default list) checks AMD code objects instead (clang offload
 bundles and bare AMDGPU ELF objects, as ``capplan inspect`` reads them); ``--device mi300x``
-then answers with :func:`capplan.core.model.amd.amd_how_runs`.
+then answers with :func:`capplan.core.families.rocm.target.amd_how_runs`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import click
 
 from capplan.cli.output import emit_json, out_console
-from capplan.core.model.amd import AmdTarget, parse_amd_targets
-from capplan.core.model.capability import Capability, Target, parse_targets
+from capplan.core.families.cuda.capability import Capability, Target, parse_targets
+from capplan.core.families.rocm.target import AmdTarget, parse_amd_targets
 from capplan.errors import CapplanError, InvalidInputError, VerifyError, shorten
 
 __all__ = ["verify"]
@@ -93,7 +93,7 @@ def _amd_lookup(text: str) -> AmdTarget:
                 hint="give the GPU's processor (e.g. gfx1100) or its model name",
             )
         return target
-    from capplan.adapters.amd_kb import load_amd_kb
+    from capplan.adapters.kb import load_amd_kb
     from capplan.cli.planning import kb_directory
 
     models = load_amd_kb(kb_directory()).lookup_gpu(text)
@@ -123,7 +123,7 @@ def _device(text: str) -> tuple[Capability, bool]:
 
 def _nvidia_lookup(text: str) -> tuple[Capability, bool]:
     from capplan.cli.planning import current_kb
-    from capplan.core.model.compat import is_jetson
+    from capplan.core.families.cuda.compat import is_jetson
     from capplan.core.model.gpus import resolve_known_device
 
     kb = current_kb()
@@ -179,7 +179,7 @@ def verify(
     nothing in RESULT runs.
     """
     from capplan.adapters.fatbin import inspect_paths
-    from capplan.core.binaries.verify import verify as compare
+    from capplan.core.families.cuda.verify import verify as compare
 
     amd = _amd_expect(expect) if variant is None else None
     targets: tuple[Target, ...] = ()
@@ -265,7 +265,7 @@ def _verify_amd(
 ) -> None:
     """``verify --expect gfx...``: the AMD code objects in RESULT against ``expected``."""
     from capplan.adapters.fatbin import inspect_paths
-    from capplan.core.binaries.amd_verify import verify_amd
+    from capplan.core.families.rocm.verify import verify_amd
 
     reports = inspect_paths([result])
     found = {t for r in reports for t in r.amd}

@@ -3,8 +3,8 @@
 The facts come from adapters (what a library holds and links, which GPUs and driver are there);
 this module only judges them, with the rules of ../shared/CUDA.md:
 
-- device code: :func:`capplan.core.model.compat.how_runs` (exact SASS > compatible SASS > family
-  > PTX JIT > cannot run, the Jetson rule) and, for AMD code objects, ``amd_how_runs``;
+- device code: :func:`capplan.core.families.cuda.compat.how_runs` (exact SASS > compatible SASS
+  > family > PTX JIT > cannot run, the Jetson rule) and, for AMD code objects, ``amd_how_runs``;
 - the CUDA runtime a library links (``libcudart.so.13`` in its ``DT_NEEDED``, or the
   ``nvidia-*-cu13`` distribution it comes from) needs the major's minimum driver (11.x >=
   450.80.02, 12.x >= 525.60.13, 13.x >= 580: minor-version compatibility);
@@ -21,11 +21,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from capplan.core.model.amd import AmdRunLevel, AmdTarget, amd_how_runs
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, how_runs
-from capplan.core.model.cuda import CudaVersion
-from capplan.core.model.drivers import version_key
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import how_runs
+from capplan.core.families.cuda.drivers import version_key
+from capplan.core.families.cuda.version import CudaVersion
+from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_runs
 
 __all__ = [
     "PTX_ISA_CUDA",

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from enum import Enum
 from typing import Any, NamedTuple
 
-from capplan.core.model.capability import Capability, Suffix
+from capplan.core.families.cuda.capability import Capability, Suffix
 
 __all__ = [
     "CONTAINER_HEADER_SIZE",

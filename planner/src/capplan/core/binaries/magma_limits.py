@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.model.amd import PROCESSORS, AmdTarget
+from capplan.core.families.rocm.target import PROCESSORS, AmdTarget
 from capplan.errors import DataError, shorten
 
 __all__ = ["MagmaLimits", "parse_magma_limits"]

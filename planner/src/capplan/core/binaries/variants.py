@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from capplan.core.binaries.doctor import Gpu
-from capplan.core.model.amd import AmdRunLevel, AmdTarget, amd_how_runs
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, how_runs
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import how_runs
+from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_runs
 from capplan.errors import CapplanError
 
 __all__ = ["InstalledVariant", "VariantVerdict", "judge_variant", "parse_variant_json"]

@@ -6,10 +6,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.model.amd import AmdTarget
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, how_runs
-from capplan.core.planning.cpu import is_cpu_side
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cpu.planning import is_cpu_side
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import how_runs
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import InvalidInputError
 

@@ -23,8 +23,8 @@ from capplan.core.export.common import (
     mixed_machine_misses,
     yaml_string,
 )
-from capplan.core.model.capability import Capability
-from capplan.core.model.cuda import CudaVersion
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.planning.plan import Plan, Variant
 
 __all__ = ["conda_config"]

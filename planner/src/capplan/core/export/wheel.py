@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from capplan.core.export.common import Export, ExportFile, export_variants, mixed_machine_misses
-from capplan.core.model.compat import RunLevel
+from capplan.core.families.base import RunLevel
 from capplan.core.planning.plan import Plan, Variant
 
 __all__ = ["SCHEMA_URL", "normalize_name", "wheel_variants"]

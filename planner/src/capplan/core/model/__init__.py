@@ -1,5 +1,5 @@
-"""The capability model: CUDA capabilities and AMD gfx targets, compatibility, CUDA releases, GPU
-models, drivers, systems and the knowledge base types.
+"""The shared model: GPU models, systems, vendors and the knowledge base types (each family's own
+model lives in :mod:`capplan.core.families`).
 
 Pure: no I/O, no clock, no environment.
 """

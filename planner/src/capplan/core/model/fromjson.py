@@ -18,9 +18,9 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
-from capplan.core.model.amd import AmdTarget
-from capplan.core.model.capability import Capability
-from capplan.core.model.cuda import CudaVersion
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.version import CudaVersion
+from capplan.core.families.rocm.target import AmdTarget
 
 __all__ = ["from_json"]
 

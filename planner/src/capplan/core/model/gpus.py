@@ -13,7 +13,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.model.kb import ChipInfo, GpuModel, KnowledgeBase, PciDevice
 from capplan.errors import InvalidInputError, shorten
 

@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Literal
 
-from capplan.core.model.capability import ACCEPTED_SPELLINGS, Capability, Target
-from capplan.core.model.cuda import CudaVersion
+from capplan.core.families.cuda.capability import ACCEPTED_SPELLINGS, Capability, Target
+from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.records import Record, check_costs, record
 from capplan.errors import DataError, InvalidInputError, shorten
 
 if TYPE_CHECKING:  # only an annotation here: commands without AMD data never import it
-    from capplan.core.model.amd_kb import AmdKnowledgeBase
+    from capplan.core.families.rocm.kb import AmdKnowledgeBase
 
 __all__ = [
     "CapField",

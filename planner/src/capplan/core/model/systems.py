@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from capplan.core.model.capability import Capability
-from capplan.core.model.cuda import CudaVersion
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.version import CudaVersion
 
 __all__ = [
     "AARCH64",

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import difflib
 
-from capplan.core.model.amd import AmdTarget
-from capplan.core.model.amd_kb import normalise_amd_name
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.rocm.kb import normalise_amd_name
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.model.gpus import check_device_text, find_gpus, suggestions
 from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import InvalidInputError, shorten

@@ -1,5 +1,6 @@
-"""Planning: the config, the planner and its rules, set cover, the dependency graph, schedules,
-the matrix, dispatch and CI workflows.
+"""Planning's orchestration: the config, the planner loop over the families, the dependency
+graph, schedules, the matrix, dispatch and CI workflows (each family's engine lives in
+:mod:`capplan.core.families`).
 
 Pure: no I/O, no clock, no environment.
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import (
@@ -24,8 +24,8 @@ from pydantic import (
 )
 
 from capplan.core.model.suggest import closest
-from capplan.core.model.systems import SYSTEMS, X86_64
-from capplan.errors import ConfigError, shorten
+from capplan.core.model.systems import AARCH64, SYSTEMS, X86_64
+from capplan.errors import ConfigError, InvalidInputError, shorten
 
 __all__ = [
     "ATTR_NAME",
@@ -39,6 +39,7 @@ __all__ = [
     "check_attr_path",
     "check_system",
     "config_from_mapping",
+    "gpu_system",
 ]
 
 # GitHub Actions runner labels ([policy.runners_os]); capplan.core.planning.workflow checks
@@ -436,3 +437,32 @@ def _model_at(path: list[str]) -> type[BaseModel] | None:
             continue
         return None
     return model
+
+
+def gpu_system(
+    label: str, jetson: bool, model_systems: Sequence[str] | None, config: Config
+) -> str:
+    """Where a fleet GPU lives: ``fleet.systems`` when set, else the KB model's default (a bare
+    capability: aarch64-linux for a Jetson capability, x86_64-linux otherwise)."""
+    bare = (AARCH64,) if jetson else (X86_64,)
+    possible = tuple(model_systems) if model_systems else bare
+    wanted = config.fleet.systems.get(label)
+    if wanted is None:
+        return possible[0]
+    planned = config.policy.planned_systems
+    if wanted not in planned:
+        raise InvalidInputError(
+            f"fleet.systems puts '{label}' on {wanted}, which is not in policy.systems "
+            f"({', '.join(planned)})",
+            hint=f"add {wanted} to policy.systems or drop the fleet.systems entry",
+        )
+    # A discrete card can sit in a server of either system; a Jetson module or a Grace
+    # superchip brings its own Arm CPU.
+    if (jetson or possible == (AARCH64,)) and wanted not in possible:
+        kind = "a Jetson module" if jetson else "an Arm (Grace) superchip"
+        raise InvalidInputError(
+            f"fleet.systems puts '{label}' on {wanted}, but it is {kind} that runs "
+            f"{' or '.join(possible)} only",
+            hint=f"remove '{label}' from fleet.systems or set it to {possible[0]}",
+        )
+    return wanted

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.suggest import closest
 from capplan.core.planning.plan import Plan, Variant

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.planning.cpu import gccarch_feature
-from capplan.core.planning.families import nix_keys
+from capplan.core.families.cpu.planning import gccarch_feature
+from capplan.core.families.registry import nix_keys
 from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.graph import JobGraph, build_job_graph
 from capplan.core.planning.plan import Plan, Variant

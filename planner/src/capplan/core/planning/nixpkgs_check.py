@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.model.amd import AmdTarget
-from capplan.core.model.capability import Capability
-from capplan.core.model.cpu_kb import CpuPackagesFile
-from capplan.core.model.cuda import CudaVersion
-from capplan.core.model.families import cuda_limits_reason
+from capplan.core.families.cpu.kb import CpuPackagesFile
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.family import cuda_limits_reason
+from capplan.core.families.cuda.inputs import NIXPKGS_DEFAULT_CUDA
+from capplan.core.families.cuda.version import CudaVersion
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.model.kb import KnowledgeBase
-from capplan.core.planning.inputs import NIXPKGS_DEFAULT_CUDA
 
 __all__ = ["Drift", "compare", "nixpkgs_request"]
 

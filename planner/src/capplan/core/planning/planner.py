@@ -10,11 +10,12 @@ Rules (issue "Planner", restated):
    capability below it plus PTX (JIT caveat); else it is unserved, with the reason.
 3. The CUDA version of a variant is the preferred one when it works, else the first allowed one.
 4. ``share = "compatible"`` builds the fewest variants that still give every GPU native or
-   same-major SASS (an exact set cover, :mod:`capplan.core.planning.cover`).
+   same-major SASS (an exact set cover, :mod:`capplan.core.families.cuda.cover`).
 
-The rules live in their own modules: :mod:`~capplan.core.planning.inputs` (CUDA choice and the
-fleet), :mod:`~capplan.core.planning.rules` (buildability), :mod:`~capplan.core.planning.serve`
-(serving a GPU) and :mod:`~capplan.core.planning.jobs` (jobs); this module puts them together.
+The rules live in their own modules: :mod:`~capplan.core.families.cuda.inputs` (CUDA choice and
+the fleet), :mod:`~capplan.core.families.cuda.rules` (buildability),
+:mod:`~capplan.core.families.cuda.serve` (serving a GPU) and
+:mod:`~capplan.core.families.cuda.jobs` (jobs); this module runs every family's planning.
 """
 
 from __future__ import annotations
@@ -22,18 +23,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from capplan.core.model.kb import KnowledgeBase
-from capplan.core.planning.config import Config
-from capplan.core.planning.cpu import CpuModel
-from capplan.core.planning.families import planning_families
-from capplan.core.planning.family import CostPart, FamilyPlanning, FamilyResult
-from capplan.core.planning.gcpause import gc_paused
-from capplan.core.planning.inputs import (
+from capplan.core.families.base import CostPart, FamilyPlanning, FamilyResult
+from capplan.core.families.cpu.planning import CpuModel
+from capplan.core.families.cuda.inputs import (
     NIXPKGS_DEFAULT_CUDA,
     nixpkgs_cuda_version,
     resolve_cuda_policy,
     resolve_fleet,
 )
+from capplan.core.families.registry import planning_families
+from capplan.core.model.kb import KnowledgeBase
+from capplan.core.planning.config import Config
+from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.plan import Baselines, Decision, Plan, Variant
 from capplan.errors import CapplanError, InvalidInputError, NothingToDo
 
@@ -51,7 +52,7 @@ __all__ = [
 def make_plan(kb: KnowledgeBase, config: Config, *, cpu: CpuModel | None = None) -> Plan:
     """Plan every requested package for the fleet. Raises CapplanError subclasses on bad input.
 
-    One loop over the target families (:mod:`capplan.core.planning.family` lists the phases);
+    One loop over the target families (:mod:`capplan.core.families.base` lists the phases);
     ``cpu``: the CPU target model and knowledge base (the CPU family plans nothing without)."""
     families = planning_families(kb, config, cpu)
     for family in families:

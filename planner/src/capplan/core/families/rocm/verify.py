@@ -1,5 +1,5 @@
 """Check that a build holds exactly the AMD code objects expected (``capplan verify --expect
-gfx942,gfx90a``), the AMD counterpart of :mod:`capplan.core.binaries.verify`.
+gfx942,gfx90a``), the AMD counterpart of :mod:`capplan.core.families.cuda.verify`.
 
 Targets are compared as sets. An expected target without features (``gfx90a``) is met by a code
 object for that processor in any xnack/sramecc mode (clang writes ``gfx90a:xnack-`` when asked
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.model.amd import AmdRunLevel, AmdTarget, AmdVerdict, amd_how_runs
+from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, AmdVerdict, amd_how_runs
 
 __all__ = ["AmdVerifyResult", "covers", "verify_amd"]
 

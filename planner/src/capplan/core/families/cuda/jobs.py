@@ -6,19 +6,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, how_runs
-from capplan.core.model.cuda import CudaVersion
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import how_runs
+from capplan.core.families.cuda.inputs import (
+    NIXPKGS_DEFAULT_CUDA,
+)
+from capplan.core.families.cuda.rules import Rules
+from capplan.core.families.cuda.serve import (
+    ACTIONS,
+    Choice,
+    candidates,
+    serve_gpu,
+    share_compatible,
+)
+from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.gpus import resolve_device
 from capplan.core.model.kb import KnowledgeBase, PackageInfo
 from capplan.core.model.systems import AARCH64, uses_jetson_redist
-from capplan.core.planning.inputs import (
-    NIXPKGS_DEFAULT_CUDA,
-    gpu_system,
-)
+from capplan.core.planning.config import gpu_system
 from capplan.core.planning.plan import Decision, FleetGpu, Serve, Variant
-from capplan.core.planning.rules import Rules
-from capplan.core.planning.serve import ACTIONS, Choice, candidates, serve_gpu, share_compatible
 from capplan.errors import InfeasibleError
 
 __all__ = ["Builder", "plan_package"]

@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from capplan.core.model.capability import Capability
-from capplan.core.model.cuda import CudaVersion
-from capplan.core.model.families import cuda_limits_reason
-from capplan.core.model.kb import KnowledgeBase, Limits
-from capplan.core.planning.config import Config
-from capplan.core.planning.inputs import (
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.family import cuda_limits_reason
+from capplan.core.families.cuda.inputs import (
     nixpkgs_cuda_version,
 )
+from capplan.core.families.cuda.version import CudaVersion
+from capplan.core.model.kb import KnowledgeBase, Limits
+from capplan.core.planning.config import Config
 
 __all__ = ["Rules"]
 

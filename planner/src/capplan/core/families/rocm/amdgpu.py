@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from capplan.core.binaries.fatbin import Buffer, Finder
-from capplan.core.model.amd import AmdTarget
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.errors import CapplanError
 
 __all__ = [

@@ -28,39 +28,38 @@ import contextlib
 import importlib
 import os
 import re
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from capplan.adapters.detect.tools import (
+    SYSFS_ENV,
+    find_tool,
+    run_tool,
+)
 from capplan.adapters.files import MAX_PROC_BYTES, read_bounded
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.model.gpus import REPORT_HINT, lookup_pci
 from capplan.core.model.kb import KnowledgeBase
-from capplan.errors import CapplanError, ConfigError, InvalidInputError, NoGpuError
-from capplan.runtime.selector import Finished, read_pci_gpus, run_bounded
+from capplan.errors import CapplanError, InvalidInputError, NoGpuError
+from capplan.runtime.selector import read_pci_gpus
 
 __all__ = [
     "NVIDIA_SMI_ENV",
     "NVML_ENV",
     "PROC_ROOT",
-    "SYSFS_ENV",
-    "TOOL_OUTPUT_LIMIT",
     "DetectedGpu",
     "SysfsGpu",
     "detect_gpus",
-    "find_tool",
     "parse_nvidia_smi_csv",
     "read_nvml",
     "read_proc_driver",
     "read_sysfs",
     "run_nvidia_smi",
-    "run_tool",
 ]
 
 NVIDIA_SMI_ENV = "CAPPLAN_NVIDIA_SMI"
-SYSFS_ENV = "CAPPLAN_SYSFS_ROOT"
 NVML_ENV = "CAPPLAN_NVML"  # "0": skip NVML
 PROC_ROOT = Path("/proc/driver/nvidia")
 
@@ -293,34 +292,6 @@ def _from_sysfs(found: list[SysfsGpu], kb: KnowledgeBase) -> list[DetectedGpu]:
             DetectedGpu(answer.name, answer.capability, None, source="sysfs", pci_id=item.pci_id)
         )
     return gpus
-
-
-# What a detection tool may print: nvidia-smi's CSV is a line per GPU, rocminfo a few KiB per
-# agent. A tool that prints more (a broken or fake one writing without end) is unusable.
-TOOL_OUTPUT_LIMIT = 4 * 1024 * 1024
-
-
-def run_tool(argv: list[str], *, timeout: float, limit: int = TOOL_OUTPUT_LIMIT) -> Finished | str:
-    """Run a detection tool (nvidia-smi, rocminfo) through the one bounded runner
-    (:func:`capplan.runtime.selector.run_bounded`): the finished process, or why it is unusable
-    (one line: not found, not executable, no answer within ``timeout``, more than ``limit``
-    bytes of output)."""
-    return run_bounded(argv, timeout=timeout, limit=limit)
-
-
-def find_tool(env: Mapping[str, str], variable: str, name: str) -> str | None:
-    """The executable ``variable`` names (a ConfigError when it names none), else ``name`` on
-    PATH, else None. Used for nvidia-smi here and for rocminfo (adapters/amd_detect.py)."""
-    configured = env.get(variable, "").strip()
-    if configured:
-        found = shutil.which(configured, path=env.get("PATH"))
-        if found is None:
-            raise ConfigError(
-                f"{variable}={configured!r} is not an executable",
-                hint=f"point {variable} at {name} or unset it",
-            )
-        return found
-    return shutil.which(name, path=env.get("PATH"))
 
 
 def detect_gpus(

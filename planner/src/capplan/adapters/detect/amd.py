@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from capplan.adapters.detect.tools import SYSFS_ENV, find_tool, run_tool
 from capplan.adapters.files import open_regular
-from capplan.adapters.gpu_detect import SYSFS_ENV, find_tool, run_tool
-from capplan.core.model.amd import AmdTarget
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.errors import CapplanError
 
 __all__ = [

@@ -1,5 +1,5 @@
 """Which planned AMD variant fits a given AMD GPU (``capplan detect``): the ROCm family's half
-of :mod:`capplan.core.planning.select`. Pure.
+of :mod:`capplan.core.families.cuda.select`. Pure.
 
 Exact processor before compatible code (nixpkgs' ISA-compatibility patches, generic targets), a
 single-target build before a shared one; when none runs, this GPU's own reason.
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from capplan.core.model.amd import AmdRunLevel, AmdTarget, AmdVerdict, amd_how_runs
-from capplan.core.model.compat import RunLevel
+from capplan.core.families.base import RunLevel
+from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, AmdVerdict, amd_how_runs
 from capplan.core.planning.plan import Plan, Variant
 
 __all__ = ["AmdPick", "amd_plans_by_system", "pick_amd_on_machine", "pick_amd_variant"]

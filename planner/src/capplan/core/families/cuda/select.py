@@ -2,9 +2,9 @@
 
 Three facts decide, each from the knowledge base, never from another GPU's answer:
 
-- the device code: how the variant's SASS/PTX runs on the device (:mod:`capplan.core.model.compat`,
-  the Jetson rule included); a capability-independent build runs on every GPU its CUDA version
-  supports, on the plan's platform;
+- the device code: how the variant's SASS/PTX runs on the device
+  (:mod:`capplan.core.families.cuda.compat`, the Jetson rule included); a capability-independent
+  build runs on every GPU its CUDA version supports, on the plan's platform;
 - the platform: a Jetson runs aarch64-linux builds only;
 - the driver: a CUDA X.Y build runs when the driver is at least X.Y's toolkit driver, or at
   least the minimum driver of minor-version compatibility for major X (kb/cuda.json).
@@ -17,29 +17,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, Verdict, how_runs, is_jetson
-from capplan.core.model.cuda import CudaVersion
-from capplan.core.model.drivers import version_key
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import Verdict, how_runs, is_jetson
+from capplan.core.families.cuda.drivers import version_key
+from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.planning.plan import Plan, Variant
 
-# The AMD family's picks live with it (core/planning/rocm_select.py); named here as before.
-from capplan.core.planning.rocm_select import (
-    AmdPick,
-    amd_plans_by_system,
-    pick_amd_on_machine,
-    pick_amd_variant,
-)
-
 __all__ = [
-    "AmdPick",
     "DriverSupport",
     "Pick",
-    "amd_plans_by_system",
     "driver_support",
-    "pick_amd_on_machine",
-    "pick_amd_variant",
     "pick_variant",
 ]
 

@@ -19,9 +19,9 @@ import platform
 from collections.abc import Mapping
 from pathlib import Path
 
+from capplan.adapters.detect.nvidia import DetectedGpu
 from capplan.adapters.files import MAX_PROC_BYTES, read_bounded
-from capplan.adapters.gpu_detect import DetectedGpu
-from capplan.core.model.capability import Capability
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.model.systems import SYSTEMS
 from capplan.errors import ConfigError
 

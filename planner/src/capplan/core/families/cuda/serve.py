@@ -8,12 +8,13 @@ from collections.abc import Callable
 from functools import cache
 from typing import NamedTuple
 
-from capplan.core.model.capability import Capability
-from capplan.core.model.compat import RunLevel, sass_runs_on
-from capplan.core.model.cuda import CudaVersion
-from capplan.core.planning.cover import min_cover
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import sass_runs_on
+from capplan.core.families.cuda.cover import min_cover
+from capplan.core.families.cuda.rules import Rules
+from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.planning.plan import FleetGpu
-from capplan.core.planning.rules import Rules
 
 __all__ = ["ACTIONS", "Choice", "candidates", "serve_gpu", "share_compatible"]
 

@@ -6,20 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from capplan.core.model.cuda import CudaVersion
+from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.gpus import resolve_device
 from capplan.core.model.kb import KnowledgeBase
-from capplan.core.model.systems import AARCH64, X86_64
 from capplan.core.model.vendors import amd_entry
-from capplan.core.planning.config import Config
-from capplan.core.planning.plan import AmdFleetGpu, FleetGpu
+from capplan.core.planning.config import Config, gpu_system
+from capplan.core.planning.plan import FleetGpu
 from capplan.errors import InvalidInputError, shorten
 
 __all__ = [
     "NIXPKGS_DEFAULT_CUDA",
-    "gpu_system",
     "nixpkgs_cuda_version",
-    "resolve_amd_fleet",
     "resolve_cuda_policy",
     "resolve_fleet",
 ]
@@ -59,34 +56,11 @@ def nixpkgs_cuda_version(kb: KnowledgeBase, text: str, where: str) -> CudaVersio
     return version
 
 
-def resolve_amd_fleet(kb: KnowledgeBase, config: Config) -> tuple[AmdFleetGpu, ...]:
-    """The AMD entries of ``fleet.gpus``: on x86_64-linux (where nixpkgs builds ROCm) unless
-    ``fleet.systems`` says otherwise."""
-    fleet: list[AmdFleetGpu] = []
-    for label in config.fleet.gpus:
-        found = amd_entry(kb, label)
-        if found is None:
-            continue
-        target, model = found
-        # A card in a server of either system; ROCm jobs default to x86_64-linux.
-        system = gpu_system(label, False, (X86_64,), config)
-        fleet.append(
-            AmdFleetGpu(
-                label=label,
-                target=target,
-                model=model,
-                count=config.fleet.count.get(label, 1),
-                system=system,
-            )
-        )
-    return tuple(fleet)
-
-
 def resolve_fleet(
     kb: KnowledgeBase, config: Config, amd: Collection[str] | None = None
 ) -> tuple[FleetGpu, ...]:
-    """The NVIDIA entries of ``fleet.gpus`` (AMD ones: :func:`resolve_amd_fleet`; ``amd``: the
-    labels it resolved, so no entry is classified twice)."""
+    """The NVIDIA entries of ``fleet.gpus`` (AMD ones: the ROCm family's ``resolve_fleet``;
+    ``amd``: the labels it resolved, so no entry is classified twice)."""
     fleet: list[FleetGpu] = []
     for label in config.fleet.gpus:
         if (label in amd) if amd is not None else (amd_entry(kb, label) is not None):
@@ -122,32 +96,3 @@ def resolve_fleet(
             hint="add it to fleet.gpus or remove it from fleet.systems",
         )
     return tuple(fleet)
-
-
-def gpu_system(
-    label: str, jetson: bool, model_systems: Sequence[str] | None, config: Config
-) -> str:
-    """Where a fleet GPU lives: ``fleet.systems`` when set, else the KB model's default (a bare
-    capability: aarch64-linux for a Jetson capability, x86_64-linux otherwise)."""
-    bare = (AARCH64,) if jetson else (X86_64,)
-    possible = tuple(model_systems) if model_systems else bare
-    wanted = config.fleet.systems.get(label)
-    if wanted is None:
-        return possible[0]
-    planned = config.policy.planned_systems
-    if wanted not in planned:
-        raise InvalidInputError(
-            f"fleet.systems puts '{label}' on {wanted}, which is not in policy.systems "
-            f"({', '.join(planned)})",
-            hint=f"add {wanted} to policy.systems or drop the fleet.systems entry",
-        )
-    # A discrete card can sit in a server of either system; a Jetson module or a Grace
-    # superchip brings its own Arm CPU.
-    if (jetson or possible == (AARCH64,)) and wanted not in possible:
-        kind = "a Jetson module" if jetson else "an Arm (Grace) superchip"
-        raise InvalidInputError(
-            f"fleet.systems puts '{label}' on {wanted}, but it is {kind} that runs "
-            f"{' or '.join(possible)} only",
-            hint=f"remove '{label}' from fleet.systems or set it to {possible[0]}",
-        )
-    return wanted

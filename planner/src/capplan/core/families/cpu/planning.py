@@ -1,4 +1,4 @@
-"""The CPU family's planning (:class:`~capplan.core.planning.family.FamilyPlanning`): the fleet's
+"""The CPU family's planning (:class:`~capplan.core.families.base.FamilyPlanning`): the fleet's
 CPU levels (``x86-64-v3``) and microarchitectures (``sapphirerapids``), and which packages pay
 for a build per level.
 
@@ -36,12 +36,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from capplan.core.model.compat import RunLevel
-from capplan.core.model.family import RunsOn
+from capplan.core.families.base import CostPart, FamilyResult, RunLevel, RunsOn
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import AARCH64, X86_64, system_suffix
 from capplan.core.planning.config import Config
-from capplan.core.planning.family import CostPart, FamilyResult
 from capplan.core.planning.plan import (
     CpuCosts,
     CpuFleetEntry,
@@ -145,7 +143,7 @@ class CpuModel(Protocol):
 
 
 class CpuFamily:
-    """CPU targets as a :class:`~capplan.core.model.family.TargetFamily`; its targets are
+    """CPU targets as a :class:`~capplan.core.families.base.TargetFamily`; its targets are
     named in ``fleet.cpus`` only, so it claims no ``extra``/``exclude`` spelling."""
 
     name = "cpu"

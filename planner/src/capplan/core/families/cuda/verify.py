@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.model.capability import Capability, Target
-from capplan.core.model.compat import RunLevel, Verdict, how_runs
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability, Target
+from capplan.core.families.cuda.compat import Verdict, how_runs
 
 __all__ = ["VerifyResult", "expected_code", "verify"]
 

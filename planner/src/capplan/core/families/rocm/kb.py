@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from capplan.core.model.amd import AmdTarget
+from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.model.records import Record, check_costs, record
 from capplan.errors import DataError, InvalidInputError, shorten
 

@@ -36,22 +36,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from capplan.core.model.amd import AmdRunLevel, AmdTarget, amd_how_runs
-from capplan.core.model.amd_kb import (
+from capplan.core.families.base import CostPart, FamilyResult, RunLevel
+from capplan.core.families.rocm.family import RocmFamily
+from capplan.core.families.rocm.kb import (
     AmdKnowledgeBase,
     AmdPackageCheck,
     AmdPackageTargets,
     RocmBuild,
     RocmCost,
 )
-from capplan.core.model.compat import RunLevel
-from capplan.core.model.families import RocmFamily
+from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_runs
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import X86_64, system_suffix
 from capplan.core.model.vendors import amd_entry, looks_like_gfx
-from capplan.core.planning.config import Config
-from capplan.core.planning.family import CostPart, FamilyResult
-from capplan.core.planning.inputs import gpu_system
+from capplan.core.planning.config import Config, gpu_system
 from capplan.core.planning.plan import AmdFleetGpu, Decision, RocmSpec, Serve, Variant
 from capplan.errors import InvalidInputError, shorten
 
@@ -755,7 +753,7 @@ def rocm_baselines(
 
 
 class RocmPlanning:
-    """The ROCm family's planning (:class:`~capplan.core.planning.family.FamilyPlanning`):
+    """The ROCm family's planning (:class:`~capplan.core.families.base.FamilyPlanning`):
     AMD fleet GPUs (claimed by :func:`~capplan.core.model.vendors.amd_entry`) served by gfx
     variants, rules 1-5 above."""
 
@@ -764,7 +762,7 @@ class RocmPlanning:
     def __init__(self, kb: KnowledgeBase, config: Config) -> None:
         self.kb = kb
         self.config = config
-        self.family = RocmFamily(kb.amd)
+        self.family = RocmFamily(kb)
         self.fleet: tuple[AmdFleetGpu, ...] = ()
         self._claimed: dict[str, tuple[AmdTarget, str | None] | None] = {}
 
@@ -853,7 +851,7 @@ class RocmPlanning:
         return found
 
     def _gpu(self, requested: Sequence[str]) -> tuple[str, ...]:
-        """The requested GPU packages: a CPU-side package (core/planning/cpu.py) is no
+        """The requested GPU packages: a CPU-side package (core/families/cpu/planning.py) is no
         ROCm family's business."""
         amd = self.kb.amd
         return tuple(

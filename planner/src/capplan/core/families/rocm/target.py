@@ -2,7 +2,7 @@
 
 Groundwork for a second vendor beside CUDA capabilities (issue 16): parsing, one canonical
 spelling, a documented order, the KFD ``gfx_target_version`` and ELF ``e_flags`` encodings, and
-a ranked compatibility answer. Nothing here touches :mod:`capplan.core.model.capability` or
+a ranked compatibility answer. Nothing here touches :mod:`capplan.core.families.cuda.capability` or
 the planner.
 
 Facts, with their sources:

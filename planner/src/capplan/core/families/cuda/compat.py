@@ -15,36 +15,15 @@ Explaining never raises: every "no" carries a reason.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
-from capplan.core.model.capability import Capability
+from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
 
 if TYPE_CHECKING:
     from capplan.core.model.kb import KnowledgeBase
 
-__all__ = ["RunLevel", "Verdict", "device_verdict", "how_runs", "is_jetson", "sass_runs_on"]
-
-
-class RunLevel(Enum):
-    """How well a build runs on a device, best first."""
-
-    NATIVE = "native"
-    COMPATIBLE = "compatible"
-    PTX_JIT = "ptx-jit"
-    CANNOT_RUN = "cannot-run"
-
-    @property
-    def rank(self) -> int:
-        return _RANK[self]
-
-
-_RANK = {
-    RunLevel.NATIVE: 0,
-    RunLevel.COMPATIBLE: 1,
-    RunLevel.PTX_JIT: 2,
-    RunLevel.CANNOT_RUN: 3,
-}
+__all__ = ["Verdict", "device_verdict", "how_runs", "is_jetson", "sass_runs_on"]
 
 
 class Verdict(NamedTuple):

@@ -1,8 +1,8 @@
-"""The CUDA family's planning (:class:`~capplan.core.planning.family.FamilyPlanning`): NVIDIA
+"""The CUDA family's planning (:class:`~capplan.core.families.base.FamilyPlanning`): NVIDIA
 fleet GPUs served by capability variants (``torch-sm86``), with the rules of
 :mod:`~capplan.core.planning.planner`'s docstring carried out by
-:mod:`~capplan.core.planning.rules`, :mod:`~capplan.core.planning.serve` and
-:mod:`~capplan.core.planning.jobs`.
+:mod:`~capplan.core.families.cuda.rules`, :mod:`~capplan.core.families.cuda.serve` and
+:mod:`~capplan.core.families.cuda.jobs`.
 """
 
 from __future__ import annotations
@@ -10,24 +10,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from capplan.core.model.capability import Capability
-from capplan.core.model.cuda import CudaVersion
-from capplan.core.model.families import CudaFamily
-from capplan.core.model.family import TargetFamily
-from capplan.core.model.kb import KnowledgeBase
-from capplan.core.model.systems import AARCH64, system_suffix
-from capplan.core.planning.config import Config
-from capplan.core.planning.family import CostPart, FamilyResult
-from capplan.core.planning.graph import dependency_closure
-from capplan.core.planning.inputs import (
+from capplan.core.families.base import CostPart, FamilyResult, TargetFamily
+from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.family import CudaFamily
+from capplan.core.families.cuda.inputs import (
     NIXPKGS_DEFAULT_CUDA,
     nixpkgs_cuda_version,
     resolve_cuda_policy,
     resolve_fleet,
 )
-from capplan.core.planning.jobs import Builder, plan_package
+from capplan.core.families.cuda.jobs import Builder, plan_package
+from capplan.core.families.cuda.rules import Rules
+from capplan.core.families.cuda.version import CudaVersion
+from capplan.core.model.kb import KnowledgeBase
+from capplan.core.model.systems import AARCH64, system_suffix
+from capplan.core.planning.config import Config
+from capplan.core.planning.graph import dependency_closure
 from capplan.core.planning.plan import Decision, FleetGpu, Variant
-from capplan.core.planning.rules import Rules
 from capplan.errors import InfeasibleError, InvalidInputError, shorten
 
 __all__ = ["CudaPlanning", "cuda_nix_keys"]

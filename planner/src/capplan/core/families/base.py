@@ -1,0 +1,233 @@
+"""Target families: the one interface every axis of device code implements.
+
+A *target family* is a kind of build target a package can be specialised for: CUDA
+capabilities (``sm86``), ROCm gfx processors (``gfx942``), and next CPU levels (``x86-64-v3``).
+Each family answers the same five questions, so the planner, ``explain``, ``detect`` and the
+plan.json writer ask them through this interface instead of branching on the vendor:
+
+1. **parse and order** its targets: :meth:`TargetFamily.parse` takes every spelling users
+   write, :meth:`TargetFamily.sort_key` is the family's documented order;
+2. **runs on**: :meth:`TargetFamily.runs_on` is the best way a device runs a build holding some
+   targets, with the reason (explaining never raises);
+3. **limits**: :meth:`TargetFamily.package_limit` is why the knowledge base says a package
+   cannot build a target (None when it can);
+4. **naming**: :meth:`TargetFamily.label` is a target's part of a variant name (``torch-sm86``,
+   ``torch-gfx942``);
+5. **Nix**: how plan.json hands the targets to Nix lives with each family's planning
+   (:class:`FamilyPlanning` below).
+
+:meth:`TargetFamily.claims` says which family a user's spelling in ``packages.<name>.extra`` /
+``exclude`` belongs to. The implementations live in ``core/families/<family>/``, and
+:mod:`capplan.core.families.registry` names them. This follows archspec's shape (Spack's
+microarchitecture database): data with provenance, a partial order, and a small query API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    # Only in annotations: plan.py (the shared value types) imports RunLevel from here.
+    from capplan.core.planning.plan import Decision, Variant
+
+
+__all__ = [
+    "CostPart",
+    "Explained",
+    "FamilyPlanning",
+    "FamilyResult",
+    "GpuFamily",
+    "RunLevel",
+    "RunsOn",
+    "TargetFamily",
+]
+
+T = TypeVar("T")
+
+
+class RunLevel(Enum):
+    """How well a build runs on a device, best first."""
+
+    NATIVE = "native"
+    COMPATIBLE = "compatible"
+    PTX_JIT = "ptx-jit"
+    CANNOT_RUN = "cannot-run"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+
+_RANK = {
+    RunLevel.NATIVE: 0,
+    RunLevel.COMPATIBLE: 1,
+    RunLevel.PTX_JIT: 2,
+    RunLevel.CANNOT_RUN: 3,
+}
+
+
+class RunsOn(NamedTuple):
+    """How a device runs a build: the family-independent level and why."""
+
+    level: RunLevel
+    reason: str
+
+    @property
+    def runs(self) -> bool:
+        return self.level is not RunLevel.CANNOT_RUN
+
+
+class TargetFamily(Protocol[T]):
+    """One family of build targets (see the module docstring)."""
+
+    @property
+    def name(self) -> str:
+        """``"cuda"``, ``"rocm"`` (plan.json and ``--json`` spell families this way)."""
+        ...
+
+    @property
+    def vendor(self) -> str | None:
+        """The GPU vendor ``packages.<name>.vendors`` names for the family; None for a family
+        every package has (CPU levels)."""
+        ...
+
+    def claims(self, text: str) -> bool:
+        """Whether a user's target spelling belongs to this family (it is then parsed by it,
+        and a bad spelling is an error of this family's)."""
+        ...
+
+    def parse(self, text: str) -> T:
+        """A target from any spelling users write; bad input is an InvalidInputError (exit 4)."""
+        ...
+
+    def sort_key(self, target: T) -> tuple[object, ...]:
+        """The family's documented order of targets."""
+        ...
+
+    def label(self, target: T) -> str:
+        """The target's part of a variant name: ``sm86``, ``gfx942``."""
+        ...
+
+    def runs_on(self, device: T, built: Sequence[T]) -> RunsOn:
+        """The best way ``device`` runs a build holding ``built``, with the reason."""
+        ...
+
+    def package_limit(self, package: str, target: T) -> str | None:
+        """Why the knowledge base says ``package`` cannot build ``target``; None when it can
+        (or the knowledge base has no entry of this family for the package)."""
+        ...
+
+
+class Explained(NamedTuple):
+    """``capplan explain``'s answer: the ``--json`` object and how its one line of text names
+    the device (``8.6``, ``gfx1100``)."""
+
+    fields: dict[str, object]
+    device: str
+
+
+class GpuFamily(TargetFamily[T], Protocol[T]):
+    """A family of GPU targets: ``capplan explain`` asks it about a device."""
+
+    def owns_device(self, text: str) -> bool:
+        """Whether a device spelling (a GPU name, a target) is one of this family's GPUs; a
+        name no family knows is an InvalidInputError with "did you mean" (exit 4)."""
+        ...
+
+    def explain(self, targets: str, device: str) -> Explained:
+        """How a build of ``targets`` (comma-separated, the user's spelling) runs on ``device``,
+        and why."""
+        ...
+
+
+# A target family's planning: the part of the interface that the planner loops over.
+#
+# :func:`capplan.core.planning.planner.make_plan` runs every family through the same phases, in
+# this order, so that the first bad input any family finds is the one reported:
+#
+# 1. :meth:`FamilyPlanning.prepare`: the family's own policy inputs (CUDA: ``policy.cuda``);
+# 2. fleet: :meth:`FamilyPlanning.claims_gpu` gives each ``fleet.gpus`` entry to one family
+#    (the fallback last), :meth:`FamilyPlanning.resolve_fleet` resolves what it was given;
+# 3. per requested package: :meth:`FamilyPlanning.check_vendors`, then each ``extra`` /
+#    ``exclude`` value through the family that claims it (:meth:`FamilyPlanning.check_target`),
+#    then :meth:`FamilyPlanning.check_package`;
+# 4. :meth:`FamilyPlanning.validate` (the fleet against the family's policy and knowledge base);
+# 5. :meth:`FamilyPlanning.unplanned` (fleet entries on systems the plan leaves out);
+# 6. :meth:`FamilyPlanning.plan`: the family's variants, decisions and unserved entries;
+# 7. :meth:`FamilyPlanning.costs`: the family's part of the reference strategies.
+#
+# How Nix receives a family's targets is its ``nix_keys`` function (the plan.json keys of a
+# variant, :func:`capplan.core.families.registry.nix_keys`); :meth:`FamilyPlanning.plan_fields`
+# are the family's fields of the Plan.
+
+
+@dataclass
+class FamilyResult:
+    """What one family planned."""
+
+    variants: list[Variant] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    unserved: list[Decision] = field(default_factory=list)
+    active_systems: tuple[str, ...] = ()  # the systems the family planned builds on
+
+
+@dataclass(frozen=True, slots=True)
+class CostPart:
+    """A family's share of the reference strategies (Baselines): nixpkgs' default build and
+    the naive one-build-per-fleet-target plan."""
+
+    default_minutes: float = 0.0
+    default_size_mb: float = 0.0
+    default_jobs: int = 0
+    naive_minutes: float = 0.0
+    naive_size_mb: float = 0.0
+    naive_jobs: int = 0
+
+
+class FamilyPlanning(Protocol):
+    """One family's planning for one (knowledge base, config); made per plan."""
+
+    @property
+    def family(self) -> TargetFamily[Any]: ...
+
+    @property
+    def fallback(self) -> bool:
+        """Whether the family takes every fleet entry and spelling no other family claims."""
+        ...
+
+    def prepare(self) -> None: ...
+
+    def claims_gpu(self, label: str) -> bool: ...
+
+    def resolve_fleet(self, labels: Sequence[str]) -> None: ...
+
+    def fleet_labels(self) -> tuple[str, ...]:
+        """The fleet entries the family resolved."""
+        ...
+
+    def knows(self, package: str) -> bool:
+        """Whether the family's knowledge base has the package (a package no family knows is
+        an unknown package)."""
+        ...
+
+    def check_vendors(self, package: str) -> None: ...
+
+    def check_target(self, package: str, key: str, text: str) -> None: ...
+
+    def check_package(self, package: str) -> None: ...
+
+    def validate(self, requested: Sequence[str]) -> None: ...
+
+    def unplanned(self, requested: Sequence[str]) -> list[Decision]: ...
+
+    def plan(self, requested: Sequence[str], earlier: FamilyResult) -> FamilyResult:
+        """``earlier``: what the families before this one planned (variants, decisions) and
+        what the plan left unserved so far."""
+        ...
+
+    def costs(self, requested: Sequence[str], result: FamilyResult) -> CostPart: ...
+
+    def plan_fields(self) -> dict[str, Any]: ...

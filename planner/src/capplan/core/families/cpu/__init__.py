@@ -1,0 +1,1 @@
+"""The CPU family: microarchitecture levels, the CPU knowledge base and planning."""

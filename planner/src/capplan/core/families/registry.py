@@ -1,0 +1,69 @@
+"""The target families capplan knows, in one table: the only module that names them.
+
+Everything else reaches a family through :mod:`capplan.core.families.base` and the functions
+here. Adding a family (Intel GPUs, say) is one package under ``core/families/`` and one entry in
+each table below (docs/layout.md, "How to add a family"). A family's modules are imported when
+first asked for, so a command that only looks a GPU up never loads the planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily
+
+if TYPE_CHECKING:
+    from capplan.core.families.cpu.planning import CpuModel
+    from capplan.core.model.kb import KnowledgeBase
+    from capplan.core.planning.config import Config
+    from capplan.core.planning.plan import Variant
+
+__all__ = ["family_for_text", "gpu_families", "nix_keys", "planning_families"]
+
+
+def gpu_families(kb: KnowledgeBase) -> tuple[GpuFamily[Any], ...]:
+    """The GPU families in claiming order: the fallback (CUDA) last."""
+    from capplan.core.families.cuda.family import CudaFamily
+    from capplan.core.families.rocm.family import RocmFamily
+
+    return (RocmFamily(kb), CudaFamily(kb))
+
+
+def family_for_text(families: Sequence[TargetFamily[Any]], text: str) -> TargetFamily[Any]:
+    """The first family that claims a user's spelling (``families`` ends with a fallback)."""
+    return next(f for f in families if f.claims(text))
+
+
+def planning_families(
+    kb: KnowledgeBase, config: Config, cpu: CpuModel | None = None
+) -> tuple[FamilyPlanning, ...]:
+    """Every family's planning for one plan, in planning order (decisions and error messages
+    follow it); the fallback family (CUDA) claims what the others leave. The CPU family plans
+    last: it keeps CPU levels to the packages no GPU family built."""
+    from capplan.core.families.cpu.planning import CpuPlanning
+    from capplan.core.families.cuda.planning import CudaPlanning
+    from capplan.core.families.rocm.planning import RocmPlanning
+
+    rocm = RocmPlanning(kb, config)
+    cuda = CudaPlanning(kb, config, others=(rocm.family,))
+    return (cuda, rocm, CpuPlanning(kb, config, cpu))
+
+
+@cache
+def _nix_key_functions() -> tuple[Callable[[Variant], dict[str, Any]], ...]:
+    # Each family's plan.json keys of a variant (pkgs/variant.nix reads them).
+    from capplan.core.families.cpu.planning import cpu_nix_keys
+    from capplan.core.families.cuda.planning import cuda_nix_keys
+    from capplan.core.families.rocm.planning import rocm_nix_keys
+
+    return (cuda_nix_keys, rocm_nix_keys, cpu_nix_keys)
+
+
+def nix_keys(v: Variant) -> dict[str, Any]:
+    """Every family's plan.json keys of ``v``."""
+    found: dict[str, Any] = {}
+    for keys in _nix_key_functions():
+        found.update(keys(v))
+    return found

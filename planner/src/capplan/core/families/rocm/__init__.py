@@ -1,0 +1,1 @@
+"""The ROCm family: gfx processors, the AMD knowledge base, planning, picker and verification."""
