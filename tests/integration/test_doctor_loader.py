@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -31,6 +32,23 @@ DRIVER = "580.65.06"  # CUDA 13.0 GA: runs what nvcc 13 builds
 KERNEL = "__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n"
 CUDA_LIB = Path("/usr/local/cuda/lib64")
 ZLIB = Path("/lib/x86_64-linux-gnu/libz.so.1")
+
+
+def _load_end(path: Path) -> int | None:
+    """Where the last PT_LOAD segment of ``path`` ends in the file (offset + file size), as
+    binutils' readelf reads the program headers; None when readelf is absent or reads none."""
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        return None
+    done = subprocess.run(
+        [readelf, "-lW", str(path)], capture_output=True, text=True, timeout=60, check=False
+    )
+    ends = [
+        int(fields[1], 16) + int(fields[4], 16)
+        for fields in (line.split() for line in done.stdout.splitlines())
+        if len(fields) >= 5 and fields[0] == "LOAD"
+    ]
+    return max(ends) if ends else None
 
 
 def _loads(path: Path) -> bool:
@@ -163,7 +181,10 @@ def test_truncated_library_in_a_wheel(capplan_in: Any, tmp_path: Path) -> None:
 
 # -- generated damage to a real library: what the headers say agrees with the loader ----------
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    derandomize=True,  # the same 40 cases on every run: CI never meets a new one by chance
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_damaged_copies_of_a_real_library(
@@ -192,5 +213,15 @@ def test_damaged_copies_of_a_real_library(
         os.close(fd)
     if len(damaged) < len(whole) - 4096:
         assert why is not None and ("truncated" in why or "empty" in why), why
-    if why is not None:
+    if why is not None and "segments need" in why:
+        # The headers ask for file bytes the file lacks. ld.so maps segments lazily, so a
+        # dlopen can still succeed when only a PT_LOAD's offset was damaged (a page touched
+        # later is SIGBUS): the claim is checked against binutils' reading of the headers.
+        need = int(why.rsplit(" ", 1)[1])
+        end = _load_end(path)
+        if end is None:
+            assert not _loads(path), f"capplan says {why!r}, but the loader loads it"
+        else:
+            assert end == need > len(damaged), (why, end)
+    elif why is not None:
         assert not _loads(path), f"capplan says {why!r}, but the loader loads it"
