@@ -25,11 +25,12 @@ from capplan.cli.planning import (
     current_kb,
     flag_layer,
     plan_with_settings,
+    planned_matrix,
     policy_options,
 )
 from capplan.core.planning.costbasis import CostBasis, cost_bases, cost_line
 from capplan.core.planning.failures import KnownFailures
-from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
+from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix
 from capplan.core.planning.plan import Plan
 from capplan.errors import InvalidInputError
 
@@ -214,7 +215,7 @@ def matrix(
         from capplan.cli.ci import print_github_matrix
 
         # Stages come before cached jobs go: the layout stays put.
-        full = build_matrix(plan, planned.config.policy.runners)
+        full = planned_matrix(planned, plan)
         print_github_matrix(
             full, planned.config, cached, fmt, max_jobs, stage, shards, expect_shards, known,
             drvs=failures.drvs if failures else None, rows_file=rows_file,
@@ -226,7 +227,7 @@ def matrix(
         )
     if cached or known is not None:
         plan = _without(plan, set(cached) | (known.dropped if known else set()))
-    result = build_matrix(plan, planned.config.policy.runners)
+    result = planned_matrix(planned, plan)
     bases = cost_bases(current_kb(), plan)
     if fmt == "json":
         data = result.to_json()
