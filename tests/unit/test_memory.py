@@ -55,6 +55,12 @@ def test_the_measured_peak_holds_a_small_runner_to_its_memory() -> None:
     jobs = {j["name"]: j for j in build_matrix(plan, 4, fits).jobs()}
     llama = jobs["llama-cpp-sm86"]
     assert llama["parallel_compiles"] == 3 and llama["peak_mb_per_compile"] == peak
+    # Three compiles on eight cores: 8/3 of the minutes, in the job and in the schedule.
+    minutes = plan.variant("llama-cpp-sm86").minutes  # type: ignore[union-attr]
+    assert llama["estimated_minutes"] == round(minutes * 8 / 3, 2)
+    unbound = build_matrix(plan, 4).summary()["total_minutes"]
+    bound = build_matrix(plan, 4, fits).summary()["total_minutes"]
+    assert bound == pytest.approx(unbound + minutes * 5 / 3, abs=0.02)
     assert "big-parallel" in llama["required_system_features"]
     assert "parallel_compiles" not in jobs["magma-sm86"]
     # A runner with the memory for every core: no big-parallel.

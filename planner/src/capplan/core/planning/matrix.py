@@ -70,6 +70,7 @@ class Matrix:
             )
             fit = self.fits.get(name)
             if fit is not None:
+                jobs[-1]["estimated_minutes"] = fit.minutes(v.minutes)
                 jobs[-1]["peak_mb_per_compile"] = fit.peak_mb
                 jobs[-1]["parallel_compiles"] = fit.parallel
                 if fit.memory_bound and not v.big_parallel:
@@ -147,7 +148,9 @@ def build_matrix(
     graph = build_job_graph(plan.variants)
     variant = plan.variant
     ordered: list[Variant] = [variant(name) for name in graph.order]  # type: ignore[misc]
-    minutes = [v.minutes for v in ordered]  # one lookup per job, not one per field
+    fits = dict(fits or {})
+    # One lookup per job, not one per field; a memory-bound job runs fewer compiles at once.
+    minutes = [fits[v.name].minutes(v.minutes) if v.name in fits else v.minutes for v in ordered]
     systems = [v.system for v in ordered]
     pools: dict[str, Schedule] = {}
     for system in dict.fromkeys((*plan.systems, *systems)):
@@ -156,7 +159,7 @@ def build_matrix(
             continue
         size = runners if isinstance(runners, int) else runners.get(system, 4)
         pools[system] = _schedule_pool(graph, minutes, members, size)
-    return Matrix(plan, graph, _together(pools), pools, dict(fits or {}))
+    return Matrix(plan, graph, _together(pools), pools, fits)
 
 
 def _schedule_pool(

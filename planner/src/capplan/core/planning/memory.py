@@ -2,9 +2,10 @@
 memory (issue 34). A CUDA build runs one nvcc per core (Nix's ``cores``, NIX_BUILD_CORES);
 each nvcc process peaks at the package's measured ``peak_mb_per_compile`` (bench/data), so a
 job runs ``min(cores, memory / peak)`` compiles at once, never more compile memory than the
-runner has. A job that cannot use every core of the configured runner needs a bigger one: the
-matrix adds ``big-parallel`` to its required system features ([policy.runners_os]
-"big-parallel" names such runners); one a single compile does not fit is refused.
+runner has. A job that cannot use every core of the configured runner takes longer (its
+minutes times ``cores / parallel`` in the schedule) and needs a bigger one: the matrix adds
+``big-parallel`` to its required system features ([policy.runners_os] "big-parallel" names
+such runners); one a single compile does not fit is refused.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ class CompileFit(NamedTuple):
     peak_mb: float
     parallel: int
     memory_bound: bool
+    cores: int  # the runner's
+
+    def minutes(self, minutes: float) -> float:
+        """A job's minutes with ``parallel`` of the runner's cores busy: compiles wait for
+        memory, so a memory-bound job takes ``cores / parallel`` times as long."""
+        return round(minutes * self.cores / self.parallel, 2)
 
 
 def compile_fit(runner: RunnerSize, peak_mb: float) -> int:
@@ -60,5 +67,5 @@ def compile_fits(kb: KnowledgeBase, plan: Plan, runner: RunnerSize) -> dict[str,
                 hint=f"set runner_memory_gb to at least {math.ceil(peak / 1024)} (the memory of "
                 "the runners that build it)",
             )
-        fits[v.name] = CompileFit(peak, parallel, parallel < runner.cores)
+        fits[v.name] = CompileFit(peak, parallel, parallel < runner.cores, runner.cores)
     return fits
