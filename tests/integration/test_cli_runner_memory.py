@@ -48,4 +48,6 @@ def test_runner_memory_must_be_positive(capplan_in: object, tmp_path: Path) -> N
     (tmp_path / "capplan.toml").write_text(BASE + "runner_memory_gb = 0\n")
     result = capplan_in("matrix")  # type: ignore[operator]
     assert result.exit_code == 5, result.stderr
-    assert "runner_memory_gb" in result.stderr and "Traceback" not in result.stderr
+    # The key is known (an unknown key is exit 5 too, with "did you mean"): its value is wrong.
+    assert "invalid value for 'policy.runner_memory_gb' (got 0)" in result.stderr
+    assert "greater than 0" in result.stderr and "Traceback" not in result.stderr
