@@ -79,7 +79,7 @@ def print_bottom_line(
     print_wrapped(
         console,
         f"{jobs} build jobs (one per variant), {minutes:g} build minutes: about "
-        f"{_hours(minutes)} on {BUILDER} (knowledge-base estimates); nixpkgs' default fat "
+        f"{_hours(minutes)} on {BUILDER} (knowledge-base costs); nixpkgs' default fat "
         f"builds: {b.nixpkgs_default_jobs} jobs, {_hours(b.nixpkgs_default_minutes)}",
     )
     counts = gpu_counts(plan)

@@ -20,11 +20,11 @@ import click
 from capplan.adapters.config import CONFIG_ENV
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import check_committed, emit_json, err_console
-from capplan.cli.planning import config_option, plan_with_settings
+from capplan.cli.planning import config_option, plan_with_settings, planned_matrix
 from capplan.cli.whereami import warn_without_flake
 from capplan.core.planning.config import Config
 from capplan.core.planning.failures import KnownFailures
-from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
+from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix
 from capplan.core.planning.workflow import (
     GITHUB_HOSTED_LIMIT_MINUTES,
     GITHUB_OUTPUT_LIMIT_BYTES,
@@ -222,7 +222,7 @@ def github(
         )
 
     planned = plan_with_settings(config_path)
-    matrix = build_matrix(planned.plan, planned.config.policy.runners)
+    matrix = planned_matrix(planned)
     runners_os = planned.config.policy.runners_os
     rows = github_rows(matrix.jobs(), runners_os)
     layout = shard_layout(rows, max_jobs)
@@ -291,7 +291,7 @@ def github(
 
 def _plan_jobs(config_path: Path | None) -> list[dict[str, Any]]:
     planned = plan_with_settings(config_path)
-    return build_matrix(planned.plan, planned.config.policy.runners).jobs()
+    return planned_matrix(planned).jobs()
 
 
 def _features_note(jobs: list[dict[str, Any]], where: str) -> None:

@@ -20,9 +20,17 @@ from capplan.cli.output import (
     print_wrapped,
     progress,
 )
-from capplan.cli.planning import config_option, flag_layer, plan_with_settings, policy_options
+from capplan.cli.planning import (
+    config_option,
+    current_kb,
+    flag_layer,
+    plan_with_settings,
+    planned_matrix,
+    policy_options,
+)
+from capplan.core.planning.costbasis import CostBasis, cost_bases, cost_line
 from capplan.core.planning.failures import KnownFailures
-from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix, build_matrix
+from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix
 from capplan.core.planning.plan import Plan
 from capplan.errors import InvalidInputError
 
@@ -207,7 +215,7 @@ def matrix(
         from capplan.cli.ci import print_github_matrix
 
         # Stages come before cached jobs go: the layout stays put.
-        full = build_matrix(plan, planned.config.policy.runners)
+        full = planned_matrix(planned, plan)
         print_github_matrix(
             full, planned.config, cached, fmt, max_jobs, stage, shards, expect_shards, known,
             drvs=failures.drvs if failures else None, rows_file=rows_file,
@@ -219,9 +227,16 @@ def matrix(
         )
     if cached or known is not None:
         plan = _without(plan, set(cached) | (known.dropped if known else set()))
-    result = build_matrix(plan, planned.config.policy.runners)
+    result = planned_matrix(planned, plan)
+    bases = cost_bases(current_kb(), plan)
     if fmt == "json":
         data = result.to_json()
+        data["summary"]["cost_basis"] = [b.to_json() for b in bases]
+        measured = {(b.package, b.vendor) for b in bases if b.measured}
+        for job in data["jobs"]:
+            v = plan.variant(job["name"])
+            key = (job["package"], (v.vendor if v is not None else None) or "cpu")
+            job["cost_basis"] = "measured" if key in measured else "estimate"
         data["summary"]["skipped_cached"] = sorted(cached)
         if known is not None:
             from capplan.cli.failures import known_failures_json
@@ -229,7 +244,7 @@ def matrix(
             known_failures_json(data, known)
         emit_json(data)
     else:
-        _table(result, show_needs, plan, cached, known)
+        _table(result, show_needs, plan, cached, known, bases)
         if known is not None:
             from capplan.cli.failures import known_failures_table
 
@@ -299,6 +314,7 @@ def _table(
     plan: Plan,
     cached: dict[str, str],
     known: KnownFailures | None,
+    bases: tuple[CostBasis, ...] = (),
 ) -> None:
     """The bottom line first (jobs, hours, the schedule, warnings), then the jobs, then the
     detail: each system's pool, the baselines, each unserved GPU's whole reason."""
@@ -325,7 +341,8 @@ def _table(
         extra=[
             f"{s['stages']} stages; on {s['runners']} runners the schedule takes "
             f"{s['makespan_minutes']:g} min (lower bound {s['lower_bound_minutes']:g}, ratio "
-            f"{s['makespan_over_lower_bound']:g})"
+            f"{s['makespan_over_lower_bound']:g})",
+            *filter(None, [cost_line(bases)]),
         ],
         more_warnings=skipped,
     )

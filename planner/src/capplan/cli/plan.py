@@ -17,6 +17,7 @@ from capplan.cli.planning import (
     policy_options,
 )
 from capplan.core.families.cpu.planning import is_cpu_side
+from capplan.core.planning.costbasis import CostBasis, cost_bases, cost_line
 from capplan.core.planning.dispatch import DispatchCost, dispatch_cost, dispatch_packages
 from capplan.core.planning.matrix import plan_dict
 from capplan.core.planning.plan import Plan, Variant
@@ -55,10 +56,17 @@ def plan(
         for system in result.systems
         for p in dispatch_packages(result, system)
     ]
+    bases = cost_bases(kb, result)
     if as_json:
-        emit_json({**plan_dict(result), "dispatch": [c.to_json() for c in costs]})
+        emit_json(
+            {
+                **plan_dict(result),
+                "dispatch": [c.to_json() for c in costs],
+                "cost_basis": [b.to_json() for b in bases],
+            }
+        )
         return
-    _print(result, costs, verbose=verbose)
+    _print(result, costs, bases, verbose=verbose)
 
 
 def _times(counts: dict[str, int], gpu: str) -> str:
@@ -77,10 +85,23 @@ def _toolkit(v: Variant) -> str:
     return "ROCm" if v.rocm.targets else "ROCm (default targets)"
 
 
-def _print(result: Plan, dispatch: list[DispatchCost], *, verbose: bool = False) -> None:
+def _print(
+    result: Plan,
+    dispatch: list[DispatchCost],
+    bases: tuple[CostBasis, ...] = (),
+    *,
+    verbose: bool = False,
+) -> None:
     console = out_console()
     b = result.baselines
-    print_bottom_line(console, result, jobs=b.plan_jobs, minutes=b.plan_minutes)
+    line = cost_line(bases)
+    print_bottom_line(
+        console,
+        result,
+        jobs=b.plan_jobs,
+        minutes=b.plan_minutes,
+        extra=[line] if line else [],
+    )
     console.print()
     # [fleet.count]'s effect where it is set: how many GPUs of each model a build serves.
     counts = gpu_counts(result)

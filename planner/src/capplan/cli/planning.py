@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from capplan.core.families.rocm.target import AmdTarget
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
+    from capplan.core.planning.matrix import Matrix
     from capplan.core.planning.plan import Plan
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "kb_directory",
     "load_plan",
     "plan_with_settings",
+    "planned_matrix",
     "policy_options",
     "resolve_device",
     "variant_targets",
@@ -175,6 +177,19 @@ def plan_with_settings(
         # that write the dispatch table: `plan` and `matrix` accepted it.
         resolve_fallback(plan, "", config.dispatch.fallback)
     return Planned(plan, config, found)
+
+
+def planned_matrix(planned: Planned, plan: Plan | None = None) -> Matrix:
+    """The schedule of ``plan`` (default: the planned one) on the configured runners, each
+    memory-measured job's compiles at once held to the runner's memory ([policy]
+    runner_cores, runner_memory_gb; core/planning/memory.py)."""
+    from capplan.core.planning.matrix import build_matrix
+    from capplan.core.planning.memory import RunnerSize, compile_fits
+
+    policy = planned.config.policy
+    plan = planned.plan if plan is None else plan
+    runner = RunnerSize(policy.runner_cores, policy.runner_memory_gb * 1024)
+    return build_matrix(plan, policy.runners, compile_fits(current_kb(), plan, runner))
 
 
 def _cpu_model(kb: KnowledgeBase, config: Config) -> CpuModel | None:

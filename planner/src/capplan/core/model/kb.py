@@ -203,11 +203,18 @@ class Cost(Record):
     base_size_mb: float
     per_target_size_mb: float
     source: str
+    # Peak resident memory of one compiler process (nvcc), measured (bench/data): how many
+    # compiles a runner holds at once (core/planning/memory.py). None: not measured.
+    peak_mb_per_compile: float | None = None
 
     def __post_init__(self) -> None:
         check_costs(
             self, "base_minutes", "per_target_minutes", "base_size_mb", "per_target_size_mb"
         )
+        if self.peak_mb_per_compile is not None and not self.peak_mb_per_compile > 0:
+            raise ValueError(
+                f"peak_mb_per_compile must be positive, got {self.peak_mb_per_compile}"
+            )
 
 
 PackageKind = Literal["capability-dependent", "capability-independent", "ignores-capabilities"]

@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -282,6 +283,24 @@ class PolicyConfig(_Strict):
                     )
         return value
 
+    # GitHub's standard hosted runner for public repositories: ubuntu-latest, 4 CPUs and 16 GB
+    # (docs.github.com/en/actions/reference/runners/github-hosted-runners).
+    runner_cores: StrictInt = Field(
+        default=4,
+        ge=1,
+        le=4096,
+        description="cores of each CI runner: at most this many compiles run at once "
+        "(default 4: GitHub's ubuntu-latest for public repositories)",
+    )
+    runner_memory_gb: StrictFloat | StrictInt = Field(
+        default=16,
+        gt=0,
+        le=65536,
+        description="memory of each CI runner in GB: a job runs at most memory / (its "
+        "package's peak MB per compile) compiles at once; a job held below runner_cores needs "
+        "big-parallel (default 16: GitHub's ubuntu-latest for public repositories; a private "
+        "repository's is smaller, docs/configuration.md)",
+    )
     runners: StrictInt | dict[str, StrictInt] = Field(
         default=4,
         description="CI runners for the schedule: one number (each system's pool), or a table "

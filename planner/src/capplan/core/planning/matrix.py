@@ -7,8 +7,8 @@ nix-github-actions' keys (``name``, ``system``, ``os``, ``attr``), at most 256 j
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from capplan.core.families.cpu.planning import gccarch_feature
 from capplan.core.families.registry import nix_keys
@@ -17,6 +17,9 @@ from capplan.core.planning.graph import JobGraph, build_job_graph
 from capplan.core.planning.plan import Plan, Variant
 from capplan.core.planning.schedule import Schedule, schedule_jobs
 from capplan.core.planning.workflow import github_rows
+
+if TYPE_CHECKING:
+    from capplan.core.planning.memory import CompileFit
 
 __all__ = ["GITHUB_MAX_JOBS", "Matrix", "build_matrix", "github_matrices", "plan_dict", "plan_json"]
 
@@ -29,6 +32,9 @@ class Matrix:
     graph: JobGraph
     schedule: Schedule  # every pool together: runners summed, makespan the longest pool's
     pools: Mapping[str, Schedule]  # one runner pool per system (jobs never cross systems)
+    # Job name -> compiles at once on the configured runner (core/planning/memory.py), for
+    # the jobs whose package has a measured peak memory per compile.
+    fits: Mapping[str, CompileFit] = field(default_factory=dict)
 
     @gc_paused
     def jobs(self) -> list[dict[str, Any]]:
@@ -62,6 +68,14 @@ class Matrix:
                     "start_minute": round(start[name], 2),
                 }
             )
+            fit = self.fits.get(name)
+            if fit is not None:
+                jobs[-1]["estimated_minutes"] = fit.minutes(v.minutes)
+                jobs[-1]["peak_mb_per_compile"] = fit.peak_mb
+                jobs[-1]["parallel_compiles"] = fit.parallel
+                if fit.memory_bound and not v.big_parallel:
+                    # Memory, not cores, caps its compiles: a bigger runner builds it faster.
+                    jobs[-1]["required_system_features"].append("big-parallel")
             if v.cpu is not None and (gccarch := gccarch_feature(v)) is not None:
                 # CPU-level jobs only: the derivation's gccarch-<arch> feature, and what the
                 # runner's CPU must have before it declares it (workflow.CPU_CHECK).
@@ -122,14 +136,21 @@ class Matrix:
 
 
 @gc_paused
-def build_matrix(plan: Plan, runners: int | Mapping[str, int]) -> Matrix:
+def build_matrix(
+    plan: Plan,
+    runners: int | Mapping[str, int],
+    fits: Mapping[str, CompileFit] | None = None,
+) -> Matrix:
     """Schedule the plan's jobs: each system's jobs on that system's own runner pool
-    (``runners``: one size for every pool, or a size per system, 4 where a system is missing).
+    (``runners``: one size for every pool, or a size per system, 4 where a system is missing);
+    ``fits``: the compiles each memory-measured job runs at once (memory.compile_fits).
     """
     graph = build_job_graph(plan.variants)
     variant = plan.variant
     ordered: list[Variant] = [variant(name) for name in graph.order]  # type: ignore[misc]
-    minutes = [v.minutes for v in ordered]  # one lookup per job, not one per field
+    fits = dict(fits or {})
+    # One lookup per job, not one per field; a memory-bound job runs fewer compiles at once.
+    minutes = [fits[v.name].minutes(v.minutes) if v.name in fits else v.minutes for v in ordered]
     systems = [v.system for v in ordered]
     pools: dict[str, Schedule] = {}
     for system in dict.fromkeys((*plan.systems, *systems)):
@@ -138,7 +159,7 @@ def build_matrix(plan: Plan, runners: int | Mapping[str, int]) -> Matrix:
             continue
         size = runners if isinstance(runners, int) else runners.get(system, 4)
         pools[system] = _schedule_pool(graph, minutes, members, size)
-    return Matrix(plan, graph, _together(pools), pools)
+    return Matrix(plan, graph, _together(pools), pools, fits)
 
 
 def _schedule_pool(

@@ -1,0 +1,77 @@
+"""Peak memory per compile decides how many compiles a runner holds at once (issue 34):
+``min(cores, floor(memory / peak))``, a job held below the runner's cores needs big-parallel,
+and a runner that cannot hold one compile is refused with the memory it needs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from capplan.adapters.kb import load_kb
+from capplan.core.planning.config import config_from_mapping
+from capplan.core.planning.matrix import build_matrix
+from capplan.core.planning.memory import RunnerSize, compile_fit, compile_fits
+from capplan.core.planning.planner import make_plan
+from capplan.errors import ConfigError
+
+CONFIG = {
+    "fleet": {"gpus": ["RTX 3090"]},
+    "packages": {"llama-cpp": {}, "magma": {}},
+    "policy": {"system": "x86_64-linux"},
+}
+
+
+@pytest.mark.parametrize(
+    ("cores", "memory_mb", "peak", "expected"),
+    [
+        (4, 16 * 1024, 570, 4),  # GitHub's public ubuntu-latest: cores bound
+        (16, 4 * 1024, 570, 7),  # memory bound: 4096 / 570 = 7.2
+        (2, 7 * 1024, 570, 2),
+        (8, 1140, 570, 2),  # exactly two
+        (8, 1139, 570, 1),
+        (8, 569, 570, 0),  # not one
+    ],
+)
+def test_compiles_at_once(cores: int, memory_mb: float, peak: float, expected: int) -> None:
+    assert compile_fit(RunnerSize(cores, memory_mb), peak) == expected
+
+
+def test_the_measured_peak_holds_a_small_runner_to_its_memory() -> None:
+    kb = load_kb()
+    peak = kb.packages["llama-cpp"].cost.peak_mb_per_compile
+    # The largest peak of one nvcc process in the stored measurement, rounded up.
+    data = json.loads(
+        (Path(__file__).resolve().parents[2] / "bench/data/costs-llama-cpp.json").read_text()
+    )
+    assert peak == math.ceil(max(run["peak_mb"] for run in data["runs"]))
+    plan = make_plan(kb, config_from_mapping(CONFIG, origin="test"))
+    fits = compile_fits(kb, plan, RunnerSize(8, 2048))
+    # magma's peak is not measured: its jobs keep every core and get no entry.
+    assert set(fits) == {"llama-cpp-sm86"}
+    assert (fits["llama-cpp-sm86"].parallel, fits["llama-cpp-sm86"].memory_bound) == (3, True)
+    jobs = {j["name"]: j for j in build_matrix(plan, 4, fits).jobs()}
+    llama = jobs["llama-cpp-sm86"]
+    assert llama["parallel_compiles"] == 3 and llama["peak_mb_per_compile"] == peak
+    # Three compiles on eight cores: 8/3 of the minutes, in the job and in the schedule.
+    minutes = plan.variant("llama-cpp-sm86").minutes  # type: ignore[union-attr]
+    assert llama["estimated_minutes"] == round(minutes * 8 / 3, 2)
+    unbound = build_matrix(plan, 4).summary()["total_minutes"]
+    bound = build_matrix(plan, 4, fits).summary()["total_minutes"]
+    assert bound == pytest.approx(unbound + minutes * 5 / 3, abs=0.02)
+    assert "big-parallel" in llama["required_system_features"]
+    assert "parallel_compiles" not in jobs["magma-sm86"]
+    # A runner with the memory for every core: no big-parallel.
+    roomy = compile_fits(kb, plan, RunnerSize(4, 16 * 1024))
+    assert roomy["llama-cpp-sm86"].parallel == 4 and not roomy["llama-cpp-sm86"].memory_bound
+    row = {j["name"]: j for j in build_matrix(plan, 4, roomy).jobs()}["llama-cpp-sm86"]
+    assert row["required_system_features"] == []
+
+
+def test_a_runner_too_small_for_one_compile_is_refused() -> None:
+    kb = load_kb()
+    plan = make_plan(kb, config_from_mapping(CONFIG, origin="test"))
+    with pytest.raises(ConfigError, match=r"llama-cpp-sm86: one compile of llama-cpp peaks at"):
+        compile_fits(kb, plan, RunnerSize(4, 512))
