@@ -87,7 +87,7 @@ def read_rows(path: Path) -> dict[str, dict[str, str]]:
     """The plan job's rows file (``--rows``): each job's values the outputs leave out."""
     lines = path.read_text().splitlines()
     columns = lines[0].removeprefix("# ").split("\t")
-    assert columns == ["name", "attr", "system", "drv", "gccarch", "cpu_features"]
+    assert columns == ["name", "attr", "system", "drv", "gccarch", "cpu_features", "peak_mb"]
     rows = {}
     for line in lines[1:]:
         values = line.split("\t")

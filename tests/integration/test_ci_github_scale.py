@@ -114,7 +114,7 @@ def test_the_plan_job_of_4200_jobs_keeps_its_outputs_under_1_mb(
     output, proc = _row_step(step, tmp_path, name)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert output == (
-        f"attr={jobs[name]['attr']}\nsystem=x86_64-linux\ndrv=\ngccarch=\ncpu_features=\n"
+        f"attr={jobs[name]['attr']}\nsystem=x86_64-linux\ndrv=\ngccarch=\ncpu_features=\npeak_mb=\n"
     )
     output, proc = _row_step(step, tmp_path, "org-299-sm12")  # a prefix is not a name
     assert proc.returncode == 1 and output == ""

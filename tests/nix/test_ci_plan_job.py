@@ -131,7 +131,7 @@ def test_plan_job_against_a_cache_holding_half_the_outputs(
 
     # A build job's step, `nix build -L ".#$ATTR"` with ATTR from its row, builds.
     (step,) = [s for s in doc["jobs"]["stage1_shard1"]["steps"] if s["name"] == "Build"]
-    assert step["env"] == {"ATTR": "${{ steps.row.outputs.attr }}"}
-    assert 'nix build -L ".#$ATTR"' in step["run"]
+    assert step["env"]["ATTR"] == "${{ steps.row.outputs.attr }}"
+    assert 'nix build -L --option cores "$cores" ".#$ATTR"' in step["run"]
     row = rows[matrices["stage1_shard1"]["include"][0]["name"]]
     nix_repo.flake(["build"], f".#{row['attr']}", "--no-link", "-L")

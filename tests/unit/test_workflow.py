@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capplan.core.planning.workflow import (
+    BUILD,
     GITHUB_HOSTED_LIMIT_MINUTES,
     WorkflowSettings,
     build_workflow,
@@ -163,9 +165,9 @@ def test_rows_file_has_every_value_the_outputs_leave_out() -> None:
     rows = github_rows([job("a", 0), job("c", 1, ["a"])])
     rows[1]["drv"] = "/nix/store/0000-c.drv"
     assert rows_text(rows).splitlines() == [
-        "# name\tattr\tsystem\tdrv\tgccarch\tcpu_features",
-        "a\tpackages.x86_64-linux.a\tx86_64-linux\t\t\t",
-        "c\tpackages.x86_64-linux.c\tx86_64-linux\t/nix/store/0000-c.drv\t\t",
+        "# name\tattr\tsystem\tdrv\tgccarch\tcpu_features\tpeak_mb",
+        "a\tpackages.x86_64-linux.a\tx86_64-linux\t\t\t\t",
+        "c\tpackages.x86_64-linux.c\tx86_64-linux\t/nix/store/0000-c.drv\t\t\t",
     ]
     for bad in ("a\tb", "a\nb", "a\x00"):
         with pytest.raises(InvalidInputError, match=r"cannot be written to capplan-rows\.tsv"):
@@ -304,10 +306,11 @@ def test_triggers_and_pinned_actions() -> None:
     assert row["id"] == "row" and row["env"] == {"NAME": "${{ matrix.name }}"}
     cachix = build["steps"][5]
     assert cachix["with"] == {"name": "c", "authToken": "${{ secrets.CACHIX_AUTH_TOKEN }}"}
-    assert build["steps"][6]["env"] == {"ATTR": "${{ steps.row.outputs.attr }}"}
-    assert build["steps"][6]["run"] == (
-        'set -o pipefail\nnix build -L ".#$ATTR" 2>&1 | tee capplan-build.log\n'
-    )
+    assert build["steps"][6]["env"] == {
+        "ATTR": "${{ steps.row.outputs.attr }}",
+        "PEAK_MB": "${{ steps.row.outputs.peak_mb }}",
+    }
+    assert build["steps"][6]["run"] == BUILD
     assert build["runs-on"] == "${{ matrix.os }}"
     assert build["timeout-minutes"] == "${{ matrix.timeout_minutes }}"
 
@@ -339,3 +342,62 @@ def test_multiline_strings_are_literal_blocks() -> None:
     text = render_yaml({"run": "a \\\n  b\n", "x": [{"run": "one\n"}]})
     assert "run: |\n  a \\\n    b\n" in text
     assert yaml.safe_load(text) == {"run": "a \\\n  b\n", "x": [{"run": "one\n"}]}
+
+
+def _run_build(tmp_path: Path, peak: str, available_kb: int, cores: int) -> tuple[int, str]:
+    """The build step's own script under bash, with stand-ins for nix (prints its arguments) and
+    nproc, and a meminfo file in place of /proc/meminfo."""
+    import shutil
+    import subprocess
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash not installed")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "nix").write_text('#!/bin/sh\necho "nix $*"\n')
+    (bin_dir / "nproc").write_text(f"#!/bin/sh\necho {cores}\n")
+    for tool in ("nix", "nproc"):
+        (bin_dir / tool).chmod(0o755)
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(f"MemTotal: 99999999 kB\nMemAvailable: {available_kb} kB\n")
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "ATTR": "legacyPackages.x86_64-linux.llama-cpp-sm86",
+        "PEAK_MB": peak,
+        "MEMINFO": str(meminfo),
+    }
+    done = subprocess.run(
+        [bash, "-e", "-c", BUILD],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_the_build_step_runs_as_many_compiles_as_the_runners_memory_holds(
+    tmp_path: Path,
+) -> None:
+    """Issue 34: the row's measured peak per compile and the runner's available memory set
+    Nix's cores at the start of the build job, capped by the runner's cores."""
+    code, out = _run_build(tmp_path, "570", 2048 * 1024, 4)  # 2 GB: 3 compiles of 570 MB
+    assert code == 0, out
+    assert "nix build -L --option cores 3 .#legacyPackages.x86_64-linux.llama-cpp-sm86" in out
+    code, out = _run_build(tmp_path, "570", 64 * 1024 * 1024, 4)  # plenty: the 4 cores
+    assert "--option cores 4 " in out
+    code, out = _run_build(tmp_path, "", 1024, 4)  # no measured peak: every core
+    assert code == 0 and "--option cores 0 " in out
+    code, out = _run_build(tmp_path, "570", 300 * 1024, 4)  # not one compile fits
+    assert code == 1 and "nix build" not in out
+    assert out.startswith("::error::legacyPackages.x86_64-linux.llama-cpp-sm86: one compile")
+
+
+def test_a_measured_peak_reaches_the_row_and_the_rows_file() -> None:
+    measured = job("llama-cpp-sm86", 0) | {"peak_mb_per_compile": 570, "parallel_compiles": 4}
+    rows = github_rows([measured, job("magma-sm86", 0)])
+    assert rows[0]["peak_mb"] == 570 and "peak_mb" not in rows[1]
+    lines = rows_text(rows).splitlines()
+    assert lines[1].split("\t")[-1] == "570" and lines[2].split("\t")[-1] == ""

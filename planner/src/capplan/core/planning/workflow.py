@@ -27,6 +27,7 @@ from capplan.errors import ConfigError, InvalidInputError, shorten
 
 __all__ = [
     "BIG_PARALLEL",
+    "BUILD",
     "CPU_CHECK",
     "DEFAULT_RUNNERS_OS",
     "GCCARCH",
@@ -108,7 +109,7 @@ GITHUB_RUN_LIMIT_MINUTES = 35 * 24 * 60
 # one tab-separated line per job, uploaded as an artifact and read by each build job's row step.
 ROWS_FILE = "capplan-rows.tsv"
 ROWS_ARTIFACT = "capplan-rows"
-ROWS_COLUMNS = ("name", "attr", "system", "drv", "gccarch", "cpu_features")
+ROWS_COLUMNS = ("name", "attr", "system", "drv", "gccarch", "cpu_features", "peak_mb")
 _ROW_VALUE = re.compile(r"[^\t\n\r\x00-\x1f\x7f]*")
 # The build job's first step after the download: its row's values as step outputs. awk and a
 # tab-separated file work on any runner (no jq, no Python, no Nix yet); the job's name comes
@@ -118,13 +119,33 @@ awk -F '\\t' '
   $1 == ENVIRON["NAME"] {{
     found = 1
     print "attr=" $2; print "system=" $3; print "drv=" $4
-    print "gccarch=" $5; print "cpu_features=" $6
+    print "gccarch=" $5; print "cpu_features=" $6; print "peak_mb=" $7
   }}
   END {{ exit !found }}
 ' "{ROWS_ARTIFACT}/{ROWS_FILE}" >> "$GITHUB_OUTPUT" || {{
   echo "::error::job $NAME is not in {ROWS_FILE}: the plan job's artifact does not match this run"
   exit 1
 }}
+"""
+
+# The build step. A job whose compiles have a measured peak (PEAK_MB, in its row) runs at most
+# as many at once as this runner's available memory holds, and never more than its cores
+# (Nix's `cores`, NIX_BUILD_CORES, is what a builder's make -j and nvcc's threads take); a
+# runner that cannot hold one fails at once with one line. Without a peak: every core (0).
+BUILD = """\
+set -o pipefail
+cores=0
+if [ -n "$PEAK_MB" ]; then
+  avail=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' "${MEMINFO:-/proc/meminfo}")
+  cores=$(( ${avail:-0} / PEAK_MB ))
+  [ "$cores" -gt "$(nproc)" ] && cores=$(nproc)
+  if [ "$cores" -lt 1 ]; then
+    echo "::error::$ATTR: one compile peaks at $PEAK_MB MB, this runner has ${avail:-0} MB free"
+    exit 1
+  fi
+  echo "compiles at once: $cores (${avail} MB available, $PEAK_MB MB each, $(nproc) cores)"
+fi
+nix build -L --option cores "$cores" ".#$ATTR" 2>&1 | tee capplan-build.log
 """
 
 # Pinned majors of the maintained actions the workflow uses.
@@ -288,6 +309,10 @@ def github_rows(
                 )
             cpu = {"gccarch": arch, "cpu_features": " ".join(cpu_features)}
         timeout, _ = timeout_minutes(job["estimated_minutes"], labels)
+        peak = job.get("peak_mb_per_compile")
+        # A measured peak per compile (core/planning/memory.py): the build job sets Nix's
+        # cores from the memory of the runner it lands on (BUILD), not from the plan's guess.
+        memory = {} if peak is None else {"peak_mb": int(peak)}
         rows.append(
             {
                 "name": job["name"],
@@ -302,6 +327,7 @@ def github_rows(
                 "timeout_minutes": timeout,
                 "required_system_features": features,
                 **cpu,
+                **memory,
             }
         )
     return rows
@@ -597,8 +623,11 @@ def _build_steps() -> list[dict[str, Any]]:
         {
             "name": "Build",
             "id": "build",
-            "env": {"ATTR": "${{ steps.row.outputs.attr }}"},
-            "run": 'set -o pipefail\nnix build -L ".#$ATTR" 2>&1 | tee capplan-build.log\n',
+            "env": {
+                "ATTR": "${{ steps.row.outputs.attr }}",
+                "PEAK_MB": "${{ steps.row.outputs.peak_mb }}",
+            },
+            "run": BUILD,
         },
         {
             "name": "Record the failure",
