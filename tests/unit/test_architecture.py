@@ -178,9 +178,9 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "cli/caps.py": {"cuda.version"},
     "cli/limits.py": {"cuda.compat"},
     "cli/limits_magma.py": {"rocm.kb"},
-    # Commands that still fork on the vendor: one Pick type and pick(plan, machine) on the
-    # family (issue 32's third step) would let them loop over the registry instead.
-    "cli/detect.py": {"cpu.planning", "cuda.select", "rocm.select"},
+    # Commands that still fork on the vendor: the Pick type and pick(plan, machine) on the
+    # family (core/families/base.py, as detect uses them) would let them loop over the
+    # registry instead.
     "cli/doctor.py": {"cuda.compat", "cuda.drivers", "cuda.select", "rocm.select"},
     "cli/verify.py": {
         "cuda.capability",
