@@ -181,7 +181,7 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # Commands that still fork on the vendor: the Pick type and pick(plan, machine) on the
     # family (core/families/base.py, as detect uses them) would let them loop over the
     # registry instead.
-    "cli/doctor.py": {"cuda.compat", "cuda.drivers", "cuda.select", "rocm.select"},
+    "cli/doctor.py": {"cuda.compat", "cuda.drivers", "cuda.select"},
     "cli/verify.py": {
         "cuda.capability",
         "cuda.compat",
