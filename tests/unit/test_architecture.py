@@ -176,8 +176,8 @@ def test_the_checker_sees_vendor_branches(tmp_path: Path) -> None:
 KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # By design (issue 32): caps and limits are about one family's facts.
     "cli/caps.py": {"cuda.version"},
-    "cli/limits.py": {"cuda.compat"},
-    "cli/limits_magma.py": {"rocm.kb"},
+    "cli/limits.py": {"cuda.compat", "cuda.torch_limits"},
+    "cli/limits_magma.py": {"rocm.kb", "rocm.magma_limits"},
     # Commands that still fork on the vendor: the Pick type and pick(plan, machine) on the
     # family (core/families/base.py, as detect uses them) would let them loop over the
     # registry instead.
@@ -222,8 +222,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
         "rocm.target",
     },
     "core/binaries/fatbin.py": {"cuda.capability"},
-    "core/binaries/magma_limits.py": {"rocm.target"},
-    "core/binaries/torch_limits.py": {"cuda.capability"},
     "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
     "core/export/common.py": {"cpu.planning", "cuda.capability", "cuda.compat", "rocm.target"},
     "core/export/conda.py": {"cuda.capability", "cuda.version"},
