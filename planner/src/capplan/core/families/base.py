@@ -9,8 +9,8 @@ plan.json writer ask them through this interface instead of branching on the ven
    write, :meth:`TargetFamily.sort_key` is the family's documented order;
 2. **runs on**: :meth:`TargetFamily.runs_on` is the best way a device runs a build holding some
    targets, with the reason (explaining never raises);
-3. **limits**: :meth:`TargetFamily.package_limit` is why the knowledge base says a package
-   cannot build a target (None when it can);
+3. **limits**: :meth:`GpuFamily.package_limit` is why a GPU family's knowledge base says a
+   package cannot build a target (None when it can; CPU levels have no such limit);
 4. **naming**: :meth:`TargetFamily.label` is a target's part of a variant name (``torch-sm86``,
    ``torch-gfx942``);
 5. **Nix**: how plan.json hands the targets to Nix lives with each family's planning
@@ -150,11 +150,6 @@ class TargetFamily(Protocol[T]):
         """The best way ``device`` runs a build holding ``built``, with the reason."""
         ...
 
-    def package_limit(self, package: str, target: T) -> str | None:
-        """Why the knowledge base says ``package`` cannot build ``target``; None when it can
-        (or the knowledge base has no entry of this family for the package)."""
-        ...
-
     def pick(self, plan: Plan, machine: Machine) -> tuple[Pick, ...]:
         """For each package the family answers on ``machine``, the plan's variant to use there
         (best first by the family's order) or why none runs."""
@@ -175,6 +170,12 @@ class GpuFamily(TargetFamily[T], Protocol[T]):
     def owns_device(self, text: str) -> bool:
         """Whether a device spelling (a GPU name, a target) is one of this family's GPUs; a
         name no family knows is an InvalidInputError with "did you mean" (exit 4)."""
+        ...
+
+    def package_limit(self, package: str, target: T) -> str | None:
+        """Why the knowledge base says ``package`` cannot build ``target``; None when it can
+        (or the knowledge base has no entry of this family for the package). A GPU family's
+        question only: a package that compiles for one CPU level compiles for any."""
         ...
 
     def explain(self, targets: str, device: str) -> Explained:

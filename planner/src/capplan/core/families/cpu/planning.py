@@ -196,9 +196,6 @@ class CpuFamily:
             return RunsOn(RunLevel.NATIVE, f"built for {device}")
         return RunsOn(RunLevel.COMPATIBLE, f"{device} runs {best[1]} code")
 
-    def package_limit(self, package: str, target: str) -> str | None:
-        return None  # a package that compiles for one level compiles for any of them
-
     def pick(self, plan: Plan, machine: Machine) -> tuple[Pick, ...]:
         """:func:`pick_cpu_variants` on a machine whose CPU is ``machine.device``: the packages
         with per-level builds on its system, each at ``native`` (built for this CPU),
