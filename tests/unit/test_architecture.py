@@ -223,7 +223,7 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     },
     "core/binaries/fatbin.py": {"cuda.capability"},
     "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
-    "core/export/common.py": {"cpu.planning", "cuda.capability", "cuda.compat", "rocm.target"},
+    "core/export/common.py": {"cuda.capability", "cuda.compat", "rocm.target"},
     "core/export/conda.py": {"cuda.capability", "cuda.version"},
     # Adapters that read a family's files (the fatbin reader, the KB and archspec loaders) and
     # the Jetson device tree (a capability).
