@@ -34,8 +34,8 @@ from capplan.adapters.torch_source import (
     from_version,
     from_wheel,
 )
-from capplan.core.binaries.torch_limits import parse_torch_limits
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.torch_limits import parse_torch_limits
 from capplan.errors import (
     BinaryFormatError,
     ExitCode,

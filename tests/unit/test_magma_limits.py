@@ -1,4 +1,4 @@
-"""magma's VALID_GFXS read from its CMake source (core/binaries/magma_limits.py)."""
+"""magma's VALID_GFXS read from its CMake source (core/families/rocm/magma_limits.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.binaries.magma_limits import parse_magma_limits
+from capplan.core.families.rocm.magma_limits import parse_magma_limits
 from capplan.core.families.rocm.target import PROCESSORS, AmdTarget
 from capplan.errors import DataError, ExitCode
 

@@ -9,8 +9,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from capplan.core.binaries.torch_limits import TorchLimits, parse_torch_limits
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.torch_limits import TorchLimits, parse_torch_limits
 from capplan.errors import DataError, ExitCode
 
 SOURCES = Path(__file__).resolve().parents[1] / "data" / "torch_sources"

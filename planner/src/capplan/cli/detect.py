@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from capplan.cli.output import emit_json, escape, make_table, out_console, print_table
-from capplan.cli.planning import Planned, config_option, current_kb, plan_with_settings
-from capplan.core.families.base import RunLevel
+from capplan.cli.planning import config_option, current_kb, plan_with_settings
+from capplan.core.families.base import GpuFamily, Machine
+from capplan.core.families.registry import cpu_family, gpu_families
 from capplan.core.model.gpus import unique_model
-from capplan.core.model.kb import KnowledgeBase
-from capplan.core.model.systems import uses_jetson_redist
 from capplan.errors import DataError, printable
 
 if TYPE_CHECKING:
-    from capplan.core.planning.plan import Plan, Variant
+    from capplan.core.planning.plan import Plan
 
 __all__ = ["detect"]
 
@@ -70,13 +68,13 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         if not fleet_lists_cpus(config_path, cwd=Path.cwd(), environ=environ):
             raise no_gpu
     planned = plan_with_settings(config_path, environ=environ)
-    # The planner's modules load only once there is something to plan for.
-    from capplan.core.families.cuda.select import driver_support, pick_variant
-
     plan = planned.plan
     cpu = _cpu_entry(plan)
     if no_gpu is not None and not cpu["variants"]:
         raise no_gpu
+    vendors = {name: package.vendors for name, package in planned.config.packages.items()}
+    # Each family answers for its own GPUs (the detectors above are the families' adapters).
+    families = {f.vendor: f for f in gpu_families(kb)}
     report: list[dict[str, Any]] = []
     for gpu in found:
         cap = gpu.capability
@@ -86,36 +84,14 @@ def detect(config_path: Path | None, as_json: bool) -> None:
             cap = model.capability if model else None
         if cap is not None and not kb.knows(cap.base):
             cap = None  # a capability the knowledge base does not know: no answer is right
-        driver = driver_support(kb, gpu.driver)
-        runs = driver.max_cuda()
-        full = driver.max_cuda(full=True)
         entry = _entry(gpu.name, "nvidia", system, gpu.source, gpu.pci_id)
-        entry.update(
-            capability=str(cap) if cap else None,
-            driver=gpu.driver,
-            note=gpu.note,
-            max_cuda=str(full) if full else None,
-            max_cuda_minor_compat=str(runs) if runs else None,
-        )
-        if cap is not None:
-            entry["overlay"] = f'cudaCapabilities = [ "{cap}" ];'
-            jetson = kb.capability(cap.base).jetson
-            mine = _variants_for(plan, system, cap, jetson)
-            for package in plan.packages:
-                pick = pick_variant(mine, package, cap, kb, driver=driver)
-                named = pick.variant or pick.blocked
-                _answer(
-                    entry,
-                    package,
-                    pick.variant if pick.runnable else None,
-                    pick.verdict.level,
-                    pick.verdict.reason,
-                    named=named,
-                    driver_ok=pick.driver_ok,
-                    needs_driver=pick.needs_driver,
-                )
+        entry["note"] = gpu.note
+        _ask(entry, families["nvidia"], plan, Machine(system, cap, gpu.driver, vendors))
         report.append(entry)
-    report.extend(_amd_entries(amd_found, system, planned, kb))
+    for amd in amd_found:
+        entry = _entry(amd.name, "amd", system, amd.source, amd.pci_id)
+        _ask(entry, families["amd"], plan, Machine(system, amd.target, None, vendors))
+        report.append(entry)
     if as_json:
         emit_json({"gpus": report, "notes": amd_notes, "cpu": cpu})
         return
@@ -131,7 +107,6 @@ def _cpu_entry(plan: Plan) -> dict[str, Any]:
     ``microarchitecture`` is None and ``note`` says why."""
     from capplan.adapters.cpu_archspec import ArchspecCpuModel
     from capplan.adapters.detect.cpu import detect_cpu
-    from capplan.core.families.cpu.planning import pick_cpu_variants
 
     found, why = detect_cpu()
     if found is None:
@@ -139,9 +114,8 @@ def _cpu_entry(plan: Plan) -> dict[str, Any]:
     # The CPU's own architecture names the system whose builds it runs (a Grace machine's
     # aarch64 builds, whatever the host running this reports).
     cpu_system = f"{found.arch}-linux"
-    picks = pick_cpu_variants(
-        plan.variants, cpu_system, found.microarchitecture, ArchspecCpuModel(policies={})
-    )
+    family = cpu_family(ArchspecCpuModel(policies={}))
+    picks = family.pick(plan, Machine(cpu_system, found.microarchitecture))
     entry = found.to_json()
     entry["variants"] = {p.package: p.variant.name if p.variant else None for p in picks}
     entry["how"] = {
@@ -196,76 +170,23 @@ def _entry(
     }
 
 
-def _answer(
-    entry: dict[str, Any],
-    package: str,
-    variant: Variant | None,
-    level: RunLevel,
-    reason: str,
-    *,
-    named: Variant | None = None,
-    driver_ok: bool | None = None,
-    needs_driver: str | None = None,
-) -> None:
-    """Record one package's answer: ``variant`` to use (None when none runs here) with the
-    verdict; ``named``: the variant the answer is about (one a newer driver would run)."""
-    name = variant.name if variant else None
-    named = named or variant
-    entry["variants"][package] = name
-    entry["how"][package] = {
-        "level": level.value,
-        "reason": reason,
-        "command": f"nix build .#{name}" if name else None,
-        "driver_ok": driver_ok,
-        "needs_driver": needs_driver,
-        "variant": named.name if named else None,
-    }
-
-
-def _amd_entries(
-    found: list[Any], system: str, planned: Planned, kb: KnowledgeBase
-) -> list[dict[str, Any]]:
-    """detect's entries for AMD GPUs: same shape as NVIDIA's, the gfx target in ``target``,
-    each package answered with the plan's AMD variant for the GPU's processor (exact before
-    ISA-compatible or generic code), or this GPU's own reason why none runs (a CUDA-only
-    package, a build for another system, the plan's reason, or what to add to the fleet).
-    Notes about skipped KFD nodes go in the report's top-level ``notes``."""
-    from capplan.core.families.rocm.select import amd_plans_by_system, pick_amd_on_machine
-
-    plan = planned.plan
-    builds = kb.amd.builds if kb.amd is not None else {}
-    plans = amd_plans_by_system(plan, system)
-    entries: list[dict[str, Any]] = []
-    for gpu in found:
-        entry = _entry(gpu.name, "amd", system, gpu.source, gpu.pci_id)
-        entry["target"] = str(gpu.target)
-        entry["overlay"] = f'gpuTargets = [ "{gpu.target}" ];'
-        for package in plan.packages:
-            pick = pick_amd_on_machine(
-                plans,
-                package,
-                gpu.target,
-                system=system,
-                rocm_build=package in builds,
-                vendors=planned.config.packages[package].vendors,
-            )
-            _answer(entry, package, pick.variant, pick.level, pick.reason)
-        entries.append(entry)
-    return entries
-
-
-def _variants_for(plan: Plan, system: str, cap: Any, jetson: bool) -> Plan:
-    """The plan's variants this machine can use: its own system's, and of the capability-
-    independent jobs the kind (Jetson or SBSA redistributables) its GPU needs."""
-
-    def usable(v: Any) -> bool:
-        if v.system != system:
-            return False
-        if not v.independent or v.cuda is None:
-            return True  # no CUDA redistributables to match (AMD and CPU-side builds)
-        return bool(v.jetson) == uses_jetson_redist(system, v.cuda, [(cap, jetson)])
-
-    return replace(plan, variants=tuple(v for v in plan.variants if usable(v)))
+def _ask(entry: dict[str, Any], family: GpuFamily[Any], plan: Plan, machine: Machine) -> None:
+    """Fill one GPU's entry: the family's fields of the device, then each package's answer,
+    the variant to use (None when none runs here) with the verdict and the variant the answer
+    is about (``named``: one a newer driver would run)."""
+    entry.update(family.device_fields(machine.device, machine.driver))
+    for pick in family.pick(plan, machine):
+        name = pick.variant.name if pick.variant else None
+        named = pick.named or pick.variant
+        entry["variants"][pick.package] = name
+        entry["how"][pick.package] = {
+            "level": pick.level.value,
+            "reason": pick.reason,
+            "command": f"nix build .#{name}" if name else None,
+            "driver_ok": pick.detail.get("driver_ok"),
+            "needs_driver": pick.detail.get("needs_driver"),
+            "variant": named.name if named else None,
+        }
 
 
 def _print(report: list[dict[str, Any]]) -> None:

@@ -32,6 +32,7 @@ from capplan.errors import ExitCode, InvalidInputError, NoGpuError, shorten
 
 if TYPE_CHECKING:
     from capplan.adapters.environment import Scan, Source
+    from capplan.core.families.base import Pick
     from capplan.core.model.kb import KnowledgeBase
 
 __all__ = ["doctor"]
@@ -386,27 +387,26 @@ def _amd_fixes(
     kb: KnowledgeBase,
     system: str,
 ) -> dict[tuple[str, int], str]:
-    """For AMD GPUs: the plan's ROCm variant for the GPU's processor, as ``detect`` picks it,
-    or this GPU's reason why the plan has none."""
-    from capplan.core.families.rocm.select import amd_plans_by_system, pick_amd_on_machine
+    """For AMD GPUs: the plan's ROCm variant for the GPU's processor, as ``detect`` picks it
+    (the family's :meth:`~capplan.core.families.base.TargetFamily.pick`), or this GPU's reason
+    why the plan has none."""
+    from capplan.core.families.base import Machine
+    from capplan.core.families.registry import gpu_families
 
     plan = planned.plan
-    plans = amd_plans_by_system(plan, system)
-    builds = kb.amd.builds if kb.amd is not None else {}
+    family = {f.vendor: f for f in gpu_families(kb)}["amd"]
+    vendors = {name: p.vendors for name, p in planned.config.packages.items()}
+    answers: dict[int, dict[str, Pick]] = {}
     fixes: dict[tuple[str, int], str] = {}
     for package, index in wanted:
         target = report.gpus[index].target
         name = next((n for n in _plan_names(package) if n in plan.packages), None)
         if name is None or target is None:
             continue
-        pick = pick_amd_on_machine(
-            plans,
-            name,
-            target,
-            system=system,
-            rocm_build=name in builds,
-            vendors=planned.config.packages[name].vendors,
-        )
+        if index not in answers:
+            machine = Machine(system, target, None, vendors)
+            answers[index] = {p.package: p for p in family.pick(plan, machine)}
+        pick = answers[index][name]
         if pick.variant is not None:
             fixes[(package.name, index)] = f"nix build .#{pick.variant.name}"
         else:

@@ -28,8 +28,8 @@ from capplan.adapters.torch_source import (
 )
 from capplan.cli.kb_update import apply_update, validate_kb
 from capplan.cli.output import emit_json, make_table, out_console
-from capplan.core.binaries.torch_limits import TorchLimits, parse_torch_limits
 from capplan.core.families.cuda.compat import device_verdict, is_jetson
+from capplan.core.families.cuda.torch_limits import TorchLimits, parse_torch_limits
 from capplan.errors import DataError, InvalidInputError
 
 __all__ = ["limits", "read", "updated_kb_text"]

@@ -14,7 +14,7 @@ from typing import Any
 from capplan.adapters.files import read_input_bytes
 from capplan.cli.kb_update import apply_update, validate_kb
 from capplan.cli.output import emit_json, make_table, out_console
-from capplan.core.binaries.magma_limits import MagmaLimits, parse_magma_limits
+from capplan.core.families.rocm.magma_limits import MagmaLimits, parse_magma_limits
 from capplan.errors import DataError, InvalidInputError
 
 __all__ = ["read_magma", "updated_amd_packages_text"]

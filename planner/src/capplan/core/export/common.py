@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from capplan.core.families.base import RunLevel
-from capplan.core.families.cpu.planning import is_cpu_side
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import how_runs
+from capplan.core.families.registry import is_cpu_side
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import InvalidInputError

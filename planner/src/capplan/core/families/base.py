@@ -2,19 +2,24 @@
 
 A *target family* is a kind of build target a package can be specialised for: CUDA
 capabilities (``sm86``), ROCm gfx processors (``gfx942``), and next CPU levels (``x86-64-v3``).
-Each family answers the same five questions, so the planner, ``explain``, ``detect`` and the
+Each family answers the same six questions, so the planner, ``explain``, ``detect`` and the
 plan.json writer ask them through this interface instead of branching on the vendor:
 
 1. **parse and order** its targets: :meth:`TargetFamily.parse` takes every spelling users
    write, :meth:`TargetFamily.sort_key` is the family's documented order;
 2. **runs on**: :meth:`TargetFamily.runs_on` is the best way a device runs a build holding some
    targets, with the reason (explaining never raises);
-3. **limits**: :meth:`TargetFamily.package_limit` is why the knowledge base says a package
-   cannot build a target (None when it can);
+3. **limits**: :meth:`GpuFamily.package_limit` is why a GPU family's knowledge base says a
+   package cannot build a target (None when it can; CPU levels have no such limit);
 4. **naming**: :meth:`TargetFamily.label` is a target's part of a variant name (``torch-sm86``,
    ``torch-gfx942``);
 5. **Nix**: how plan.json hands the targets to Nix lives with each family's planning
-   (:class:`FamilyPlanning` below).
+   (:class:`FamilyPlanning` below);
+6. **pick**: :meth:`TargetFamily.pick` is, for each package, the plan's variant to use on a
+   :class:`Machine` (its system and one of its devices) or why none runs, as one :class:`Pick`
+   type for every family: what all share (variant, level, reason), the variant the answer is
+   about (``named``) and the family's own facts in ``detail``. ``capplan detect`` asks it of
+   every family instead of calling three pickers.
 
 :meth:`TargetFamily.claims` says which family a user's spelling in ``packages.<name>.extra`` /
 ``exclude`` belongs to. The implementations live in ``core/families/<family>/``, and
@@ -24,14 +29,14 @@ microarchitecture database): data with provenance, a partial order, and a small 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 if TYPE_CHECKING:
     # Only in annotations: plan.py (the shared value types) imports RunLevel from here.
-    from capplan.core.planning.plan import Decision, Variant
+    from capplan.core.planning.plan import Decision, Plan, Variant
 
 
 __all__ = [
@@ -40,6 +45,8 @@ __all__ = [
     "FamilyPlanning",
     "FamilyResult",
     "GpuFamily",
+    "Machine",
+    "Pick",
     "RunLevel",
     "RunsOn",
     "TargetFamily",
@@ -80,6 +87,34 @@ class RunsOn(NamedTuple):
         return self.level is not RunLevel.CANNOT_RUN
 
 
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """Where a planned build would run (``capplan detect``): the machine's system and one of its
+    devices, as the family spells it (a CUDA capability, an AMD gfx target, a CPU name)."""
+
+    system: str
+    device: Any  # None: the machine's device is not known (no answers)
+    driver: str | None = None  # the GPU driver's version, when the family asks for one
+    # What ``packages.<name>.vendors`` lets each package build for (None: every vendor); a
+    # family names it when it is why no variant runs here.
+    vendors: Mapping[str, Sequence[str] | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """One package's answer on a machine, the same for every family: the variant to use (None
+    when none runs here), how well it runs and why. ``named`` is the variant the answer is
+    about when it is not the one to use (CUDA: one a newer driver would run); ``detail`` holds
+    the family's own facts (CUDA: ``driver_ok``, ``needs_driver``)."""
+
+    package: str
+    variant: Variant | None
+    level: RunLevel
+    reason: str
+    named: Variant | None = None
+    detail: Mapping[str, object] = field(default_factory=dict)
+
+
 class TargetFamily(Protocol[T]):
     """One family of build targets (see the module docstring)."""
 
@@ -115,9 +150,9 @@ class TargetFamily(Protocol[T]):
         """The best way ``device`` runs a build holding ``built``, with the reason."""
         ...
 
-    def package_limit(self, package: str, target: T) -> str | None:
-        """Why the knowledge base says ``package`` cannot build ``target``; None when it can
-        (or the knowledge base has no entry of this family for the package)."""
+    def pick(self, plan: Plan, machine: Machine) -> tuple[Pick, ...]:
+        """For each package the family answers on ``machine``, the plan's variant to use there
+        (best first by the family's order) or why none runs."""
         ...
 
 
@@ -137,9 +172,20 @@ class GpuFamily(TargetFamily[T], Protocol[T]):
         name no family knows is an InvalidInputError with "did you mean" (exit 4)."""
         ...
 
+    def package_limit(self, package: str, target: T) -> str | None:
+        """Why the knowledge base says ``package`` cannot build ``target``; None when it can
+        (or the knowledge base has no entry of this family for the package). A GPU family's
+        question only: a package that compiles for one CPU level compiles for any."""
+        ...
+
     def explain(self, targets: str, device: str) -> Explained:
         """How a build of ``targets`` (comma-separated, the user's spelling) runs on ``device``,
         and why."""
+        ...
+
+    def device_fields(self, device: T | None, driver: str | None) -> dict[str, object]:
+        """``capplan detect``'s fields of one of the family's GPUs (its target, the overlay
+        line to build for it, what its driver runs); ``device`` None: not known."""
         ...
 
 

@@ -20,7 +20,14 @@ if TYPE_CHECKING:
     from capplan.core.planning.config import Config
     from capplan.core.planning.plan import Variant
 
-__all__ = ["family_for_text", "gpu_families", "nix_keys", "planning_families"]
+__all__ = [
+    "cpu_family",
+    "family_for_text",
+    "gpu_families",
+    "is_cpu_side",
+    "nix_keys",
+    "planning_families",
+]
 
 
 def gpu_families(kb: KnowledgeBase) -> tuple[GpuFamily[Any], ...]:
@@ -29,6 +36,21 @@ def gpu_families(kb: KnowledgeBase) -> tuple[GpuFamily[Any], ...]:
     from capplan.core.families.rocm.family import RocmFamily
 
     return (RocmFamily(kb), CudaFamily(kb))
+
+
+def cpu_family(model: CpuModel) -> TargetFamily[str]:
+    """The CPU family, judging CPUs with ``model`` (archspec's, from the adapters)."""
+    from capplan.core.families.cpu.planning import CpuFamily
+
+    return CpuFamily(model)
+
+
+def is_cpu_side(v: Variant) -> bool:
+    """Whether ``v`` is a CPU-side package's build (generic, per level or hwcaps) rather than a
+    GPU family's variant."""
+    from capplan.core.families.cpu.planning import is_cpu_side as cpu_side
+
+    return cpu_side(v)
 
 
 def family_for_text(families: Sequence[TargetFamily[Any]], text: str) -> TargetFamily[Any]:

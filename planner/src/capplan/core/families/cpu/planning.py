@@ -36,7 +36,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from capplan.core.families.base import CostPart, FamilyResult, RunLevel, RunsOn
+from capplan.core.families.base import (
+    CostPart,
+    FamilyResult,
+    Machine,
+    Pick,
+    RunLevel,
+    RunsOn,
+)
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import AARCH64, X86_64, system_suffix
 from capplan.core.planning.config import Config
@@ -45,6 +52,7 @@ from capplan.core.planning.plan import (
     CpuFleetEntry,
     CpuSpec,
     Decision,
+    Plan,
     Serve,
     Variant,
 )
@@ -188,8 +196,21 @@ class CpuFamily:
             return RunsOn(RunLevel.NATIVE, f"built for {device}")
         return RunsOn(RunLevel.COMPATIBLE, f"{device} runs {best[1]} code")
 
-    def package_limit(self, package: str, target: str) -> str | None:
-        return None  # a package that compiles for one level compiles for any of them
+    def pick(self, plan: Plan, machine: Machine) -> tuple[Pick, ...]:
+        """:func:`pick_cpu_variants` on a machine whose CPU is ``machine.device``: the packages
+        with per-level builds on its system, each at ``native`` (built for this CPU),
+        ``compatible`` (a lower level) or ``cannot-run``."""
+        picks: list[Pick] = []
+        cpu = machine.device
+        for p in pick_cpu_variants(plan.variants, machine.system, cpu, self._model()):
+            if p.variant is None:
+                level = RunLevel.CANNOT_RUN
+            elif p.variant.cpu is not None and p.variant.cpu.target == cpu:
+                level = RunLevel.NATIVE
+            else:
+                level = RunLevel.COMPATIBLE
+            picks.append(Pick(p.package, p.variant, level, p.reason))
+        return tuple(picks)
 
 
 class CpuPlanning:

@@ -5,13 +5,17 @@ and :mod:`~capplan.core.families.cuda.compat`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from capplan.core.families.base import Explained, RunsOn
+from capplan.core.families.base import Explained, Machine, Pick, RunsOn
 from capplan.core.families.cuda.capability import Capability, parse_targets
 from capplan.core.families.cuda.compat import device_verdict, how_runs, is_jetson
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.gpus import resolve_known_device
 from capplan.core.model.kb import KnowledgeBase, Limits
+
+if TYPE_CHECKING:
+    from capplan.core.planning.plan import Plan
 
 __all__ = ["CudaFamily", "cuda_limits_reason"]
 
@@ -96,3 +100,24 @@ class CudaFamily:
             "reason": verdict.reason,
         }
         return Explained(fields, str(cap))
+
+    def pick(self, plan: Plan, machine: Machine) -> tuple[Pick, ...]:
+        from capplan.core.families.cuda.select import pick_on_machine
+
+        return pick_on_machine(plan, self.kb, machine)
+
+    def device_fields(self, device: Capability | None, driver: str | None) -> dict[str, object]:
+        from capplan.core.families.cuda.select import driver_support
+
+        support = driver_support(self.kb, driver)
+        runs = support.max_cuda()
+        full = support.max_cuda(full=True)
+        fields: dict[str, object] = {
+            "capability": str(device) if device else None,
+            "driver": driver,
+            "max_cuda": str(full) if full else None,
+            "max_cuda_minor_compat": str(runs) if runs else None,
+        }
+        if device is not None:
+            fields["overlay"] = f'cudaCapabilities = [ "{device}" ];'
+        return fields

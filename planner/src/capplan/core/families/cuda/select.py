@@ -15,20 +15,23 @@ naming the driver it needs, and a variant on a CUDA the driver runs wins wheneve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from capplan.core.families.base import RunLevel
+from capplan.core.families import base
+from capplan.core.families.base import Machine, RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import Verdict, how_runs, is_jetson
 from capplan.core.families.cuda.drivers import version_key
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase
+from capplan.core.model.systems import uses_jetson_redist
 from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
     "DriverSupport",
     "Pick",
     "driver_support",
+    "pick_on_machine",
     "pick_variant",
 ]
 
@@ -221,3 +224,42 @@ def _none_runs(
         None,
         f"no {package} variant in this plan runs on {device.base}{detail}; {hint}",
     )
+
+
+def _variants_for(plan: Plan, system: str, cap: Capability, jetson: bool) -> Plan:
+    """The plan's variants a machine of ``system`` can use: its own system's, and of the
+    capability-independent jobs the kind (Jetson or SBSA redistributables) its GPU needs."""
+
+    def usable(v: Variant) -> bool:
+        if v.system != system:
+            return False
+        if not v.independent or v.cuda is None:
+            return True  # no CUDA redistributables to match (AMD and CPU-side builds)
+        return bool(v.jetson) == uses_jetson_redist(system, v.cuda, [(cap, jetson)])
+
+    return replace(plan, variants=tuple(v for v in plan.variants if usable(v)))
+
+
+def pick_on_machine(plan: Plan, kb: KnowledgeBase, machine: Machine) -> tuple[base.Pick, ...]:
+    """:func:`pick_variant` for every package of ``plan`` on a GPU of capability
+    ``machine.device`` (None: unknown, no answers) under ``machine.driver``, among the variants the
+    machine's system can use; ``detail`` carries the driver's verdict."""
+    cap = machine.device
+    if cap is None:
+        return ()
+    support = driver_support(kb, machine.driver)
+    mine = _variants_for(plan, machine.system, cap, kb.capability(cap.base).jetson)
+    picks: list[base.Pick] = []
+    for package in plan.packages:
+        pick = pick_variant(mine, package, cap, kb, driver=support)
+        picks.append(
+            base.Pick(
+                package,
+                pick.variant if pick.runnable else None,
+                pick.verdict.level,
+                pick.verdict.reason,
+                named=pick.variant or pick.blocked,
+                detail={"driver_ok": pick.driver_ok, "needs_driver": pick.needs_driver},
+            )
+        )
+    return tuple(picks)

@@ -5,8 +5,9 @@ against :mod:`~capplan.core.families.rocm.kb`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from capplan.core.families.base import Explained, RunLevel, RunsOn
+from capplan.core.families.base import Explained, Machine, Pick, RunLevel, RunsOn
 from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.core.families.rocm.target import (
     AmdRunLevel,
@@ -16,6 +17,9 @@ from capplan.core.families.rocm.target import (
 )
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.vendors import amd_entry, looks_like_gfx
+
+if TYPE_CHECKING:
+    from capplan.core.planning.plan import Plan
 
 __all__ = ["RocmFamily"]
 
@@ -87,3 +91,13 @@ class RocmFamily:
             "reason": answer.reason,
         }
         return Explained(fields, str(processor))
+
+    def pick(self, plan: Plan, machine: Machine) -> tuple[Pick, ...]:
+        from capplan.core.families.rocm.select import pick_on_machine
+
+        return pick_on_machine(plan, self.kb, machine)
+
+    def device_fields(self, device: AmdTarget | None, driver: str | None) -> dict[str, object]:
+        if device is None:
+            return {"target": None}
+        return {"target": str(device), "overlay": f'gpuTargets = [ "{device}" ];'}

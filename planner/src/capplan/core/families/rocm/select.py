@@ -10,11 +10,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from capplan.core.families.base import RunLevel
+from capplan.core.families import base
+from capplan.core.families.base import Machine, RunLevel
 from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, AmdVerdict, amd_how_runs
+from capplan.core.model.kb import KnowledgeBase
 from capplan.core.planning.plan import Plan, Variant
 
-__all__ = ["AmdPick", "amd_plans_by_system", "pick_amd_on_machine", "pick_amd_variant"]
+__all__ = [
+    "AmdPick",
+    "amd_plans_by_system",
+    "pick_amd_on_machine",
+    "pick_amd_variant",
+    "pick_on_machine",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,3 +114,22 @@ def pick_amd_on_machine(
                 "'capplan generate')"
             )
     return AmdPick(package, None, pick.level, reason)
+
+
+def pick_on_machine(plan: Plan, kb: KnowledgeBase, machine: Machine) -> tuple[base.Pick, ...]:
+    """:func:`pick_amd_on_machine` for every package of ``plan`` on a GPU of target
+    ``machine.device`` (an AmdTarget)."""
+    plans = amd_plans_by_system(plan, machine.system)
+    builds = kb.amd.builds if kb.amd is not None else {}
+    picks: list[base.Pick] = []
+    for package in plan.packages:
+        pick = pick_amd_on_machine(
+            plans,
+            package,
+            machine.device,
+            system=machine.system,
+            rocm_build=package in builds,
+            vendors=machine.vendors.get(package),
+        )
+        picks.append(base.Pick(package, pick.variant, pick.level, pick.reason))
+    return tuple(picks)
