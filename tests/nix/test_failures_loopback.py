@@ -151,7 +151,8 @@ def test_a_failed_build_is_recorded_and_left_out_of_the_next_plan(
     row = {"name": FAIL, **dict(line.split("=", 1) for line in row_out.read_text().splitlines())}
     assert row["drv"].endswith(".drv") and row["system"] == SYSTEM
     matrix = {"${{ matrix.name }}": FAIL} | {
-        f"${{{{ steps.row.outputs.{key} }}}}": row[key] for key in ("attr", "drv", "system", "peak_mb")
+        f"${{{{ steps.row.outputs.{key} }}}}": row[key]
+        for key in ("attr", "drv", "system", "peak_mb")
     }
     build = steps["Build"]
     failed = _bash(build["run"], nix_repo.root,
