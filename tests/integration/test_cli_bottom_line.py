@@ -137,3 +137,8 @@ def test_a_library_without_the_gpus_code_is_a_warning_up_front(
         in head
     )
     assert "does not run on MI300X with torch-gfx942" in head
+    # The same fact is not said twice: the routine exclusion of magma-hip's gfx942 for torch
+    # stays among the decisions, not among the warnings.
+    excluded = [d for d in data["decisions"] if d["action"] == "excluded"]
+    assert any(d["subject"] == "magma-hip:gfx942" and d["package"] == "torch" for d in excluded)
+    assert "excluded: torch: magma-hip:gfx942" not in head

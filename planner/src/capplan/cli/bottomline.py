@@ -17,7 +17,7 @@ from capplan.cli.output import print_wrapped
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from capplan.core.planning.plan import Plan
+    from capplan.core.planning.plan import Decision, Plan
 
 __all__ = ["BUILDER", "gpu_counts", "print_bottom_line", "warnings"]
 
@@ -51,18 +51,30 @@ def warnings(plan: Plan) -> list[tuple[str, str]]:
         shown = ", ".join(f"{gpu} (x{counts[gpu]})" if gpu in counts else gpu for gpu in gpus)
         lost = sum(counts.get(gpu, 1) for gpu in gpus)
         out.append(("unserved", f"{package} has no build for {shown}: {lost} GPUs go without"))
+    gaps = [d for d in plan.decisions if d.action == "gap"]
     for d in plan.decisions:
-        if d.action in ("excluded", "dropped"):
+        if d.action in ("excluded", "dropped") and not _said_by_a_gap(d, gaps):
             first = d.reason.split(": ")[0]
             out.append((d.action, f"{d.package}: {d.subject}: {first}"))
-    for d in plan.decisions:
-        if d.action == "gap":
-            # A variant whose copy of a library lacks its GPU's code (ROCm: magma-hip's own
-            # target list): what breaks, in plain words, after what the library holds.
-            at = d.reason.rfind(": no ")
-            what = d.reason[at + 2 :] if at >= 0 else d.reason
-            out.append(("missing", f"{d.subject}: {what}"))
+    for d in gaps:
+        # A variant whose copy of a library lacks its GPU's code (ROCm: magma-hip's own target
+        # list): what breaks, in plain words, after what the library holds.
+        at = d.reason.rfind(": no ")
+        what = d.reason[at + 2 :] if at >= 0 else d.reason
+        out.append(("missing", f"{d.subject}: {what}"))
     return out
+
+
+def _said_by_a_gap(excluded: Decision, gaps: Sequence[Decision]) -> bool:
+    """Whether a ``gap`` warning already says what ``excluded`` does (a dependency's target
+    excluded, ``magma-hip:gfx942``), in the plainer words of what breaks on which GPU."""
+    library, _, target = excluded.subject.rpartition(":")
+    return any(
+        g.package == excluded.package
+        and g.subject.endswith(f": {library}")
+        and f"no {target} code" in g.reason
+        for g in gaps
+    )
 
 
 def print_bottom_line(
