@@ -155,6 +155,55 @@ def test_an_oversized_attribute_is_refused_unread(tmp_path: Path) -> None:
     assert any("larger than 4096 bytes" in note for note in chosen.notes), chosen.notes
 
 
+def test_a_wedged_attribute_is_given_up_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver stuck in its read handler blocks read() on a regular sysfs file, which no
+    non-blocking open helps with: the scan is given up after its deadline, the PCI source is
+    unusable with one note, and detect and the selector still answer (here: no GPU)."""
+    import threading
+    import time
+
+    root = tmp_path / "sys"
+    _write(root, "0000:01:00.0", GOOD)
+    release = threading.Event()
+    real = selector.pci_attribute
+
+    def wedged(folder: str, name: str) -> int:
+        if name == "device":
+            release.wait(30)  # as long as the kernel would keep the reader
+        return real(folder, name)
+
+    monkeypatch.setattr(selector, "pci_attribute", wedged)
+    try:
+        started = time.monotonic()
+        found, problems = selector.read_pci_gpus(str(root), timeout=0.2)
+        assert time.monotonic() - started < 10  # given up, not waited for (30 s)
+        assert found == []
+        assert problems == [
+            f"{root}/bus/pci/devices: no answer within 0.2 s (a sysfs file that never returns)"
+        ]
+        monkeypatch.setattr(selector, "SYSFS_TIMEOUT", 0.2)
+        monkeypatch.setattr(selector.read_pci_gpus, "__defaults__", (0.2,))
+        chosen = selector.choose(TABLE, {"CAPPLAN_NVML": "0", "CAPPLAN_SYSFS_ROOT": str(root)})
+        assert chosen.gpus == []
+        assert any("no answer within 0.2 s" in note for note in chosen.notes), chosen.notes
+        assert _detect_caps(tmp_path, root) == []
+    finally:
+        release.set()
+    # Released, the same tree reads as ever: the deadline changes nothing for a healthy sysfs.
+    assert selector.read_pci_gpus(str(root)) == ([("0000:01:00.0", 0x2204)], [])
+
+
+def test_a_scan_that_fails_raises_in_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(base: str) -> Any:
+        raise RuntimeError("a bug in the scan")
+
+    monkeypatch.setattr(selector, "_scan_pci", broken)
+    with pytest.raises(RuntimeError, match="a bug in the scan"):
+        selector.read_pci_gpus("/nonexistent")
+
+
 # -- generated spoiled trees ---------------------------------------------------------------------
 def _spoil(good: bytes) -> st.SearchStrategy[bytes | None]:
     text = good.strip()

@@ -455,10 +455,42 @@ def pci_attribute(folder: str, name: str) -> int:
     return int(value[2:], 16)
 
 
-def read_pci_gpus(root: str) -> tuple[list[tuple[str, int]], list[str]]:
+SYSFS_TIMEOUT = 2.0  # seconds: a healthy sysfs answers in microseconds
+
+
+def read_pci_gpus(
+    root: str, timeout: float = SYSFS_TIMEOUT
+) -> tuple[list[tuple[str, int]], list[str]]:
     """NVIDIA VGA or 3D controller functions under ``root``/bus/pci/devices as (bus address,
-    device id), in bus order, and the problems met (``"0000:01:00.0: device: empty"``)."""
+    device id), in bus order, and the problems met (``"0000:01:00.0: device: empty"``).
+
+    A sysfs attribute whose driver wedges in its read handler blocks ``read`` itself (a
+    non-blocking open helps with FIFOs only), so the scan runs in a daemon thread and is given
+    up after ``timeout`` seconds: the PCI source is then unusable, said in one problem line, and
+    the thread left in the kernel never holds the process (a wrapper execs its variant)."""
+    import threading
+
     base = os.path.join(root, "bus", "pci", "devices")
+    answer: list[tuple[list[tuple[str, int]], list[str]]] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            answer.append(_scan_pci(base))
+        except BaseException as error:  # handed to the caller, as if the scan ran here
+            failed.append(error)
+
+    scan = threading.Thread(target=run, name="capplan-sysfs", daemon=True)
+    scan.start()
+    scan.join(timeout)
+    if failed:
+        raise failed[0]
+    if not answer:
+        return [], [f"{base}: no answer within {timeout:g} s (a sysfs file that never returns)"]
+    return answer[0]
+
+
+def _scan_pci(base: str) -> tuple[list[tuple[str, int]], list[str]]:
     try:
         names = sorted(os.listdir(base))
     except OSError as error:
