@@ -26,7 +26,7 @@ H100 = ("NVIDIA H100 80GB HBM3", "9.0", "570.124.06")
 
 
 def _gpus(*rows: tuple[str, str | None, str | None]) -> list[DetectedGpu]:
-    return [DetectedGpu(n, Capability.parse(c) if c else None, d) for n, c, d in rows]
+    return [DetectedGpu(n, Capability.parse(c) if c else None, d, "nvidia-smi") for n, c, d in rows]
 
 
 @pytest.mark.parametrize(
@@ -127,7 +127,7 @@ def test_capplan_nvidia_smi_that_does_not_exist(tmp_path: Path) -> None:
 def test_old_driver_without_compute_cap(tmp_path: Path) -> None:
     _fake_smi(tmp_path / "bin", "Tesla V100-SXM2-16GB, 470.82.01\n", old=True)
     gpus = detect_gpus(env=_env(tmp_path / "bin"), proc_root=tmp_path / "no-proc")
-    assert gpus == [DetectedGpu("Tesla V100-SXM2-16GB", None, "470.82.01")]
+    assert gpus == [DetectedGpu("Tesla V100-SXM2-16GB", None, "470.82.01", "nvidia-smi")]
 
 
 def test_real_process_environment_is_used_by_default(
@@ -180,10 +180,13 @@ def test_proc_fallback(tmp_path: Path, version: str, driver: str) -> None:
         },
     )
     # No nvidia-smi anywhere: the module's files still name the GPUs, in PCI bus order.
-    assert detect_gpus(env=_env(tmp_path / "empty-bin"), proc_root=root) == [
-        DetectedGpu("NVIDIA A100-SXM4-80GB", None, driver),
-        DetectedGpu("NVIDIA GeForce RTX 3090", None, driver),
+    found = detect_gpus(env=_env(tmp_path / "empty-bin"), proc_root=root)
+    assert found == [
+        DetectedGpu("NVIDIA A100-SXM4-80GB", None, driver, "proc"),
+        DetectedGpu("NVIDIA GeForce RTX 3090", None, driver, "proc"),
     ]
+    # ... and say where the answer came from (a default once called it "nvidia-smi").
+    assert [g.source for g in found] == ["proc", "proc"]
 
 
 def test_proc_fallback_when_nvidia_smi_cannot_talk_to_the_driver(
@@ -199,7 +202,7 @@ def test_proc_fallback_when_nvidia_smi_cannot_talk_to_the_driver(
     script.chmod(0o755)
     root = _proc_tree(tmp_path / "nvidia", OPEN, {"0000:01:00.0": "NVIDIA L4"})
     assert detect_gpus(env=_env(bin_dir), proc_root=root) == [
-        DetectedGpu("NVIDIA L4", None, "570.124.06")
+        DetectedGpu("NVIDIA L4", None, "570.124.06", "proc")
     ]
 
 
@@ -216,7 +219,9 @@ def test_proc_tree_with_unreadable_parts(tmp_path: Path) -> None:
     (root / "gpus" / "0000:01:00.0").mkdir(parents=True)  # no information file
     (root / "gpus" / "0000:02:00.0").mkdir()
     (root / "gpus" / "0000:02:00.0" / "information").write_text("IRQ: 5\n")  # no Model line
-    assert read_proc_driver(root) == [DetectedGpu("NVIDIA GPU 0000:02:00.0", None, None)]
+    found = read_proc_driver(root)
+    assert found == [DetectedGpu("NVIDIA GPU 0000:02:00.0", None, None, "proc")]
+    assert [g.source for g in found] == ["proc"]  # source takes no part in equality
     assert read_proc_driver(tmp_path / "absent") == []
 
 
@@ -248,7 +253,7 @@ def test_hanging_nvidia_smi_is_abandoned(tmp_path: Path) -> None:
     (bin_dir / "nvidia-smi").chmod(0o755)
     root = _proc_tree(tmp_path / "nvidia", OPEN, {"0000:01:00.0": "NVIDIA H100 80GB HBM3"})
     gpus = detect_gpus(env=_env(bin_dir), proc_root=root, timeout=0.5)
-    assert gpus == [DetectedGpu("NVIDIA H100 80GB HBM3", None, "570.124.06")]
+    assert gpus == [DetectedGpu("NVIDIA H100 80GB HBM3", None, "570.124.06", "proc")]
 
 
 def test_this_machine_raises_no_gpu_or_lists_gpus() -> None:

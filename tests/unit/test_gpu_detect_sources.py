@@ -300,7 +300,7 @@ def test_h100_capture_through_sysfs(tmp_path: Path) -> None:
 
 def test_h100_capture_through_nvidia_smi_csv() -> None:
     assert parse_nvidia_smi_csv((CAPTURE / "smi-basic.csv").read_text()) == [
-        DetectedGpu("NVIDIA H100 80GB HBM3", Capability(9, 0), "580.159.04")
+        DetectedGpu("NVIDIA H100 80GB HBM3", Capability(9, 0), "580.159.04", "nvidia-smi")
     ]
     # The longer query's pci.device_id (0x233010DE) is the id sysfs gives: the same table entry.
     fields = (CAPTURE / "smi-query.csv").read_text().split(", ")

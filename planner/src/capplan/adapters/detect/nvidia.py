@@ -83,7 +83,9 @@ class DetectedGpu:
     name: str
     capability: Capability | None
     driver: str | None
-    source: str = field(default="nvidia-smi", compare=False)
+    # No default: every reader names itself (a default once labelled the Jetson device tree's
+    # and /proc/driver/nvidia's answers "nvidia-smi").
+    source: str = field(compare=False)
     pci_id: str | None = field(default=None, compare=False)
     note: str = field(default="", compare=False)  # e.g. why the capability is unknown
 
@@ -135,6 +137,7 @@ def parse_nvidia_smi_csv(text: str, fields: tuple[str, ...] = _FULL_QUERY) -> li
                 name=name,
                 capability=_capability(_value(record.get("compute_cap", ""))),
                 driver=_driver(_value(record.get("driver_version", ""))),
+                source="nvidia-smi",
             )
         )
     return gpus
@@ -202,7 +205,12 @@ def read_proc_driver(root: Path = PROC_ROOT) -> list[DetectedGpu]:
                 name = _value(value)
                 break
         gpus.append(
-            DetectedGpu(name=name or f"NVIDIA GPU {entry.name}", capability=None, driver=driver)
+            DetectedGpu(
+                name=name or f"NVIDIA GPU {entry.name}",
+                capability=None,
+                driver=driver,
+                source="proc",
+            )
         )
     return gpus
 
