@@ -409,24 +409,9 @@ def test_the_checker_sees_import_circles(tmp_path: Path) -> None:
 # A family method that implements a protocol method of core/families/base.py with nothing but
 # ``return None`` / ``return False`` / ``return []`` / ``pass`` is a stub: the interface asks
 # something the family does not do. A method only some families have belongs in a narrower
-# protocol (GpuFamily) or in the family. The stubs below remain because the planner
-# (core/planning/planner.py) calls every FamilyPlanning method of every family; the list is
-# exact, so a new stub fails the test and a removed one must be struck here.
-KNOWN_STUBS = {
-    "cpu/planning.py CpuFamily.claims",  # the planner asks every family for extra/exclude
-    "cpu/planning.py CpuPlanning.claims_gpu",
-    "cpu/planning.py CpuPlanning.resolve_fleet",
-    "cpu/planning.py CpuPlanning.check_vendors",
-    "cpu/planning.py CpuPlanning.check_target",
-    "cpu/planning.py CpuPlanning.check_package",
-    "cpu/planning.py CpuPlanning.validate",
-    "cpu/planning.py CpuPlanning.unplanned",
-    "cuda/planning.py CudaPlanning.check_vendors",
-    "rocm/planning.py RocmPlanning.prepare",
-    "rocm/planning.py RocmPlanning.knows",
-    "rocm/planning.py RocmPlanning.check_package",
-    "rocm/planning.py RocmPlanning.validate",
-}
+# protocol (GpuFamily; the planner's optional phases, which it asks only of the families that
+# implement them). The list is exact, so a new stub fails the test.
+KNOWN_STUBS: set[str] = set()
 
 
 def _protocol_methods(base: Path) -> set[str]:

@@ -6,13 +6,15 @@ from __future__ import annotations
 import pytest
 
 from capplan.adapters.kb import load_kb
+from capplan.core.families import base
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import device_verdict, how_runs
 from capplan.core.families.cuda.family import CudaFamily
-from capplan.core.families.registry import family_for_text, gpu_families
+from capplan.core.families.registry import family_for_text, gpu_families, planning_families
 from capplan.core.families.rocm.family import RocmFamily
 from capplan.core.families.rocm.target import AmdTarget, amd_how_runs
+from capplan.core.planning.config import config_from_mapping
 from capplan.errors import InvalidInputError
 
 KB = load_kb()
@@ -108,3 +110,28 @@ def test_explain_answers_with_the_familys_own_rules() -> None:
     assert (cuda.fields["level"], cuda.fields["reason"]) == (expected.level.value, expected.reason)
     assert expected.level is RunLevel.COMPATIBLE  # same-major SASS, before the 9.0 PTX
     assert CUDA.explain("8.6", "A100").fields["level"] == RunLevel.CANNOT_RUN.value
+
+
+# The planner's phases that only some families have (core/families/base.py): the planner asks
+# a phase of the families that implement it, so no family answers one with a stub.
+PHASES = {
+    "cuda": {"PreparesPolicy", "ClaimsFleet", "KnowsPackages", "ChecksTargets", "ChecksPackage",
+             "ValidatesFleet", "ReportsUnplanned"},
+    "rocm": {"ClaimsFleet", "ChecksVendors", "ChecksTargets", "ReportsUnplanned"},
+    "cpu": {"PreparesPolicy", "KnowsPackages"},
+}  # fmt: skip
+
+
+def test_each_family_has_only_the_planning_phases_it_does() -> None:
+    config = config_from_mapping(
+        {"fleet": {"gpus": ["A100"]}, "packages": {"torch": {}}}, origin="t"
+    )
+    names = {
+        "PreparesPolicy", "ClaimsFleet", "KnowsPackages", "ChecksVendors", "ChecksTargets",
+        "ChecksPackage", "ValidatesFleet", "ReportsUnplanned",
+    }  # fmt: skip
+    found = {
+        f.family.name: {n for n in names if isinstance(f, getattr(base, n))}
+        for f in planning_families(KB, config)
+    }
+    assert found == PHASES

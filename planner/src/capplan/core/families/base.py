@@ -21,7 +21,7 @@ plan.json writer ask them through this interface instead of branching on the ven
    about (``named``) and the family's own facts in ``detail``. ``capplan detect`` asks it of
    every family instead of calling three pickers.
 
-:meth:`TargetFamily.claims` says which family a user's spelling in ``packages.<name>.extra`` /
+:meth:`GpuFamily.claims` says which family a user's spelling in ``packages.<name>.extra`` /
 ``exclude`` belongs to. The implementations live in ``core/families/<family>/``, and
 :mod:`capplan.core.families.registry` names them. This follows archspec's shape (Spack's
 microarchitecture database): data with provenance, a partial order, and a small query API.
@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     # Only in annotations: plan.py (the shared value types) imports RunLevel from here.
@@ -40,16 +40,24 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "ChecksPackage",
+    "ChecksTargets",
+    "ChecksVendors",
+    "ClaimsFleet",
     "CostPart",
     "Explained",
     "FamilyPlanning",
     "FamilyResult",
     "GpuFamily",
+    "KnowsPackages",
     "Machine",
     "Pick",
+    "PreparesPolicy",
+    "ReportsUnplanned",
     "RunLevel",
     "RunsOn",
     "TargetFamily",
+    "ValidatesFleet",
 ]
 
 T = TypeVar("T")
@@ -129,11 +137,6 @@ class TargetFamily(Protocol[T]):
         every package has (CPU levels)."""
         ...
 
-    def claims(self, text: str) -> bool:
-        """Whether a user's target spelling belongs to this family (it is then parsed by it,
-        and a bad spelling is an error of this family's)."""
-        ...
-
     def parse(self, text: str) -> T:
         """A target from any spelling users write; bad input is an InvalidInputError (exit 4)."""
         ...
@@ -165,7 +168,14 @@ class Explained(NamedTuple):
 
 
 class GpuFamily(TargetFamily[T], Protocol[T]):
-    """A family of GPU targets: ``capplan explain`` asks it about a device."""
+    """A family of GPU targets: ``capplan explain`` asks it about a device, and a user's
+    ``packages.<name>.extra`` / ``exclude`` spelling belongs to one of them (CPU levels are
+    named in ``fleet.cpus`` only)."""
+
+    def claims(self, text: str) -> bool:
+        """Whether a user's target spelling belongs to this family (it is then parsed by it,
+        and a bad spelling is an error of this family's)."""
+        ...
 
     def owns_device(self, text: str) -> bool:
         """Whether a device spelling (a GPU name, a target) is one of this family's GPUs; a
@@ -192,16 +202,20 @@ class GpuFamily(TargetFamily[T], Protocol[T]):
 # A target family's planning: the part of the interface that the planner loops over.
 #
 # :func:`capplan.core.planning.planner.make_plan` runs every family through the same phases, in
-# this order, so that the first bad input any family finds is the one reported:
+# this order, so that the first bad input any family finds is the one reported. Every family
+# has the phases of :class:`FamilyPlanning`; a phase only some families have is a narrower
+# protocol below, and the planner asks only the families that implement it (in planning order):
 #
-# 1. :meth:`FamilyPlanning.prepare`: the family's own policy inputs (CUDA: ``policy.cuda``);
-# 2. fleet: :meth:`FamilyPlanning.claims_gpu` gives each ``fleet.gpus`` entry to one family
-#    (the fallback last), :meth:`FamilyPlanning.resolve_fleet` resolves what it was given;
-# 3. per requested package: :meth:`FamilyPlanning.check_vendors`, then each ``extra`` /
-#    ``exclude`` value through the family that claims it (:meth:`FamilyPlanning.check_target`),
-#    then :meth:`FamilyPlanning.check_package`;
-# 4. :meth:`FamilyPlanning.validate` (the fleet against the family's policy and knowledge base);
-# 5. :meth:`FamilyPlanning.unplanned` (fleet entries on systems the plan leaves out);
+# 1. :meth:`PreparesPolicy.prepare`: the family's own policy inputs (CUDA: ``policy.cuda``;
+#    CPU: ``fleet.cpus``);
+# 2. fleet: :meth:`ClaimsFleet.claims_gpu` gives each ``fleet.gpus`` entry to one family
+#    (the fallback last), :meth:`ClaimsFleet.resolve_fleet` resolves what it was given;
+# 3. per requested package: :meth:`KnowsPackages.knows` (a package no family knows is an
+#    unknown package), :meth:`ChecksVendors.check_vendors`, then each ``extra`` / ``exclude``
+#    value through the GPU family that claims it (:meth:`ChecksTargets.check_target`), then
+#    :meth:`ChecksPackage.check_package`;
+# 4. :meth:`ValidatesFleet.validate` (the fleet against the family's policy and knowledge base);
+# 5. :meth:`ReportsUnplanned.unplanned` (fleet entries on systems the plan leaves out);
 # 6. :meth:`FamilyPlanning.plan`: the family's variants, decisions and unserved entries;
 # 7. :meth:`FamilyPlanning.costs`: the family's part of the reference strategies.
 #
@@ -234,40 +248,15 @@ class CostPart:
 
 
 class FamilyPlanning(Protocol):
-    """One family's planning for one (knowledge base, config); made per plan."""
+    """One family's planning for one (knowledge base, config); made per plan. The phases
+    every family has; the narrower protocols below are the ones only some have."""
 
     @property
     def family(self) -> TargetFamily[Any]: ...
 
-    @property
-    def fallback(self) -> bool:
-        """Whether the family takes every fleet entry and spelling no other family claims."""
-        ...
-
-    def prepare(self) -> None: ...
-
-    def claims_gpu(self, label: str) -> bool: ...
-
-    def resolve_fleet(self, labels: Sequence[str]) -> None: ...
-
     def fleet_labels(self) -> tuple[str, ...]:
         """The fleet entries the family resolved."""
         ...
-
-    def knows(self, package: str) -> bool:
-        """Whether the family's knowledge base has the package (a package no family knows is
-        an unknown package)."""
-        ...
-
-    def check_vendors(self, package: str) -> None: ...
-
-    def check_target(self, package: str, key: str, text: str) -> None: ...
-
-    def check_package(self, package: str) -> None: ...
-
-    def validate(self, requested: Sequence[str]) -> None: ...
-
-    def unplanned(self, requested: Sequence[str]) -> list[Decision]: ...
 
     def plan(self, requested: Sequence[str], earlier: FamilyResult) -> FamilyResult:
         """``earlier``: what the families before this one planned (variants, decisions) and
@@ -277,3 +266,76 @@ class FamilyPlanning(Protocol):
     def costs(self, requested: Sequence[str], result: FamilyResult) -> CostPart: ...
 
     def plan_fields(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class PreparesPolicy(Protocol):
+    """Phase 1: a family with policy inputs of its own resolves them first."""
+
+    def prepare(self) -> None: ...
+
+
+@runtime_checkable
+class ClaimsFleet(Protocol):
+    """Phase 2: a GPU family takes its ``fleet.gpus`` entries (CPUs come from ``fleet.cpus``)."""
+
+    @property
+    def fallback(self) -> bool:
+        """Whether the family takes every fleet entry and spelling no other family claims."""
+        ...
+
+    def claims_gpu(self, label: str) -> bool: ...
+
+    def resolve_fleet(self, labels: Sequence[str]) -> None: ...
+
+
+@runtime_checkable
+class KnowsPackages(Protocol):
+    """Phase 3: a family with a package list of its own in the knowledge base."""
+
+    def knows(self, package: str) -> bool:
+        """Whether the family's knowledge base has the package."""
+        ...
+
+
+@runtime_checkable
+class ChecksVendors(Protocol):
+    """Phase 3: a family that judges ``packages.<name>.vendors`` against its builds."""
+
+    def check_vendors(self, package: str) -> None: ...
+
+
+@runtime_checkable
+class ChecksTargets(Protocol):
+    """Phase 3: a family whose targets a user names in ``packages.<name>.extra`` / ``exclude``
+    (a GPU family, which claims the spellings; the fallback takes what no other claims)."""
+
+    @property
+    def family(self) -> GpuFamily[Any]: ...
+
+    @property
+    def fallback(self) -> bool: ...
+
+    def check_target(self, package: str, key: str, text: str) -> None: ...
+
+
+@runtime_checkable
+class ChecksPackage(Protocol):
+    """Phase 3: a family with per-package settings of its own (CUDA: ``packages.<name>.cuda``)."""
+
+    def check_package(self, package: str) -> None: ...
+
+
+@runtime_checkable
+class ValidatesFleet(Protocol):
+    """Phase 4: a family that checks its fleet against its policy and knowledge base."""
+
+    def validate(self, requested: Sequence[str]) -> None: ...
+
+
+@runtime_checkable
+class ReportsUnplanned(Protocol):
+    """Phase 5: a family whose fleet entries can live on systems the plan leaves out (CPU's
+    are known once the GPU families have planned, in its :meth:`FamilyPlanning.plan`)."""
+
+    def unplanned(self, requested: Sequence[str]) -> list[Decision]: ...

@@ -53,7 +53,7 @@ def is_cpu_side(v: Variant) -> bool:
     return cpu_side(v)
 
 
-def family_for_text(families: Sequence[TargetFamily[Any]], text: str) -> TargetFamily[Any]:
+def family_for_text(families: Sequence[GpuFamily[Any]], text: str) -> GpuFamily[Any]:
     """The first family that claims a user's spelling (``families`` ends with a fallback)."""
     return next(f for f in families if f.claims(text))
 
