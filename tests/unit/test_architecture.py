@@ -182,13 +182,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # family (core/families/base.py, as detect uses them) would let them loop over the
     # registry instead.
     "cli/doctor.py": {"cuda.compat", "cuda.drivers", "cuda.select"},
-    "cli/verify.py": {
-        "cuda.capability",
-        "cuda.compat",
-        "cuda.verify",
-        "rocm.target",
-        "rocm.verify",
-    },
     "cli/planning.py": {"cpu.planning", "cuda.capability", "rocm.target"},
     "cli/plan.py": {"cpu.planning"},
     "cli/nixpkgs.py": {"cpu.kb", "cuda.inputs"},

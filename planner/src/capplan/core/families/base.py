@@ -58,6 +58,8 @@ __all__ = [
     "RunsOn",
     "TargetFamily",
     "ValidatesFleet",
+    "Verified",
+    "Verifier",
 ]
 
 T = TypeVar("T")
@@ -339,3 +341,66 @@ class ReportsUnplanned(Protocol):
     are known once the GPU families have planned, in its :meth:`FamilyPlanning.plan`)."""
 
     def unplanned(self, requested: Sequence[str]) -> list[Decision]: ...
+
+
+# -- verify ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """``capplan verify``'s answer of one family on a build: the ``--json`` fields, the text
+    report's lines, and what fails (exit 9)."""
+
+    fields: dict[str, Any]
+    lines: tuple[str, ...]
+    ok: bool  # the build holds exactly the expected code (and runs on the device, if one)
+    failures: tuple[str, ...]  # each difference, then "cannot run on <device>"
+    problems: tuple[str, ...]  # files read only in part, "<path>: <problem>"
+    what: str  # what the build should hold: "the planned device code"
+    hint: str
+    markup: bool  # whether the lines go through rich markup (as the command always did)
+
+
+class Verifier(Protocol):
+    """A GPU family's part of ``capplan verify`` (``core/families/<family>/verify.py``, from
+    :func:`capplan.core.families.registry.gpu_verifiers`): the expected targets, the device,
+    and the comparison. Its knowledge base is read only when a question needs it, so ``verify
+    --expect 8.6`` loads no GPU table."""
+
+    code: str  # how messages name the family's device code: "CUDA", "AMD"
+    fallback: bool  # takes every ``--expect`` item no other family claims
+    jetson: bool  # whether ``--jetson`` applies to the family's devices
+    # Whether the family's GPU lookup matches loose names (a model name's fragment), so that
+    # another family's exact target spelling is refused before it.
+    loose_lookup: bool
+
+    def claims(self, text: str) -> bool:
+        """Whether an ``--expect`` item or ``--device`` spelling is the family's own."""
+        ...
+
+    def owns(self, target: object) -> bool:
+        """Whether a planned variant's target is one of the family's."""
+        ...
+
+    def expected(self, text: str, items: Sequence[str]) -> tuple[Any, ...]:
+        """The targets ``--expect`` names (``text``, split into ``items``)."""
+        ...
+
+    def target_spelling(self, text: str) -> str | None:
+        """What ``text`` is when it spells one of the family's targets rather than a GPU
+        (``"a CUDA capability"``), else None."""
+        ...
+
+    def lookup(self, text: str) -> tuple[Any, bool]:
+        """The device ``--device`` names and whether it is a Jetson; bad input is an
+        InvalidInputError with the family's suggestions."""
+        ...
+
+    def describe(self, device: Any) -> str:
+        """A found device in a message: ``"an NVIDIA GPU (8.6)"``."""
+        ...
+
+    def verify(
+        self, expected: Sequence[Any], reports: Sequence[Any], device: Any, jetson: bool
+    ) -> Verified:
+        """What ``reports`` (the binary reader's, one per file) hold against ``expected``,
+        and how it runs on ``device`` (None: not asked)."""
+        ...

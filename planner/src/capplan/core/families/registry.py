@@ -12,10 +12,11 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily
+from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
 
 if TYPE_CHECKING:
     from capplan.core.families.cpu.planning import CpuModel
+    from capplan.core.families.rocm.kb import AmdKnowledgeBase
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
     from capplan.core.planning.plan import Variant
@@ -24,6 +25,7 @@ __all__ = [
     "cpu_family",
     "family_for_text",
     "gpu_families",
+    "gpu_verifiers",
     "is_cpu_side",
     "nix_keys",
     "planning_families",
@@ -36,6 +38,20 @@ def gpu_families(kb: KnowledgeBase) -> tuple[GpuFamily[Any], ...]:
     from capplan.core.families.rocm.family import RocmFamily
 
     return (RocmFamily(kb), CudaFamily(kb))
+
+
+def gpu_verifiers(
+    kb: Callable[[], KnowledgeBase],
+    capability_kb: Callable[[], KnowledgeBase],
+    amd_kb: Callable[[], AmdKnowledgeBase],
+) -> tuple[Verifier, ...]:
+    """What ``capplan verify`` asks each GPU family, in claiming order (the fallback, CUDA,
+    last). The loaders are called only when a question needs them: the whole knowledge base,
+    the capability table alone, the AMD knowledge base."""
+    from capplan.core.families.cuda.verify import CudaVerifier
+    from capplan.core.families.rocm.verify import RocmVerifier
+
+    return (RocmVerifier(amd_kb), CudaVerifier(kb, capability_kb))
 
 
 def cpu_family(model: CpuModel) -> TargetFamily[str]:
