@@ -181,7 +181,7 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # Commands that still fork on the vendor: the Pick type and pick(plan, machine) on the
     # family (core/families/base.py, as detect uses them) would let them loop over the
     # registry instead.
-    "cli/doctor.py": {"cuda.compat", "cuda.drivers", "cuda.select"},
+    "cli/doctor.py": {"cuda.compat", "cuda.drivers"},  # a Gpu's Jetson flag, the driver's facts
     "cli/planning.py": {"cpu.planning", "cuda.capability", "rocm.target"},
     "cli/plan.py": {"cpu.planning"},
     "cli/nixpkgs.py": {"cpu.kb", "cuda.inputs"},

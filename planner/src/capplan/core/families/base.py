@@ -108,6 +108,10 @@ class Machine:
     # What ``packages.<name>.vendors`` lets each package build for (None: every vendor); a
     # family names it when it is why no variant runs here.
     vendors: Mapping[str, Sequence[str] | None] = field(default_factory=dict)
+    # Whether the answer keeps to the capability-independent builds this device's kind needs
+    # (CUDA: the Jetson or the SBSA redistributables), as ``detect`` asks; False: every build
+    # of the system, as ``doctor`` judges a plan it found a package of.
+    own_kind_only: bool = True
 
 
 @dataclass(frozen=True, slots=True)
