@@ -183,7 +183,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # registry instead.
     "cli/doctor.py": {"cuda.compat", "cuda.drivers"},  # a Gpu's Jetson flag, the driver's facts
     "cli/planning.py": {"cpu.planning", "cuda.capability", "rocm.target"},
-    "cli/plan.py": {"cpu.planning"},
     "cli/nixpkgs.py": {"cpu.kb", "cuda.inputs"},
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
