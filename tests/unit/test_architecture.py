@@ -187,7 +187,7 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
     # "one typed field") and the knowledge-base records; the planner still takes CPU's model
-    # and CUDA's policy inputs, the matrix CPU's gcc -march feature.
+    # and CUDA's policy inputs.
     "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/fromjson.py": {"cuda.capability", "cuda.version", "rocm.target"},
@@ -204,7 +204,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
         "rocm.target",
     },
     "core/planning/planner.py": {"cpu.planning", "cuda.inputs"},
-    "core/planning/matrix.py": {"cpu.planning"},
     # Binary readers and exports that judge CUDA and AMD device code side by side.
     "core/binaries/doctor.py": {
         "cuda.capability",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "cpu_family",
     "family_for_text",
+    "gccarch_feature",
     "gpu_families",
     "gpu_verifiers",
     "is_cpu_side",
@@ -67,6 +68,14 @@ def is_cpu_side(v: Variant) -> bool:
     from capplan.core.families.cpu.planning import is_cpu_side as cpu_side
 
     return cpu_side(v)
+
+
+def gccarch_feature(v: Variant) -> str | None:
+    """The ``gccarch-<arch>`` system feature a CPU-level variant's job requires (None for
+    every other variant): the matrix's part of the CPU family."""
+    from capplan.core.families.cpu.planning import gccarch_feature as feature
+
+    return feature(v)
 
 
 def family_for_text(families: Sequence[GpuFamily[Any]], text: str) -> GpuFamily[Any]:
