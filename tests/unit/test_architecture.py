@@ -178,10 +178,14 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "cli/caps.py": {"cuda.version"},
     "cli/limits.py": {"cuda.compat", "cuda.torch_limits"},
     "cli/limits_magma.py": {"rocm.kb", "rocm.magma_limits"},
-    # Commands that still fork on the vendor: the Pick type and pick(plan, machine) on the
-    # family (core/families/base.py, as detect uses them) would let them loop over the
-    # registry instead.
-    "cli/doctor.py": {"cuda.compat", "cuda.drivers"},  # a Gpu's Jetson flag, the driver's facts
+    # Commands that still read a family's facts (verify and plan go through the registry, and
+    # doctor's fixes through the families' pick). doctor: a GPU's Jetson flag and the
+    # driver's release table, which core/binaries/doctor.py's Gpu and Driver are written in;
+    # planning: annotations (variant_targets' target types, the CPU model) and resolve_device's
+    # Capability; nixpkgs: the CPU package file's type and CUDA's policy inputs, which
+    # nixpkgs_check takes as such. Each needs a family method (device facts, driver facts,
+    # policy inputs) rather than a move.
+    "cli/doctor.py": {"cuda.compat", "cuda.drivers"},
     "cli/planning.py": {"cpu.planning", "cuda.capability", "rocm.target"},
     "cli/nixpkgs.py": {"cpu.kb", "cuda.inputs"},
     # Shared value types and orchestration written in the families' target types
