@@ -178,24 +178,20 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "cli/caps.py": {"cuda.version"},
     "cli/limits.py": {"cuda.compat", "cuda.torch_limits"},
     "cli/limits_magma.py": {"rocm.kb", "rocm.magma_limits"},
-    # Commands that still fork on the vendor: the Pick type and pick(plan, machine) on the
-    # family (core/families/base.py, as detect uses them) would let them loop over the
-    # registry instead.
-    "cli/doctor.py": {"cuda.compat", "cuda.drivers", "cuda.select"},
-    "cli/verify.py": {
-        "cuda.capability",
-        "cuda.compat",
-        "cuda.verify",
-        "rocm.target",
-        "rocm.verify",
-    },
+    # Commands that still read a family's facts (verify and plan go through the registry, and
+    # doctor's fixes through the families' pick). doctor: a GPU's Jetson flag and the
+    # driver's release table, which core/binaries/doctor.py's Gpu and Driver are written in;
+    # planning: annotations (variant_targets' target types, the CPU model) and resolve_device's
+    # Capability; nixpkgs: the CPU package file's type and CUDA's policy inputs, which
+    # nixpkgs_check takes as such. Each needs a family method (device facts, driver facts,
+    # policy inputs) rather than a move.
+    "cli/doctor.py": {"cuda.compat", "cuda.drivers"},
     "cli/planning.py": {"cpu.planning", "cuda.capability", "rocm.target"},
-    "cli/plan.py": {"cpu.planning"},
     "cli/nixpkgs.py": {"cpu.kb", "cuda.inputs"},
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
     # "one typed field") and the knowledge-base records; the planner still takes CPU's model
-    # and CUDA's policy inputs, the matrix CPU's gcc -march feature.
+    # and CUDA's policy inputs.
     "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/fromjson.py": {"cuda.capability", "cuda.version", "rocm.target"},
@@ -212,7 +208,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
         "rocm.target",
     },
     "core/planning/planner.py": {"cpu.planning", "cuda.inputs"},
-    "core/planning/matrix.py": {"cpu.planning"},
     # Binary readers and exports that judge CUDA and AMD device code side by side.
     "core/binaries/doctor.py": {
         "cuda.capability",
@@ -409,24 +404,9 @@ def test_the_checker_sees_import_circles(tmp_path: Path) -> None:
 # A family method that implements a protocol method of core/families/base.py with nothing but
 # ``return None`` / ``return False`` / ``return []`` / ``pass`` is a stub: the interface asks
 # something the family does not do. A method only some families have belongs in a narrower
-# protocol (GpuFamily) or in the family. The stubs below remain because the planner
-# (core/planning/planner.py) calls every FamilyPlanning method of every family; the list is
-# exact, so a new stub fails the test and a removed one must be struck here.
-KNOWN_STUBS = {
-    "cpu/planning.py CpuFamily.claims",  # the planner asks every family for extra/exclude
-    "cpu/planning.py CpuPlanning.claims_gpu",
-    "cpu/planning.py CpuPlanning.resolve_fleet",
-    "cpu/planning.py CpuPlanning.check_vendors",
-    "cpu/planning.py CpuPlanning.check_target",
-    "cpu/planning.py CpuPlanning.check_package",
-    "cpu/planning.py CpuPlanning.validate",
-    "cpu/planning.py CpuPlanning.unplanned",
-    "cuda/planning.py CudaPlanning.check_vendors",
-    "rocm/planning.py RocmPlanning.prepare",
-    "rocm/planning.py RocmPlanning.knows",
-    "rocm/planning.py RocmPlanning.check_package",
-    "rocm/planning.py RocmPlanning.validate",
-}
+# protocol (GpuFamily; the planner's optional phases, which it asks only of the families that
+# implement them). The list is exact, so a new stub fails the test.
+KNOWN_STUBS: set[str] = set()
 
 
 def _protocol_methods(base: Path) -> set[str]:

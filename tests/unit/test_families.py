@@ -3,16 +3,25 @@ CUDA and ROCm answer the same questions through one interface, and agree with th
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from capplan.adapters.kb import load_kb
+from capplan.core.families import base
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import device_verdict, how_runs
 from capplan.core.families.cuda.family import CudaFamily
-from capplan.core.families.registry import family_for_text, gpu_families
+from capplan.core.families.registry import (
+    family_for_text,
+    gpu_families,
+    gpu_verifiers,
+    planning_families,
+)
 from capplan.core.families.rocm.family import RocmFamily
 from capplan.core.families.rocm.target import AmdTarget, amd_how_runs
+from capplan.core.planning.config import config_from_mapping
 from capplan.errors import InvalidInputError
 
 KB = load_kb()
@@ -108,3 +117,54 @@ def test_explain_answers_with_the_familys_own_rules() -> None:
     assert (cuda.fields["level"], cuda.fields["reason"]) == (expected.level.value, expected.reason)
     assert expected.level is RunLevel.COMPATIBLE  # same-major SASS, before the 9.0 PTX
     assert CUDA.explain("8.6", "A100").fields["level"] == RunLevel.CANNOT_RUN.value
+
+
+# The planner's phases that only some families have (core/families/base.py): the planner asks
+# a phase of the families that implement it, so no family answers one with a stub.
+PHASES = {
+    "cuda": {"PreparesPolicy", "ClaimsFleet", "KnowsPackages", "ChecksTargets", "ChecksPackage",
+             "ValidatesFleet", "ReportsUnplanned"},
+    "rocm": {"ClaimsFleet", "ChecksVendors", "ChecksTargets", "ReportsUnplanned"},
+    "cpu": {"PreparesPolicy", "KnowsPackages"},
+}  # fmt: skip
+
+
+def test_each_family_has_only_the_planning_phases_it_does() -> None:
+    config = config_from_mapping(
+        {"fleet": {"gpus": ["A100"]}, "packages": {"torch": {}}}, origin="t"
+    )
+    names = {
+        "PreparesPolicy", "ClaimsFleet", "KnowsPackages", "ChecksVendors", "ChecksTargets",
+        "ChecksPackage", "ValidatesFleet", "ReportsUnplanned",
+    }  # fmt: skip
+    found = {
+        f.family.name: {n for n in names if isinstance(f, getattr(base, n))}
+        for f in planning_families(KB, config)
+    }
+    assert found == PHASES
+
+
+def test_verify_asks_each_gpu_family_its_own_part() -> None:
+    # capplan verify picks a family through the registry; each judges its own code.
+    rocm, cuda = gpu_verifiers(lambda: KB, lambda: KB, lambda: KB.amd)  # type: ignore[arg-type,return-value]
+    assert (rocm.code, cuda.code) == ("AMD", "CUDA") and cuda.fallback and not rocm.fallback
+    assert rocm.claims(" GFX942 ") and not rocm.claims("8.6")
+    assert cuda.target_spelling("sm_86") == "a CUDA capability"
+    assert rocm.target_spelling("8.6") is None
+    assert rocm.lookup("mi300x") == (AmdTarget.parse("gfx942"), False)
+    cap, jetson = cuda.lookup("Jetson Orin")
+    assert (str(cap), jetson) == ("8.7", True)
+    assert cuda.describe(cap) == "an NVIDIA GPU (8.7)"
+    wanted = cuda.expected("8.6,9.0+PTX", ["8.6", "9.0+PTX"])
+    assert (
+        rocm.owns(AmdTarget.parse("gfx942")) and not rocm.owns(wanted[0]) and cuda.owns(wanted[0])
+    )
+    report = SimpleNamespace(
+        path="lib.so", sass=[Capability.parse("8.6")], ptx=[], amd=[], problems=[], amd_problems=[]
+    )
+    got = cuda.verify(wanted, [report], Capability.parse("8.9"), False)
+    assert not got.ok and got.markup
+    assert got.failures == ("missing SASS sm_90", "missing PTX compute_90")
+    assert got.lines[-1].startswith("on 8.9: compatible: SASS sm_86")
+    amd = rocm.verify(rocm.expected("gfx942", ["gfx942"]), [report], None, False)
+    assert not amd.ok and not amd.markup and amd.fields["extra_cuda"] == ["sm_86"]

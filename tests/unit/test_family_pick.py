@@ -4,6 +4,8 @@ types, and each family's answer is its own picker's, field for field."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from capplan.adapters.cpu_archspec import load_cpu_model
 from capplan.adapters.kb import load_kb
 from capplan.core.families.base import Machine, Pick, RunLevel
@@ -125,3 +127,26 @@ def test_cpu_pick_is_pick_cpu_variants_with_a_run_level() -> None:
     assert levels["x86-64-v2"] == [RunLevel.CANNOT_RUN]
     # A CPU of another system runs none of this plan's builds: no package to answer.
     assert family.pick(plan, Machine("aarch64-linux", "neoverse_v2")) == ()
+
+
+def test_cuda_pick_over_every_variant_of_the_system_is_doctors_pick() -> None:
+    # doctor judges the plan by system only (Machine.own_kind_only False): the answer is
+    # pick_variant's on the system's variants, Jetson and SBSA redistributables alike.
+    data = {
+        "fleet": {"gpus": ["A100", "Jetson AGX Orin", "GH200"]},
+        "packages": {"cupy": {}, "torch": {}},
+        "policy": {"cuda": ["13.0", "12.9"], "systems": ["x86_64-linux", "aarch64-linux"]},
+    }
+    plan = _plan(data)
+    for system in plan.systems:
+        mine = replace(plan, variants=tuple(v for v in plan.variants if v.system == system))
+        for cap in (Capability(8, 0), Capability(8, 7), Capability(9, 0), Capability(6, 1)):
+            for driver in ("580.65.06", "450.51.06", None):
+                machine = Machine(system, cap, driver, own_kind_only=False)
+                picks = _by_package(FAMILIES["cuda"].pick(plan, machine))
+                for package, pick in picks.items():
+                    old = pick_variant(mine, package, cap, KB, driver=driver_support(KB, driver))
+                    assert pick.variant is (old.variant if old.runnable else None)
+                    assert (pick.level, pick.reason) == (old.verdict.level, old.verdict.reason)
+                    assert pick.named is (old.variant or old.blocked)
+                    assert pick.detail["needs_driver"] == old.needs_driver

@@ -7,7 +7,6 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -346,17 +345,12 @@ def _plan_fixes(
     amd_wanted = by_vendor.get("amd", [])
     from capplan.adapters.nix import current_system
     from capplan.cli.planning import plan_with_settings
-    from capplan.core.families.cuda.select import driver_support, pick_variant
 
     planned_config = plan_with_settings(None)
     plan = planned_config.plan
     system = os.environ.get("CAPPLAN_SYSTEM", "").strip() or current_system()
-    support = driver_support(kb, driver.version)
+    picks = _cuda_picks(kb, system, driver)
 
-    def on_system(p: Any) -> Any:
-        return replace(p, variants=tuple(v for v in p.variants if v.system == system))
-
-    mine = on_system(plan)
     fixes: dict[tuple[str, int], str] = {}
     missing: list[tuple[str, str, int]] = []  # (package, plan package, GPU index)
     for package, index in wanted:
@@ -364,20 +358,41 @@ def _plan_fixes(
         planned = next((n for n in _plan_names(package) if n in plan.packages), None)
         if planned is None or cap is None:
             continue
-        pick = pick_variant(mine, planned, cap, kb, driver=support)
-        if pick.runnable and pick.variant is not None:
+        pick = picks(plan, cap)[planned]
+        if pick.variant is not None:
             fixes[(package.name, index)] = f"nix build .#{pick.variant.name}"
-        elif pick.blocked is not None:
+        elif pick.named is not None:  # a variant a newer driver would run
             fixes[(package.name, index)] = (
-                f"nix build .#{pick.blocked.name} (with NVIDIA driver >= {pick.needs_driver})"
+                f"nix build .#{pick.named.name} (with NVIDIA driver >= "
+                f"{pick.detail['needs_driver']})"
             )
         else:
             missing.append((package.name, planned, index))
     if missing:
-        fixes.update(_fleet_fixes(planned_config, missing, report, kb, support, on_system, system))
+        fixes.update(_fleet_fixes(planned_config, missing, report, kb, picks, system))
     if amd_wanted:
         fixes.update(_amd_fixes(planned_config, amd_wanted, report, kb, system))
     return fixes
+
+
+def _cuda_picks(kb: KnowledgeBase, system: str, driver: Driver) -> Any:
+    """``picks(plan, capability)``: the CUDA family's answer for each package of ``plan`` on a
+    GPU of that capability under the driver, among every variant of ``system`` (doctor judges
+    the plan by system only: ``Machine.own_kind_only`` False), as package -> Pick."""
+    from capplan.core.families.base import Machine
+    from capplan.core.families.registry import gpu_families
+
+    family = {f.vendor: f for f in gpu_families(kb)}["nvidia"]
+    answers: dict[tuple[int, str], dict[str, Pick]] = {}
+
+    def picks(plan: Any, cap: Any) -> dict[str, Pick]:
+        key = (id(plan), str(cap))
+        if key not in answers:
+            machine = Machine(system, cap, driver.version, own_kind_only=False)
+            answers[key] = {p.package: p for p in family.pick(plan, machine)}
+        return answers[key]
+
+    return picks
 
 
 def _amd_fixes(
@@ -421,13 +436,11 @@ def _fleet_fixes(
     missing: list[tuple[str, str, int]],
     report: DoctorReport,
     kb: KnowledgeBase,
-    support: Any,
-    on_system: Any,
+    picks: Any,
     system: str,
 ) -> dict[tuple[str, int], str]:
     """For GPUs the plan has no variant for: plan again with them in the fleet (by capability)
     and name the variant that adds, or say why the plan still has none."""
-    from capplan.core.families.cuda.select import pick_variant
     from capplan.core.planning.planner import make_plan
     from capplan.errors import CapplanError
 
@@ -438,7 +451,7 @@ def _fleet_fixes(
     where = "capplan.toml" if planned.config_file else "a capplan.toml (copy of the default plan)"
     fixes: dict[tuple[str, int], str] = {}
     try:
-        wider = on_system(make_plan(kb, config.model_copy(update={"fleet": fleet})))
+        wider = make_plan(kb, config.model_copy(update={"fleet": fleet}))
     except CapplanError as error:
         for name, planned_name, index in missing:
             fixes[(name, index)] = (
@@ -449,8 +462,8 @@ def _fleet_fixes(
     for name, planned_name, index in missing:
         cap = report.gpus[index].capability
         assert cap is not None
-        pick = pick_variant(wider, planned_name, cap, kb, driver=support)
-        variant = pick.variant if pick.runnable else pick.blocked
+        pick = picks(wider, cap)[planned_name]
+        variant = pick.named  # the one to use, or the one a newer driver would run
         if variant is not None:
             fixes[(name, index)] = (
                 f'the plan has no {planned_name} variant for {cap} on {system}: add "{cap}" to '
@@ -460,7 +473,7 @@ def _fleet_fixes(
         else:
             fixes[(name, index)] = (
                 f"the plan has no {planned_name} variant for {cap} on {system}, not even with "
-                f'"{cap}" in the fleet: {pick.verdict.reason}'
+                f'"{cap}" in the fleet: {pick.reason}'
             )
     return fixes
 

@@ -16,7 +16,7 @@ from capplan.cli.planning import (
     load_plan,
     policy_options,
 )
-from capplan.core.families.cpu.planning import is_cpu_side
+from capplan.core.families.registry import is_cpu_side
 from capplan.core.planning.costbasis import CostBasis, cost_bases, cost_line
 from capplan.core.planning.dispatch import DispatchCost, dispatch_cost, dispatch_packages
 from capplan.core.planning.matrix import plan_dict

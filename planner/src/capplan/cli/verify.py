@@ -3,7 +3,10 @@
 ``--expect gfx942,gfx90a`` or an AMD variant (``--variant torch-gfx942``: its gfx targets; a
 shared ROCm build: nixpkgs' default list) checks AMD code objects instead (clang offload
 bundles and bare AMDGPU ELF objects, as ``capplan inspect`` reads them); ``--device mi300x``
-then answers with :func:`capplan.core.families.rocm.target.amd_how_runs`.
+then answers with :func:`capplan.core.families.rocm.target.amd_how_runs`. Each GPU family
+answers its own part (:class:`capplan.core.families.base.Verifier`, from the registry's
+``gpu_verifiers``): which targets are its, its devices, and the comparison; this command picks
+the family and prints its answer.
 """
 
 from __future__ import annotations
@@ -15,25 +18,31 @@ from typing import Any
 import click
 
 from capplan.cli.output import emit_json, out_console
-from capplan.core.families.cuda.capability import Capability, Target, parse_targets
-from capplan.core.families.rocm.target import AmdTarget, parse_amd_targets
+from capplan.core.families.base import Verified, Verifier
 from capplan.errors import CapplanError, InvalidInputError, VerifyError, shorten
 
 __all__ = ["verify"]
 
 
-def _targets(
-    variant: str | None, expect: str | None, config: Path | None
-) -> tuple[Target, ...] | tuple[AmdTarget, ...]:
+def _verifiers() -> tuple[Verifier, ...]:
+    """Each GPU family's part of verify, with the knowledge-base loaders it may need."""
+    from capplan.cli.planning import current_capability_kb, current_kb, kb_directory
+    from capplan.core.families.registry import gpu_verifiers
+
+    def amd_kb() -> Any:
+        from capplan.adapters.kb import load_amd_kb
+
+        return load_amd_kb(kb_directory())
+
+    return gpu_verifiers(current_kb, current_capability_kb, amd_kb)
+
+
+def _targets(variant: str | None, expect: str | None, config: Path | None) -> tuple[object, ...]:
     if (variant is None) == (expect is None):
         raise InvalidInputError(
             "give exactly one of --variant and --expect",
             hint="e.g. --variant torch-sm86 or --expect 8.6,9.0+PTX",
         )
-    if expect is not None:
-        from capplan.cli.planning import current_capability_kb
-
-        return current_capability_kb().check_targets(parse_targets(expect))
     assert variant is not None
     try:
         from capplan.cli.planning import (  # type: ignore[import-not-found,unused-ignore]
@@ -44,91 +53,52 @@ def _targets(
             f"--variant {variant} needs the planner, which this build lacks",
             hint="use --expect with the variant's targets instead",
         ) from None
-    targets: tuple[Target, ...] | tuple[AmdTarget, ...] = variant_targets(variant, config)
+    targets: tuple[object, ...] = variant_targets(variant, config)
     return targets
 
 
-def _amd_expect(expect: str | None) -> tuple[AmdTarget, ...] | None:
-    """The AMD targets of an ``--expect`` made of gfx targets; None for CUDA targets."""
-    if expect is None:
-        return None
+def _expect(families: tuple[Verifier, ...], expect: str) -> tuple[Verifier, tuple[Any, ...]]:
+    """The family whose targets ``--expect`` names (every item claimed by one family, the
+    fallback taking what no other claims) and its targets."""
     items = [i for i in re.split(r"[,;\s]+", expect) if i]
-    amd = [i for i in items if i.lower().startswith("gfx")]
-    if not amd:
-        return None
-    if len(amd) != len(items):
-        cuda = next(i for i in items if not i.lower().startswith("gfx"))
+    first: dict[int, str] = {}
+    for item in items:
+        owner = next(f for f in families if f.fallback or f.claims(item))
+        first.setdefault(id(owner), item)
+    found = [f for f in families if id(f) in first]
+    if len(found) > 1:
+        a, b = sorted(found, key=lambda f: not f.fallback)[:2]
         raise InvalidInputError(
-            f"--expect mixes CUDA and AMD targets ({shorten(cuda)!r} and {shorten(amd[0])!r})",
+            f"--expect mixes {a.code} and {b.code} targets ({shorten(first[id(a)])!r} and "
+            f"{shorten(first[id(b)])!r})",
             hint="verify one vendor's code at a time, e.g. --expect gfx942,gfx90a",
         )
-    return parse_amd_targets(items)
+    family = found[0] if found else families[-1]
+    return family, family.expected(expect, items)
 
 
-def _amd_device(text: str) -> AmdTarget:
-    """The processor of an AMD GPU named by target (``gfx942``) or model (``mi300x``); an
-    NVIDIA GPU or a CUDA capability is exit 4 saying so."""
+def _device(family: Verifier, families: tuple[Verifier, ...], text: str) -> tuple[Any, bool]:
+    """The device of ``family`` that ``--device`` names, and whether it is a Jetson; a device
+    of another family is exit 4 saying so."""
+    others = [f for f in families if f is not family]
+    if family.loose_lookup:
+        for other in others:
+            spelled = other.target_spelling(text)
+            if spelled is not None:
+                raise _wrong_vendor(text, spelled, family.code)
     try:
-        Capability.parse(text)  # "8.6" would loosely match "Radeon 860M"
-    except InvalidInputError:
-        pass
-    else:
-        raise _wrong_vendor(text, "a CUDA capability", "AMD")
-    try:
-        return _amd_lookup(text)
+        return family.lookup(text)
     except InvalidInputError as error:
-        try:
-            cap, _ = _nvidia_lookup(text)
-        except CapplanError:
-            raise error from None  # the AMD lookup's own error, with its suggestions
-        raise _wrong_vendor(text, f"an NVIDIA GPU ({cap})", "AMD") from None
-
-
-def _amd_lookup(text: str) -> AmdTarget:
-    if text.strip().lower().startswith("gfx"):
-        target = AmdTarget.parse(text)
-        if target.is_generic:
-            raise InvalidInputError(
-                f"--device {target} is a generic target, not a GPU",
-                hint="give the GPU's processor (e.g. gfx1100) or its model name",
-            )
-        return target
-    from capplan.adapters.kb import load_amd_kb
-    from capplan.cli.planning import kb_directory
-
-    models = load_amd_kb(kb_directory()).lookup_gpu(text)
-    targets = sorted({m.target for m in models})
-    if len(targets) != 1:
-        names = ", ".join(f"{m.name} ({m.target})" for m in models[:4])
-        raise InvalidInputError(
-            f"--device {shorten(text.strip())!r} matches AMD GPUs with different targets: {names}",
-            hint="name the model exactly or give its gfx target",
-        )
-    return targets[0]
-
-
-def _device(text: str) -> tuple[Capability, bool]:
-    """The device's capability (known to the knowledge base) and whether it is a Jetson; an
-    AMD GPU is exit 4 saying so."""
-    try:
-        return _nvidia_lookup(text)
-    except InvalidInputError as error:
-        try:
-            target = _amd_lookup(text)
-        except CapplanError as amd_error:
-            # The lookup's own error, with its suggestions: AMD's for a gfx target.
-            raise (amd_error if text.strip().lower().startswith("gfx") else error) from None
-        raise _wrong_vendor(text, f"an AMD GPU ({target})", "CUDA") from None
-
-
-def _nvidia_lookup(text: str) -> tuple[Capability, bool]:
-    from capplan.cli.planning import current_kb
-    from capplan.core.families.cuda.compat import is_jetson
-    from capplan.core.model.gpus import resolve_known_device
-
-    kb = current_kb()
-    cap, _ = resolve_known_device(text, kb)
-    return cap, is_jetson(cap, kb)
+        for other in others:
+            try:
+                found, _ = other.lookup(text)
+            except CapplanError as other_error:
+                # The lookup's own error, with its suggestions: AMD's for a gfx target.
+                if not other.fallback and other.claims(text):
+                    raise other_error from None
+                continue
+            raise _wrong_vendor(text, other.describe(found), family.code) from None
+        raise error from None
 
 
 def _wrong_vendor(text: str, found: str, expected: str) -> InvalidInputError:
@@ -179,55 +149,41 @@ def verify(
     nothing in RESULT runs.
     """
     from capplan.adapters.fatbin import inspect_paths
-    from capplan.core.families.cuda.verify import verify as compare
 
-    amd = _amd_expect(expect) if variant is None else None
-    targets: tuple[Target, ...] = ()
-    if amd is None:  # --variant (either vendor's) or CUDA targets
-        wanted = _targets(variant, expect, config)
-        amd = tuple(t for t in wanted if isinstance(t, AmdTarget)) or None
-        targets = tuple(t for t in wanted if isinstance(t, Target))
-    if amd is not None:
-        if jetson:
-            raise InvalidInputError(
-                "--jetson applies to NVIDIA devices only",
-                hint="drop --jetson when verifying AMD targets or an AMD variant",
-            )
-        _verify_amd(result, amd, _amd_device(device) if device else None, as_json)
-        return
-    dev: Capability | None = None
+    families = _verifiers()
+    if variant is None and expect is not None:
+        family, wanted = _expect(families, expect)
+    else:  # --variant (either family's targets), or neither / both: exit 4 saying so
+        planned = _targets(variant, expect, config)
+        family = next(
+            (f for f in families if not f.fallback and any(f.owns(t) for t in planned)),
+            families[-1],
+        )
+        wanted = tuple(t for t in planned if family.owns(t))
+    if jetson and not family.jetson:
+        raise InvalidInputError(
+            "--jetson applies to NVIDIA devices only",
+            hint="drop --jetson when verifying AMD targets or an AMD variant",
+        )
+    dev: Any = None
     if device is not None:
-        dev, known_jetson = _device(device)
+        dev, known_jetson = _device(family, families, device)
         jetson = jetson or known_jetson
     reports = inspect_paths([result])
-    sass = {c for r in reports for c in r.sass}
-    ptx = {c for r in reports for c in r.ptx}
-    problems = [f"{r.path}: {p}" for r in reports for p in r.problems]
-    outcome = compare(targets, sass, ptx, device=dev, jetson=jetson)
-
+    outcome = family.verify(wanted, reports, dev, jetson)
     if as_json:
-        _emit(outcome.to_json(), result, len(reports), problems, outcome.ok)
+        _emit(outcome.fields, result, len(reports), list(outcome.problems), outcome.ok)
     else:
-        console = out_console()
-        console.print(f"expected: {', '.join(str(t) for t in outcome.expected)}")
-        console.print(f"found SASS: {' '.join(c.sm for c in outcome.sass) or '-'}")
-        console.print(f"found PTX:  {' '.join(c.compute for c in outcome.ptx) or '-'}")
-        for line in outcome.differences():
-            console.print(line)
-        if outcome.verdict is not None and dev is not None:
-            console.print(f"on {dev}: {outcome.verdict.level.value}: {outcome.verdict.reason}")
-        if outcome.ok and not problems:
-            console.print(f"ok: {result} holds exactly the planned device code")
+        _print(outcome, result)
+    _check(result, outcome)
 
-    _check(
-        result,
-        outcome.differences(),
-        f"cannot run on {dev}" if outcome.verdict is not None and not outcome.runs else None,
-        problems,
-        what="the planned device code",
-        hint=f"expected {','.join(str(t) for t in outcome.expected)}; rebuild with exactly "
-        "these targets",
-    )
+
+def _print(outcome: Verified, result: Path) -> None:
+    console = out_console()
+    for line in outcome.lines:
+        console.print(line, markup=outcome.markup)
+    if outcome.ok and not outcome.problems:
+        console.print(f"ok: {result} holds exactly {outcome.what}", markup=outcome.markup)
 
 
 def _emit(data: dict[str, Any], result: Path, files: int, problems: list[str], ok: bool) -> None:
@@ -240,60 +196,13 @@ def _emit(data: dict[str, Any], result: Path, files: int, problems: list[str], o
     emit_json(data)
 
 
-def _check(
-    result: Path,
-    differences: list[str],
-    cannot_run: str | None,
-    problems: list[str],
-    *,
-    what: str,
-    hint: str,
-) -> None:
+def _check(result: Path, outcome: Verified) -> None:
     """Exit 9 (VerifyError) naming every difference, a device it cannot run on, and a partial
     read; nothing when the build holds exactly what was expected."""
-    failures = list(differences)
-    if cannot_run:
-        failures.append(cannot_run)
-    if problems:
-        failures.append(f"partial binary ({problems[0]})")
+    failures = list(outcome.failures)
+    if outcome.problems:
+        failures.append(f"partial binary ({outcome.problems[0]})")
     if failures:
-        raise VerifyError(f"{result} does not hold {what}: {'; '.join(failures)}", hint=hint)
-
-
-def _verify_amd(
-    result: Path, expected: tuple[AmdTarget, ...], device: AmdTarget | None, as_json: bool
-) -> None:
-    """``verify --expect gfx...``: the AMD code objects in RESULT against ``expected``."""
-    from capplan.adapters.fatbin import inspect_paths
-    from capplan.core.families.rocm.verify import verify_amd
-
-    reports = inspect_paths([result])
-    found = {t for r in reports for t in r.amd}
-    cuda = {c.sm for r in reports for c in r.sass} | {c.compute for r in reports for c in r.ptx}
-    problems = [f"{r.path}: {p}" for r in reports for p in (*r.amd_problems, *r.problems)]
-    outcome = verify_amd(expected, found, cuda=cuda, device=device)
-    if as_json:
-        _emit(outcome.to_json(), result, len(reports), problems, outcome.ok)
-    else:
-        console = out_console()
-        console.print(f"expected: {', '.join(str(t) for t in outcome.expected)}", markup=False)
-        found_text = " ".join(str(t) for t in outcome.found) or "-"
-        console.print(f"found AMD code: {found_text}", markup=False)
-        for line in outcome.differences():
-            console.print(line, markup=False)
-        if outcome.verdict is not None and device is not None:
-            console.print(
-                f"on {device}: {outcome.verdict.level.value}: {outcome.verdict.reason}",
-                markup=False,
-            )
-        if outcome.ok and not problems:
-            console.print(f"ok: {result} holds exactly the expected AMD code", markup=False)
-    _check(
-        result,
-        outcome.differences(),
-        None if outcome.runs else f"cannot run on {device}",
-        problems,
-        what="the expected AMD code",
-        hint=f"expected {','.join(str(t) for t in outcome.expected)}; rebuild with exactly "
-        "these gpuTargets",
-    )
+        raise VerifyError(
+            f"{result} does not hold {outcome.what}: {'; '.join(failures)}", hint=outcome.hint
+        )

@@ -21,7 +21,7 @@ plan.json writer ask them through this interface instead of branching on the ven
    about (``named``) and the family's own facts in ``detail``. ``capplan detect`` asks it of
    every family instead of calling three pickers.
 
-:meth:`TargetFamily.claims` says which family a user's spelling in ``packages.<name>.extra`` /
+:meth:`GpuFamily.claims` says which family a user's spelling in ``packages.<name>.extra`` /
 ``exclude`` belongs to. The implementations live in ``core/families/<family>/``, and
 :mod:`capplan.core.families.registry` names them. This follows archspec's shape (Spack's
 microarchitecture database): data with provenance, a partial order, and a small query API.
@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     # Only in annotations: plan.py (the shared value types) imports RunLevel from here.
@@ -40,16 +40,26 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "ChecksPackage",
+    "ChecksTargets",
+    "ChecksVendors",
+    "ClaimsFleet",
     "CostPart",
     "Explained",
     "FamilyPlanning",
     "FamilyResult",
     "GpuFamily",
+    "KnowsPackages",
     "Machine",
     "Pick",
+    "PreparesPolicy",
+    "ReportsUnplanned",
     "RunLevel",
     "RunsOn",
     "TargetFamily",
+    "ValidatesFleet",
+    "Verified",
+    "Verifier",
 ]
 
 T = TypeVar("T")
@@ -98,6 +108,10 @@ class Machine:
     # What ``packages.<name>.vendors`` lets each package build for (None: every vendor); a
     # family names it when it is why no variant runs here.
     vendors: Mapping[str, Sequence[str] | None] = field(default_factory=dict)
+    # Whether the answer keeps to the capability-independent builds this device's kind needs
+    # (CUDA: the Jetson or the SBSA redistributables), as ``detect`` asks; False: every build
+    # of the system, as ``doctor`` judges a plan it found a package of.
+    own_kind_only: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,11 +141,6 @@ class TargetFamily(Protocol[T]):
     def vendor(self) -> str | None:
         """The GPU vendor ``packages.<name>.vendors`` names for the family; None for a family
         every package has (CPU levels)."""
-        ...
-
-    def claims(self, text: str) -> bool:
-        """Whether a user's target spelling belongs to this family (it is then parsed by it,
-        and a bad spelling is an error of this family's)."""
         ...
 
     def parse(self, text: str) -> T:
@@ -165,7 +174,14 @@ class Explained(NamedTuple):
 
 
 class GpuFamily(TargetFamily[T], Protocol[T]):
-    """A family of GPU targets: ``capplan explain`` asks it about a device."""
+    """A family of GPU targets: ``capplan explain`` asks it about a device, and a user's
+    ``packages.<name>.extra`` / ``exclude`` spelling belongs to one of them (CPU levels are
+    named in ``fleet.cpus`` only)."""
+
+    def claims(self, text: str) -> bool:
+        """Whether a user's target spelling belongs to this family (it is then parsed by it,
+        and a bad spelling is an error of this family's)."""
+        ...
 
     def owns_device(self, text: str) -> bool:
         """Whether a device spelling (a GPU name, a target) is one of this family's GPUs; a
@@ -192,16 +208,20 @@ class GpuFamily(TargetFamily[T], Protocol[T]):
 # A target family's planning: the part of the interface that the planner loops over.
 #
 # :func:`capplan.core.planning.planner.make_plan` runs every family through the same phases, in
-# this order, so that the first bad input any family finds is the one reported:
+# this order, so that the first bad input any family finds is the one reported. Every family
+# has the phases of :class:`FamilyPlanning`; a phase only some families have is a narrower
+# protocol below, and the planner asks only the families that implement it (in planning order):
 #
-# 1. :meth:`FamilyPlanning.prepare`: the family's own policy inputs (CUDA: ``policy.cuda``);
-# 2. fleet: :meth:`FamilyPlanning.claims_gpu` gives each ``fleet.gpus`` entry to one family
-#    (the fallback last), :meth:`FamilyPlanning.resolve_fleet` resolves what it was given;
-# 3. per requested package: :meth:`FamilyPlanning.check_vendors`, then each ``extra`` /
-#    ``exclude`` value through the family that claims it (:meth:`FamilyPlanning.check_target`),
-#    then :meth:`FamilyPlanning.check_package`;
-# 4. :meth:`FamilyPlanning.validate` (the fleet against the family's policy and knowledge base);
-# 5. :meth:`FamilyPlanning.unplanned` (fleet entries on systems the plan leaves out);
+# 1. :meth:`PreparesPolicy.prepare`: the family's own policy inputs (CUDA: ``policy.cuda``;
+#    CPU: ``fleet.cpus``);
+# 2. fleet: :meth:`ClaimsFleet.claims_gpu` gives each ``fleet.gpus`` entry to one family
+#    (the fallback last), :meth:`ClaimsFleet.resolve_fleet` resolves what it was given;
+# 3. per requested package: :meth:`KnowsPackages.knows` (a package no family knows is an
+#    unknown package), :meth:`ChecksVendors.check_vendors`, then each ``extra`` / ``exclude``
+#    value through the GPU family that claims it (:meth:`ChecksTargets.check_target`), then
+#    :meth:`ChecksPackage.check_package`;
+# 4. :meth:`ValidatesFleet.validate` (the fleet against the family's policy and knowledge base);
+# 5. :meth:`ReportsUnplanned.unplanned` (fleet entries on systems the plan leaves out);
 # 6. :meth:`FamilyPlanning.plan`: the family's variants, decisions and unserved entries;
 # 7. :meth:`FamilyPlanning.costs`: the family's part of the reference strategies.
 #
@@ -234,40 +254,15 @@ class CostPart:
 
 
 class FamilyPlanning(Protocol):
-    """One family's planning for one (knowledge base, config); made per plan."""
+    """One family's planning for one (knowledge base, config); made per plan. The phases
+    every family has; the narrower protocols below are the ones only some have."""
 
     @property
     def family(self) -> TargetFamily[Any]: ...
 
-    @property
-    def fallback(self) -> bool:
-        """Whether the family takes every fleet entry and spelling no other family claims."""
-        ...
-
-    def prepare(self) -> None: ...
-
-    def claims_gpu(self, label: str) -> bool: ...
-
-    def resolve_fleet(self, labels: Sequence[str]) -> None: ...
-
     def fleet_labels(self) -> tuple[str, ...]:
         """The fleet entries the family resolved."""
         ...
-
-    def knows(self, package: str) -> bool:
-        """Whether the family's knowledge base has the package (a package no family knows is
-        an unknown package)."""
-        ...
-
-    def check_vendors(self, package: str) -> None: ...
-
-    def check_target(self, package: str, key: str, text: str) -> None: ...
-
-    def check_package(self, package: str) -> None: ...
-
-    def validate(self, requested: Sequence[str]) -> None: ...
-
-    def unplanned(self, requested: Sequence[str]) -> list[Decision]: ...
 
     def plan(self, requested: Sequence[str], earlier: FamilyResult) -> FamilyResult:
         """``earlier``: what the families before this one planned (variants, decisions) and
@@ -277,3 +272,139 @@ class FamilyPlanning(Protocol):
     def costs(self, requested: Sequence[str], result: FamilyResult) -> CostPart: ...
 
     def plan_fields(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class PreparesPolicy(Protocol):
+    """Phase 1: a family with policy inputs of its own resolves them first."""
+
+    def prepare(self) -> None: ...
+
+
+@runtime_checkable
+class ClaimsFleet(Protocol):
+    """Phase 2: a GPU family takes its ``fleet.gpus`` entries (CPUs come from ``fleet.cpus``)."""
+
+    @property
+    def fallback(self) -> bool:
+        """Whether the family takes every fleet entry and spelling no other family claims."""
+        ...
+
+    def claims_gpu(self, label: str) -> bool: ...
+
+    def resolve_fleet(self, labels: Sequence[str]) -> None: ...
+
+
+@runtime_checkable
+class KnowsPackages(Protocol):
+    """Phase 3: a family with a package list of its own in the knowledge base."""
+
+    def knows(self, package: str) -> bool:
+        """Whether the family's knowledge base has the package."""
+        ...
+
+
+@runtime_checkable
+class ChecksVendors(Protocol):
+    """Phase 3: a family that judges ``packages.<name>.vendors`` against its builds."""
+
+    def check_vendors(self, package: str) -> None: ...
+
+
+@runtime_checkable
+class ChecksTargets(Protocol):
+    """Phase 3: a family whose targets a user names in ``packages.<name>.extra`` / ``exclude``
+    (a GPU family, which claims the spellings; the fallback takes what no other claims)."""
+
+    @property
+    def family(self) -> GpuFamily[Any]: ...
+
+    @property
+    def fallback(self) -> bool: ...
+
+    def check_target(self, package: str, key: str, text: str) -> None: ...
+
+
+@runtime_checkable
+class ChecksPackage(Protocol):
+    """Phase 3: a family with per-package settings of its own (CUDA: ``packages.<name>.cuda``)."""
+
+    def check_package(self, package: str) -> None: ...
+
+
+@runtime_checkable
+class ValidatesFleet(Protocol):
+    """Phase 4: a family that checks its fleet against its policy and knowledge base."""
+
+    def validate(self, requested: Sequence[str]) -> None: ...
+
+
+@runtime_checkable
+class ReportsUnplanned(Protocol):
+    """Phase 5: a family whose fleet entries can live on systems the plan leaves out (CPU's
+    are known once the GPU families have planned, in its :meth:`FamilyPlanning.plan`)."""
+
+    def unplanned(self, requested: Sequence[str]) -> list[Decision]: ...
+
+
+# -- verify ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """``capplan verify``'s answer of one family on a build: the ``--json`` fields, the text
+    report's lines, and what fails (exit 9)."""
+
+    fields: dict[str, Any]
+    lines: tuple[str, ...]
+    ok: bool  # the build holds exactly the expected code (and runs on the device, if one)
+    failures: tuple[str, ...]  # each difference, then "cannot run on <device>"
+    problems: tuple[str, ...]  # files read only in part, "<path>: <problem>"
+    what: str  # what the build should hold: "the planned device code"
+    hint: str
+    markup: bool  # whether the lines go through rich markup (as the command always did)
+
+
+class Verifier(Protocol):
+    """A GPU family's part of ``capplan verify`` (``core/families/<family>/verify.py``, from
+    :func:`capplan.core.families.registry.gpu_verifiers`): the expected targets, the device,
+    and the comparison. Its knowledge base is read only when a question needs it, so ``verify
+    --expect 8.6`` loads no GPU table."""
+
+    code: str  # how messages name the family's device code: "CUDA", "AMD"
+    fallback: bool  # takes every ``--expect`` item no other family claims
+    jetson: bool  # whether ``--jetson`` applies to the family's devices
+    # Whether the family's GPU lookup matches loose names (a model name's fragment), so that
+    # another family's exact target spelling is refused before it.
+    loose_lookup: bool
+
+    def claims(self, text: str) -> bool:
+        """Whether an ``--expect`` item or ``--device`` spelling is the family's own."""
+        ...
+
+    def owns(self, target: object) -> bool:
+        """Whether a planned variant's target is one of the family's."""
+        ...
+
+    def expected(self, text: str, items: Sequence[str]) -> tuple[Any, ...]:
+        """The targets ``--expect`` names (``text``, split into ``items``)."""
+        ...
+
+    def target_spelling(self, text: str) -> str | None:
+        """What ``text`` is when it spells one of the family's targets rather than a GPU
+        (``"a CUDA capability"``), else None."""
+        ...
+
+    def lookup(self, text: str) -> tuple[Any, bool]:
+        """The device ``--device`` names and whether it is a Jetson; bad input is an
+        InvalidInputError with the family's suggestions."""
+        ...
+
+    def describe(self, device: Any) -> str:
+        """A found device in a message: ``"an NVIDIA GPU (8.6)"``."""
+        ...
+
+    def verify(
+        self, expected: Sequence[Any], reports: Sequence[Any], device: Any, jetson: bool
+    ) -> Verified:
+        """What ``reports`` (the binary reader's, one per file) hold against ``expected``,
+        and how it runs on ``device`` (None: not asked)."""
+        ...

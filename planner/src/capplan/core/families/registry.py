@@ -12,10 +12,11 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily
+from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
 
 if TYPE_CHECKING:
     from capplan.core.families.cpu.planning import CpuModel
+    from capplan.core.families.rocm.kb import AmdKnowledgeBase
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
     from capplan.core.planning.plan import Variant
@@ -23,7 +24,9 @@ if TYPE_CHECKING:
 __all__ = [
     "cpu_family",
     "family_for_text",
+    "gccarch_feature",
     "gpu_families",
+    "gpu_verifiers",
     "is_cpu_side",
     "nix_keys",
     "planning_families",
@@ -36,6 +39,20 @@ def gpu_families(kb: KnowledgeBase) -> tuple[GpuFamily[Any], ...]:
     from capplan.core.families.rocm.family import RocmFamily
 
     return (RocmFamily(kb), CudaFamily(kb))
+
+
+def gpu_verifiers(
+    kb: Callable[[], KnowledgeBase],
+    capability_kb: Callable[[], KnowledgeBase],
+    amd_kb: Callable[[], AmdKnowledgeBase],
+) -> tuple[Verifier, ...]:
+    """What ``capplan verify`` asks each GPU family, in claiming order (the fallback, CUDA,
+    last). The loaders are called only when a question needs them: the whole knowledge base,
+    the capability table alone, the AMD knowledge base."""
+    from capplan.core.families.cuda.verify import CudaVerifier
+    from capplan.core.families.rocm.verify import RocmVerifier
+
+    return (RocmVerifier(amd_kb), CudaVerifier(kb, capability_kb))
 
 
 def cpu_family(model: CpuModel) -> TargetFamily[str]:
@@ -53,7 +70,15 @@ def is_cpu_side(v: Variant) -> bool:
     return cpu_side(v)
 
 
-def family_for_text(families: Sequence[TargetFamily[Any]], text: str) -> TargetFamily[Any]:
+def gccarch_feature(v: Variant) -> str | None:
+    """The ``gccarch-<arch>`` system feature a CPU-level variant's job requires (None for
+    every other variant): the matrix's part of the CPU family."""
+    from capplan.core.families.cpu.planning import gccarch_feature as feature
+
+    return feature(v)
+
+
+def family_for_text(families: Sequence[GpuFamily[Any]], text: str) -> GpuFamily[Any]:
     """The first family that claims a user's spelling (``families`` ends with a fallback)."""
     return next(f for f in families if f.claims(text))
 

@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.cpu.planning import gccarch_feature
-from capplan.core.families.registry import nix_keys
+from capplan.core.families.registry import gccarch_feature, nix_keys
 from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.graph import JobGraph, build_job_graph
 from capplan.core.planning.plan import Plan, Variant

@@ -21,9 +21,21 @@ the fleet), :mod:`~capplan.core.families.cuda.rules` (buildability),
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from capplan.core.families.base import CostPart, FamilyPlanning, FamilyResult
+from capplan.core.families.base import (
+    ChecksPackage,
+    ChecksTargets,
+    ChecksVendors,
+    ClaimsFleet,
+    CostPart,
+    FamilyPlanning,
+    FamilyResult,
+    KnowsPackages,
+    PreparesPolicy,
+    ReportsUnplanned,
+    ValidatesFleet,
+)
 from capplan.core.families.cpu.planning import CpuModel
 from capplan.core.families.cuda.inputs import (
     NIXPKGS_DEFAULT_CUDA,
@@ -55,8 +67,8 @@ def make_plan(kb: KnowledgeBase, config: Config, *, cpu: CpuModel | None = None)
     One loop over the target families (:mod:`capplan.core.families.base` lists the phases);
     ``cpu``: the CPU target model and knowledge base (the CPU family plans nothing without)."""
     families = planning_families(kb, config, cpu)
-    for family in families:
-        family.prepare()
+    for preparing in [f for f in families if isinstance(f, PreparesPolicy)]:
+        preparing.prepare()
     _claim_fleet(config, families)
     if not config.packages:
         raise NothingToDo(
@@ -64,19 +76,20 @@ def make_plan(kb: KnowledgeBase, config: Config, *, cpu: CpuModel | None = None)
             hint="add a [packages.<name>] table, e.g. [packages.torch]",
         )
     requested = tuple(sorted(config.packages))
+    checks = _PackageChecks.of(families)
     for name in requested:
-        _check_package(kb, config, families, name)
+        _check_package(kb, config, checks, name)
     if not any(f.fleet_labels() for f in families) and not any(
         p.extra for p in config.packages.values()
     ):
         raise NothingToDo(
             "the fleet is empty: nothing to build", hint="list GPUs in [fleet] gpus = [...]"
         )
-    for family in families:
-        family.validate(requested)
+    for validating in [f for f in families if isinstance(f, ValidatesFleet)]:
+        validating.validate(requested)
     unserved: list[Decision] = []
-    for family in families:
-        unserved.extend(family.unplanned(requested))
+    for reporting in [f for f in families if isinstance(f, ReportsUnplanned)]:
+        unserved.extend(reporting.unplanned(requested))
     results = []
     earlier = FamilyResult(unserved=unserved)
     for family in families:
@@ -112,8 +125,8 @@ def make_plan(kb: KnowledgeBase, config: Config, *, cpu: CpuModel | None = None)
 
 def _claim_fleet(config: Config, families: Sequence[FamilyPlanning]) -> None:
     """Each ``fleet.gpus`` entry to the first family that claims it (the fallback last)."""
-    order = sorted(families, key=lambda f: f.fallback)
-    labels: dict[int, list[str]] = {id(f): [] for f in families}
+    order = sorted([f for f in families if isinstance(f, ClaimsFleet)], key=lambda f: f.fallback)
+    labels: dict[int, list[str]] = {id(f): [] for f in order}
     for label in config.fleet.gpus:
         owner = next(f for f in order if f.claims_gpu(label))
         labels[id(owner)].append(label)
@@ -121,26 +134,42 @@ def _claim_fleet(config: Config, families: Sequence[FamilyPlanning]) -> None:
         family.resolve_fleet(labels[id(family)])
 
 
-def _check_package(
-    kb: KnowledgeBase, config: Config, families: Sequence[FamilyPlanning], name: str
-) -> None:
+class _PackageChecks(NamedTuple):
+    """The families that have each per-package phase, in planning order (found once a plan:
+    an isinstance check against a protocol is slow next to a loop over 20,000 packages)."""
+
+    knowing: list[KnowsPackages]
+    vendors: list[ChecksVendors]
+    claiming: list[ChecksTargets]  # the fallback last
+    checking: list[ChecksPackage]
+
+    @classmethod
+    def of(cls, families: Sequence[FamilyPlanning]) -> _PackageChecks:
+        return cls(
+            [f for f in families if isinstance(f, KnowsPackages)],
+            [f for f in families if isinstance(f, ChecksVendors)],
+            sorted([f for f in families if isinstance(f, ChecksTargets)], key=lambda f: f.fallback),
+            [f for f in families if isinstance(f, ChecksPackage)],
+        )
+
+
+def _check_package(kb: KnowledgeBase, config: Config, checks: _PackageChecks, name: str) -> None:
     """One requested package's settings, each bad value exit 4 with how to fix it."""
-    if not any(f.knows(name) for f in families):
+    if not any(f.knows(name) for f in checks.knowing):
         kb.package(name)  # unknown to every family: exit 4 with the closest names
     user = config.packages[name]
     if user.vendors is not None and not user.vendors:
         raise InvalidInputError(
             f"packages.{name}.vendors is empty", hint='list "nvidia", "amd" or both, or drop it'
         )
-    for family in families:
+    for family in checks.vendors:
         family.check_vendors(name)
-    claiming = sorted(families, key=lambda f: f.fallback)
     for key, values in (("exclude", user.exclude), ("extra", user.extra)):
         for text in values:
-            owner = next(f for f in claiming if f.fallback or f.family.claims(text))
+            owner = next(f for f in checks.claiming if f.fallback or f.family.claims(text))
             owner.check_target(name, key, text)
-    for family in families:
-        family.check_package(name)
+    for checking in checks.checking:
+        checking.check_package(name)
 
 
 def _variant_order(v: Variant) -> tuple[object, ...]:

@@ -168,9 +168,6 @@ class CpuFamily:
             )
         return self.model
 
-    def claims(self, text: str) -> bool:
-        return False
-
     def parse(self, text: str) -> str:
         return self._model().parse(text)
 
@@ -214,9 +211,9 @@ class CpuFamily:
 
 
 class CpuPlanning:
-    """The CPU family's planning (rules in the module docstring)."""
-
-    fallback = False
+    """The CPU family's planning (rules in the module docstring): its fleet comes from
+    ``fleet.cpus`` (:meth:`prepare`), never from ``fleet.gpus``, and its levels are named
+    nowhere else, so it has none of the GPU families' claim and check phases."""
 
     def __init__(self, kb: KnowledgeBase, config: Config, model: CpuModel | None) -> None:
         self.kb = kb
@@ -259,37 +256,16 @@ class CpuPlanning:
             )
         self.fleet = tuple(entries)
 
-    def claims_gpu(self, label: str) -> bool:
-        return False
-
-    def resolve_fleet(self, labels: Sequence[str]) -> None:
-        return None  # CPUs come from fleet.cpus, never from fleet.gpus
-
     def fleet_labels(self) -> tuple[str, ...]:
         return tuple(e.label for e in self.fleet)
 
     def knows(self, package: str) -> bool:
         return self.model is not None and self.model.package(package) is not None
 
-    def check_vendors(self, package: str) -> None:
-        return None
-
-    def check_target(self, package: str, key: str, text: str) -> None:
-        return None  # claims no spelling
-
-    def check_package(self, package: str) -> None:
-        return None
-
-    def validate(self, requested: Sequence[str]) -> None:
-        return None
-
     def _cpu_side(self, requested: Sequence[str], earlier: FamilyResult) -> tuple[str, ...]:
         """The requested packages the CPU knowledge base has and no GPU family built (rule 4)."""
         gpu_built = {v.package for v in earlier.variants}
         return tuple(p for p in requested if p not in gpu_built and self.knows(p))
-
-    def unplanned(self, requested: Sequence[str]) -> list[Decision]:
-        return []  # known once the GPU families have planned: see plan()
 
     # -- planning ---------------------------------------------------------------------------
     def plan(self, requested: Sequence[str], earlier: FamilyResult) -> FamilyResult:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from capplan.core.families.base import CostPart, FamilyResult, TargetFamily
+from capplan.core.families.base import CostPart, FamilyResult, GpuFamily
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.family import CudaFamily
 from capplan.core.families.cuda.inputs import (
@@ -39,7 +39,7 @@ class CudaPlanning:
     fallback = True
 
     def __init__(
-        self, kb: KnowledgeBase, config: Config, others: Sequence[TargetFamily[Any]] = ()
+        self, kb: KnowledgeBase, config: Config, others: Sequence[GpuFamily[Any]] = ()
     ) -> None:
         self.kb = kb
         self.config = config
@@ -66,9 +66,6 @@ class CudaPlanning:
 
     def knows(self, package: str) -> bool:
         return package in self.kb.packages
-
-    def check_vendors(self, package: str) -> None:
-        return None
 
     def check_target(self, package: str, key: str, text: str) -> None:
         self.kb.capability(self.family.parse(text))
@@ -216,7 +213,7 @@ def cuda_nix_keys(v: Variant) -> dict[str, Any]:
     }
 
 
-def _cuda_view(kb: KnowledgeBase, config: Config, others: Sequence[TargetFamily[Any]]) -> Config:
+def _cuda_view(kb: KnowledgeBase, config: Config, others: Sequence[GpuFamily[Any]]) -> Config:
     """``config`` as the CUDA rules see it: packages of kb/packages.json built for NVIDIA, with
     only the ``extra``/``exclude`` values no other family claims."""
 

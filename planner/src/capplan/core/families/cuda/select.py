@@ -243,12 +243,16 @@ def _variants_for(plan: Plan, system: str, cap: Capability, jetson: bool) -> Pla
 def pick_on_machine(plan: Plan, kb: KnowledgeBase, machine: Machine) -> tuple[base.Pick, ...]:
     """:func:`pick_variant` for every package of ``plan`` on a GPU of capability
     ``machine.device`` (None: unknown, no answers) under ``machine.driver``, among the variants the
-    machine's system can use; ``detail`` carries the driver's verdict."""
+    machine's system can use (every variant of the system when ``machine.own_kind_only`` is
+    False); ``detail`` carries the driver's verdict."""
     cap = machine.device
     if cap is None:
         return ()
     support = driver_support(kb, machine.driver)
-    mine = _variants_for(plan, machine.system, cap, kb.capability(cap.base).jetson)
+    if machine.own_kind_only:
+        mine = _variants_for(plan, machine.system, cap, kb.capability(cap.base).jetson)
+    else:
+        mine = replace(plan, variants=tuple(v for v in plan.variants if v.system == machine.system))
     picks: list[base.Pick] = []
     for package in plan.packages:
         pick = pick_variant(mine, package, cap, kb, driver=support)

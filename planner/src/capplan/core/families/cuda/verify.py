@@ -9,15 +9,18 @@ arch (../shared/CUDA.md), so counts mean nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.base import RunLevel
-from capplan.core.families.cuda.capability import Capability, Target
-from capplan.core.families.cuda.compat import Verdict, how_runs
+from capplan.core.families.base import RunLevel, Verified
+from capplan.core.families.cuda.capability import Capability, Target, parse_targets
+from capplan.core.families.cuda.compat import Verdict, how_runs, is_jetson
 
-__all__ = ["VerifyResult", "expected_code", "verify"]
+if TYPE_CHECKING:
+    from capplan.core.model.kb import KnowledgeBase
+
+__all__ = ["CudaVerifier", "VerifyResult", "expected_code", "verify"]
 
 
 def expected_code(
@@ -124,3 +127,83 @@ def verify(
         device=device,
         verdict=verdict,
     )
+
+
+class CudaVerifier:
+    """The CUDA family's part of ``capplan verify`` (:class:`~capplan.core.families.base.Verifier`):
+    SASS and PTX against a plan's targets. ``kb`` loads the whole knowledge base (a GPU named
+    by model), ``capability_kb`` the capability table alone (``--expect``)."""
+
+    code = "CUDA"
+    fallback = True
+    jetson = True
+    loose_lookup = False
+
+    def __init__(
+        self, kb: Callable[[], KnowledgeBase], capability_kb: Callable[[], KnowledgeBase]
+    ) -> None:
+        self._kb = kb
+        self._capability_kb = capability_kb
+
+    def claims(self, text: str) -> bool:
+        return True  # the fallback: every spelling the families before it leave
+
+    def owns(self, target: object) -> bool:
+        return isinstance(target, Target)
+
+    def expected(self, text: str, items: Sequence[str]) -> tuple[Target, ...]:
+        return self._capability_kb().check_targets(parse_targets(text))
+
+    def target_spelling(self, text: str) -> str | None:
+        from capplan.errors import InvalidInputError
+
+        try:
+            Capability.parse(text)
+        except InvalidInputError:
+            return None
+        return "a CUDA capability"
+
+    def lookup(self, text: str) -> tuple[Capability, bool]:
+        from capplan.core.model.gpus import resolve_known_device
+
+        kb = self._kb()
+        cap, _ = resolve_known_device(text, kb)
+        return cap, is_jetson(cap, kb)
+
+    def describe(self, device: Capability) -> str:
+        return f"an NVIDIA GPU ({device})"
+
+    def verify(
+        self,
+        expected: Sequence[Target],
+        reports: Sequence[Any],
+        device: Capability | None,
+        jetson: bool,
+    ) -> Verified:
+        # ``reports``: adapters/fatbin.py's, the SASS and PTX each file holds.
+        sass = {c for r in reports for c in r.sass}
+        ptx = {c for r in reports for c in r.ptx}
+        problems = tuple(f"{r.path}: {p}" for r in reports for p in r.problems)
+        outcome = verify(expected, sass, ptx, device=device, jetson=jetson)
+        lines = [
+            f"expected: {', '.join(str(t) for t in outcome.expected)}",
+            f"found SASS: {' '.join(c.sm for c in outcome.sass) or '-'}",
+            f"found PTX:  {' '.join(c.compute for c in outcome.ptx) or '-'}",
+            *outcome.differences(),
+        ]
+        if outcome.verdict is not None and device is not None:
+            lines.append(f"on {device}: {outcome.verdict.level.value}: {outcome.verdict.reason}")
+        failures = outcome.differences()
+        if outcome.verdict is not None and not outcome.runs:
+            failures.append(f"cannot run on {device}")
+        return Verified(
+            fields=outcome.to_json(),
+            lines=tuple(lines),
+            ok=outcome.ok,
+            failures=tuple(failures),
+            problems=problems,
+            what="the planned device code",
+            hint=f"expected {','.join(str(t) for t in outcome.expected)}; rebuild with exactly "
+            "these targets",
+            markup=True,
+        )

@@ -755,7 +755,9 @@ def rocm_baselines(
 class RocmPlanning:
     """The ROCm family's planning (:class:`~capplan.core.families.base.FamilyPlanning`):
     AMD fleet GPUs (claimed by :func:`~capplan.core.model.vendors.amd_entry`) served by gfx
-    variants, rules 1-5 above."""
+    variants, rules 1-5 above. It has no policy inputs, no per-package settings and no fleet
+    check of its own, and no package list apart from CUDA's (every ROCm build is also in
+    kb/packages.json), so those phases are not among its protocols."""
 
     fallback = False
 
@@ -765,9 +767,6 @@ class RocmPlanning:
         self.family = RocmFamily(kb)
         self.fleet: tuple[AmdFleetGpu, ...] = ()
         self._claimed: dict[str, tuple[AmdTarget, str | None] | None] = {}
-
-    def prepare(self) -> None:
-        return None
 
     def claims_gpu(self, label: str) -> bool:
         # A bad gfx target, an ambiguous AMD name or a name no vendor knows is exit 4 here.
@@ -798,9 +797,6 @@ class RocmPlanning:
     def _build(self, package: str) -> RocmBuild | None:
         return self.kb.amd.builds.get(package) if self.kb.amd is not None else None
 
-    def knows(self, package: str) -> bool:
-        return False  # every ROCm build is also in kb/packages.json (as before the seam)
-
     def check_vendors(self, package: str) -> None:
         vendors = self.config.packages[package].vendors
         if vendors is not None and "amd" in vendors and self._build(package) is None:
@@ -828,12 +824,6 @@ class RocmPlanning:
             + ", ".join(sorted(amd.builds if amd else ()))
             + f"); remove it from packages.{package}.{key}",
         )
-
-    def check_package(self, package: str) -> None:
-        return None
-
-    def validate(self, requested: Sequence[str]) -> None:
-        return None
 
     def unplanned(self, requested: Sequence[str]) -> list[Decision]:
         systems = self.config.policy.planned_systems

@@ -9,13 +9,24 @@ expected target accounts for is extra, as is any CUDA code (the build was meant 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, AmdVerdict, amd_how_runs
+from capplan.core.families.base import Verified
+from capplan.core.families.rocm.target import (
+    AmdRunLevel,
+    AmdTarget,
+    AmdVerdict,
+    amd_how_runs,
+    parse_amd_targets,
+)
+from capplan.errors import InvalidInputError, shorten
 
-__all__ = ["AmdVerifyResult", "covers", "verify_amd"]
+if TYPE_CHECKING:
+    from capplan.core.families.rocm.kb import AmdKnowledgeBase
+
+__all__ = ["AmdVerifyResult", "RocmVerifier", "covers", "verify_amd"]
 
 
 def covers(expected: AmdTarget, found: AmdTarget) -> bool:
@@ -102,3 +113,92 @@ def verify_amd(
         device=device,
         verdict=verdict,
     )
+
+
+class RocmVerifier:
+    """The ROCm family's part of ``capplan verify`` (:class:`~capplan.core.families.base.Verifier`):
+    AMD code objects (clang offload bundles, bare AMDGPU ELF objects) against gfx targets.
+    ``amd_kb`` loads the AMD knowledge base (a GPU named by model)."""
+
+    code = "AMD"
+    fallback = False
+    jetson = False
+    loose_lookup = True  # "8.6" would loosely match "Radeon 860M"
+
+    def __init__(self, amd_kb: Callable[[], AmdKnowledgeBase]) -> None:
+        self._amd_kb = amd_kb
+
+    def claims(self, text: str) -> bool:
+        return text.strip().lower().startswith("gfx")
+
+    def owns(self, target: object) -> bool:
+        return isinstance(target, AmdTarget)
+
+    def expected(self, text: str, items: Sequence[str]) -> tuple[AmdTarget, ...]:
+        return parse_amd_targets(items)
+
+    def target_spelling(self, text: str) -> str | None:
+        if not self.claims(text):
+            return None
+        try:
+            AmdTarget.parse(text)
+        except InvalidInputError:
+            return None
+        return "an AMD target"
+
+    def lookup(self, text: str) -> tuple[AmdTarget, bool]:
+        if self.claims(text):
+            target = AmdTarget.parse(text)
+            if target.is_generic:
+                raise InvalidInputError(
+                    f"--device {target} is a generic target, not a GPU",
+                    hint="give the GPU's processor (e.g. gfx1100) or its model name",
+                )
+            return target, False
+        models = self._amd_kb().lookup_gpu(text)
+        targets = sorted({m.target for m in models})
+        if len(targets) != 1:
+            names = ", ".join(f"{m.name} ({m.target})" for m in models[:4])
+            raise InvalidInputError(
+                f"--device {shorten(text.strip())!r} matches AMD GPUs with different targets: "
+                f"{names}",
+                hint="name the model exactly or give its gfx target",
+            )
+        return targets[0], False
+
+    def describe(self, device: AmdTarget) -> str:
+        return f"an AMD GPU ({device})"
+
+    def verify(
+        self,
+        expected: Sequence[AmdTarget],
+        reports: Sequence[Any],
+        device: AmdTarget | None,
+        jetson: bool,
+    ) -> Verified:
+        # ``reports``: adapters/fatbin.py's; any CUDA code in them is extra.
+        found = {t for r in reports for t in r.amd}
+        cuda = {c.sm for r in reports for c in r.sass} | {c.compute for r in reports for c in r.ptx}
+        problems = tuple(f"{r.path}: {p}" for r in reports for p in (*r.amd_problems, *r.problems))
+        outcome = verify_amd(expected, found, cuda=cuda, device=device)
+        lines = [
+            f"expected: {', '.join(str(t) for t in outcome.expected)}",
+            f"found AMD code: {' '.join(str(t) for t in outcome.found) or '-'}",
+            *outcome.differences(),
+        ]
+        if outcome.verdict is not None and device is not None:
+            lines.append(f"on {device}: {outcome.verdict.level.value}: {outcome.verdict.reason}")
+        failures = outcome.differences()
+        if not outcome.runs:
+            failures.append(f"cannot run on {device}")
+        return Verified(
+            fields=outcome.to_json(),
+            lines=tuple(lines),
+            ok=outcome.ok,
+            failures=tuple(failures),
+            problems=problems,
+            what="the expected AMD code",
+            hint=f"expected {','.join(str(t) for t in outcome.expected)}; rebuild with exactly "
+            "these gpuTargets",
+            markup=False,
+        )
