@@ -182,12 +182,11 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # doctor's fixes through the families' pick). doctor: a GPU's Jetson flag and the
     # driver's release table, which core/binaries/doctor.py's Gpu and Driver are written in;
     # planning: annotations (variant_targets' target types, the CPU model) and resolve_device's
-    # Capability; nixpkgs: the CPU package file's type and CUDA's policy inputs, which
-    # nixpkgs_check takes as such. Each needs a family method (device facts, driver facts,
-    # policy inputs) rather than a move.
+    # Capability. Each needs a family method (device facts, driver facts) rather than a move.
+    # (nixpkgs reads the CPU package file through adapters/kb.py and resolves the CUDA policy
+    # in nixpkgs_check's policy_request.)
     "cli/doctor.py": {"cuda.compat", "cuda.drivers"},
     "cli/planning.py": {"cpu.planning", "cuda.capability", "rocm.target"},
-    "cli/nixpkgs.py": {"cpu.kb", "cuda.inputs"},
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
     # "one typed field") and the knowledge-base records; the planner still takes CPU's model
@@ -220,12 +219,13 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
     "core/export/common.py": {"cuda.capability", "cuda.compat", "rocm.target"},
     "core/export/conda.py": {"cuda.capability", "cuda.version"},
-    # Adapters that read a family's files (the fatbin reader, the KB and archspec loaders) and
+    # Adapters that read a family's files (the fatbin reader, the KB loader: AMD's and the CPU
+    # package file, archspec's loader) and
     # the Jetson device tree (a capability).
     "adapters/cpu_archspec.py": {"cpu.kb", "cpu.planning"},
     "adapters/detect/system.py": {"cuda.capability"},
     "adapters/fatbin.py": {"cuda.capability", "cuda.compat", "rocm.amdgpu", "rocm.target"},
-    "adapters/kb.py": {"rocm.kb"},
+    "adapters/kb.py": {"cpu.kb", "rocm.kb"},
 }
 _DETECT_FAMILY = {"nvidia": "cuda", "amd": "rocm", "cpu": "cpu"}
 
