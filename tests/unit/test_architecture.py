@@ -178,14 +178,12 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "cli/caps.py": {"cuda.version"},
     "cli/limits.py": {"cuda.compat", "cuda.torch_limits"},
     "cli/limits_magma.py": {"rocm.kb", "rocm.magma_limits"},
-    # Commands that still read a family's facts (verify and plan go through the registry, and
-    # doctor's fixes through the families' pick). doctor: a GPU's Jetson flag and the
-    # driver's release table, which core/binaries/doctor.py's Gpu and Driver are written in.
-    # It needs a family method (device facts, driver facts) rather than a move. (nixpkgs reads
-    # the CPU package file through adapters/kb.py and resolves the CUDA policy in
-    # nixpkgs_check's policy_request; planning's annotations name the archspec adapter and
-    # verify's targets as objects, and dispatch resolves its devices itself.)
-    "cli/doctor.py": {"cuda.compat", "cuda.drivers"},
+    # Every other command goes through the registry and base (verify and plan through the
+    # registry, doctor's fixes through the families' pick; doctor's GPU and driver facts are
+    # built in core/binaries/doctor.py, where its Gpu and Driver are; nixpkgs reads the CPU
+    # package file through adapters/kb.py and resolves the CUDA policy in nixpkgs_check's
+    # policy_request; planning's annotations name the archspec adapter and verify's targets as
+    # objects, and dispatch resolves its devices itself).
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
     # "one typed field") and the knowledge-base records; the planner still takes CPU's model
