@@ -178,16 +178,12 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "cli/caps.py": {"cuda.version"},
     "cli/limits.py": {"cuda.compat", "cuda.torch_limits"},
     "cli/limits_magma.py": {"rocm.kb", "rocm.magma_limits"},
-    # Commands that still read a family's facts (verify and plan go through the registry, and
-    # doctor's fixes through the families' pick). doctor: a GPU's Jetson flag and the
-    # driver's release table, which core/binaries/doctor.py's Gpu and Driver are written in;
-    # planning: annotations (variant_targets' target types, the CPU model) and resolve_device's
-    # Capability; nixpkgs: the CPU package file's type and CUDA's policy inputs, which
-    # nixpkgs_check takes as such. Each needs a family method (device facts, driver facts,
-    # policy inputs) rather than a move.
-    "cli/doctor.py": {"cuda.compat", "cuda.drivers"},
-    "cli/planning.py": {"cpu.planning", "cuda.capability", "rocm.target"},
-    "cli/nixpkgs.py": {"cpu.kb", "cuda.inputs"},
+    # Every other command goes through the registry and base (verify and plan through the
+    # registry, doctor's fixes through the families' pick; doctor's GPU and driver facts are
+    # built in core/binaries/doctor.py, where its Gpu and Driver are; nixpkgs reads the CPU
+    # package file through adapters/kb.py and resolves the CUDA policy in nixpkgs_check's
+    # policy_request; planning's annotations name the archspec adapter and verify's targets as
+    # objects, and dispatch resolves its devices itself).
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
     # "one typed field") and the knowledge-base records; the planner still takes CPU's model
@@ -220,12 +216,13 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
     "core/export/common.py": {"cuda.capability", "cuda.compat", "rocm.target"},
     "core/export/conda.py": {"cuda.capability", "cuda.version"},
-    # Adapters that read a family's files (the fatbin reader, the KB and archspec loaders) and
+    # Adapters that read a family's files (the fatbin reader, the KB loader: AMD's and the CPU
+    # package file, archspec's loader) and
     # the Jetson device tree (a capability).
     "adapters/cpu_archspec.py": {"cpu.kb", "cpu.planning"},
     "adapters/detect/system.py": {"cuda.capability"},
     "adapters/fatbin.py": {"cuda.capability", "cuda.compat", "rocm.amdgpu", "rocm.target"},
-    "adapters/kb.py": {"rocm.kb"},
+    "adapters/kb.py": {"cpu.kb", "rocm.kb"},
 }
 _DETECT_FAMILY = {"nvidia": "cuda", "amd": "rocm", "cpu": "cpu"}
 
@@ -288,9 +285,10 @@ def test_code_reaches_the_families_through_base_and_registry() -> None:
 
 
 def test_caps_and_limits_are_the_only_commands_by_design() -> None:
-    # Every family import a command makes is listed; a new command must go through the registry.
+    # Every family import a command makes is listed; issue 32's done-when: commands other than
+    # caps and limits import no family module (a new command goes through the registry).
     commands = {k for k in KNOWN_FAMILY_IMPORTERS if k.startswith("cli/")}
-    assert {"cli/caps.py", "cli/limits.py", "cli/limits_magma.py"} <= commands
+    assert commands == {"cli/caps.py", "cli/limits.py", "cli/limits_magma.py"}
 
 
 def test_the_checker_sees_family_imports(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capplan.adapters.environment import elf_dynamic
+from capplan.adapters.kb import load_kb
 from capplan.core.binaries.doctor import (
     Driver,
     Gpu,
@@ -22,8 +23,12 @@ from capplan.core.binaries.doctor import (
     cuda_major_of_name,
     cuda_majors_linked,
     diagnose,
+    driver_facts,
+    is_driver_version,
+    nvidia_gpu,
 )
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.drivers import version_key
 from capplan.core.families.cuda.version import CudaVersion
 
 C = Capability.parse
@@ -158,3 +163,40 @@ def test_elf_dynamic_never_raises_on_damaged_headers(cut: int, flips: list[tuple
         handle.flush()
         needed, soname = elf_dynamic(handle.fileno())
     assert isinstance(needed, tuple) and (soname is None or isinstance(soname, str))
+
+
+def test_driver_versions_as_nvidia_smi_prints_them() -> None:
+    assert is_driver_version("535.104.05") and is_driver_version("580")
+    for bad in ("0", "0.1", "abc", "535.", "1.2.3.4.5", "", "5350000000"):
+        assert not is_driver_version(bad), bad
+
+
+def test_driver_facts_are_the_knowledge_bases_driver_table() -> None:
+    kb = load_kb()
+    need = {r.version: min((r.min_driver, r.toolkit_driver), key=version_key)
+            for r in kb.cuda_releases}  # fmt: skip
+    unknown = driver_facts(kb, None)
+    assert unknown.version is None and unknown.runs_cuda is None
+    for major in {v.major for v in need}:
+        lowest = min((n for v, n in need.items() if v.major == major), key=version_key)
+        assert unknown.major_minimum[major] == lowest
+    assert unknown.toolkit_driver == {str(r.version): r.toolkit_driver for r in kb.cuda_releases}
+    # Each release's own lowest driver runs the newest release whose lowest driver it meets.
+    for driver in need.values():
+        assert driver_facts(kb, driver).runs_cuda == str(
+            max(v for v, n in need.items() if version_key(n) <= version_key(driver))
+        )
+    assert driver_facts(kb, "1").runs_cuda is None
+
+
+def test_nvidia_gpu_carries_the_knowledge_bases_facts() -> None:
+    kb = load_kb()
+    jetson = next(c for c in kb.capabilities if c.jetson)
+    desktop = next(c for c in kb.capabilities if not c.jetson and c.max_cuda is not None)
+    j = nvidia_gpu("Jetson", jetson.capability, kb)
+    d = nvidia_gpu(None, desktop.capability, kb)
+    assert j.jetson and not d.jetson
+    assert j.label == f"Jetson ({jetson.capability})" and d.label == str(desktop.capability)
+    assert (d.arch, d.min_cuda, d.max_cuda) == (desktop.arch, desktop.min_cuda, desktop.max_cuda)
+    unknown = nvidia_gpu(None, C("99.9"), kb)  # not in the table: no facts, not a Jetson
+    assert (unknown.jetson, unknown.arch, unknown.min_cuda) == (False, "", None)

@@ -15,7 +15,7 @@ from capplan.core.families.cpu.kb import CpuPackagesFile
 from capplan.core.families.cuda.inputs import resolve_cuda_policy
 from capplan.core.planning.config import config_from_mapping
 from capplan.core.planning.matrix import plan_json
-from capplan.core.planning.nixpkgs_check import compare, nixpkgs_request
+from capplan.core.planning.nixpkgs_check import compare, nixpkgs_request, policy_request
 from capplan.core.planning.planner import make_plan
 from capplan.errors import DataError, InvalidInputError
 
@@ -217,3 +217,22 @@ def test_nixpkgs_reference(tmp_path: Path) -> None:
         nixpkgs_reference(str(tmp_path.parent))
     with pytest.raises(InvalidInputError, match="not a folder"):
         nixpkgs_reference(str(tmp_path / "default.nix"))
+
+
+def test_policy_request_resolves_the_policy_as_the_planner_does() -> None:
+    # capplan nixpkgs check hands the config's policy.cuda as written: torch is asked about
+    # the policy's versions (12.6 here, a set the plan itself does not use), and a version
+    # nixpkgs has no set for is the planner's exit 4.
+    plan = plan_json(
+        make_plan(KB, config_from_mapping({"fleet": {"gpus": ["RTX 4090"]},
+                                           "packages": {"torch": {}}}, origin="test"))
+    )  # fmt: skip
+    default = policy_request(KB, plan, CPU, None)
+    wanted = policy_request(KB, plan, CPU, ["12.6"])
+    set_126 = str(KB.cuda_release(resolve_cuda_policy(KB, ["12.6"])[0]).nixpkgs_set)
+    assert set_126 in wanted["torch_cuda"]
+    assert set_126 not in nixpkgs_request(KB, plan, CPU)["torch_cuda"]  # the plan alone
+    assert wanted == nixpkgs_request(KB, plan, CPU, resolve_cuda_policy(KB, ["12.6"]))
+    assert default == nixpkgs_request(KB, plan, CPU, resolve_cuda_policy(KB, None))
+    with pytest.raises(InvalidInputError, match=r"policy\.cuda"):
+        policy_request(KB, plan, CPU, ["99.9"])

@@ -27,6 +27,7 @@ from capplan.core.model.kb import (
 from capplan.errors import CapplanError, DataError, shorten
 
 if TYPE_CHECKING:
+    from capplan.core.families.cpu.kb import CpuPackagesFile
     from capplan.core.families.rocm.kb import AmdKnowledgeBase
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "kb_path",
     "load_amd_kb",
     "load_capability_kb",
+    "load_cpu_packages",
     "load_kb",
     "load_kb_file",
 ]
@@ -192,6 +194,14 @@ def load_kb(directory: Path | None = None) -> KnowledgeBase:
         pci_devices=pci.devices,
         amd=load_amd_kb(directory),
     )
+
+
+def load_cpu_packages(directory: Path | None = None) -> CpuPackagesFile:
+    """The CPU family's package file (``kb/cpu_packages.json``), by the same rules as
+    :func:`load_kb`; its model is imported when first needed."""
+    from capplan.core.families.cpu.kb import CpuPackagesFile
+
+    return load_kb_file("cpu_packages.json", CpuPackagesFile, directory)
 
 
 # The ROCm family's files. Its model is imported when first needed: caps and verify --expect

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from capplan.cli.output import emit_json, escape, make_table, out_console
-from capplan.cli.planning import config_option, current_kb, plan_with_settings, resolve_device
+from capplan.cli.planning import config_option, current_kb, plan_with_settings
 from capplan.core.model.suggest import closest
 from capplan.core.planning.dispatch import (
     dispatch_packages,
@@ -93,7 +93,9 @@ def explain(
             )
     env = dict(os.environ)
     if devices:
-        caps = [resolve_device(d) for d in devices]
+        from capplan.core.model.gpus import resolve_device
+
+        caps = [resolve_device(d, kb.gpus)[0] for d in devices]
         for cap in caps:
             kb.capability(cap)  # an unknown capability (99.9) is exit 4, as everywhere
         env["CAPPLAN_CAPABILITY"] = ",".join(str(c) for c in caps)

@@ -24,9 +24,10 @@ from capplan.core.binaries.doctor import (
     Gpu,
     Package,
     diagnose,
+    driver_facts,
+    is_driver_version,
+    nvidia_gpu,
 )
-from capplan.core.families.cuda.compat import is_jetson
-from capplan.core.families.cuda.drivers import version_key
 from capplan.errors import ExitCode, InvalidInputError, NoGpuError, shorten
 
 if TYPE_CHECKING:
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["doctor"]
 
-_DRIVER = re.compile(r"[0-9]{1,5}(?:\.[0-9]{1,5}){0,3}")
 _PYTHON_PREFIX = re.compile(r"^python[0-9.]*-")
 _VERSION_SUFFIX = re.compile(r"-[0-9][^-]*$")
 _CU_SUFFIX = re.compile(r"-cu[0-9]{2,3}$")
@@ -114,7 +114,7 @@ def doctor(
     cpu_facts, cpu_note = _cpu_facts(cpu)
     gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
     version = driver if driver is not None else detected_driver
-    facts = _driver_facts(kb, version)
+    facts = driver_facts(kb, version)
     scan = _scan(sources, jobs)
     report = diagnose(scan.libraries, scan.packages, gpus, facts, cpu_facts)
     fixes = _plan_fixes(report, kb, facts)
@@ -163,7 +163,7 @@ def _cpu_facts(text: str | None) -> tuple[CpuFacts | None, str | None]:
 
 def _check_driver(text: str) -> str:
     value = text.strip()
-    if not _DRIVER.fullmatch(value) or version_key(value)[0] == 0:
+    if not is_driver_version(value):
         raise InvalidInputError(
             f"--driver {shorten(text)!r} is not an NVIDIA driver version",
             hint="give digits and dots as nvidia-smi prints them, e.g. --driver 535.104.05",
@@ -186,24 +186,10 @@ def _gpus(
             gpus.append(Gpu(f"{name} ({target})" if name else str(target), "amd", target=target))
             continue
         cap, model = resolve_known_device(text, kb)
-        gpus.append(_nvidia(model.name if model else None, cap, kb))
+        gpus.append(nvidia_gpu(model.name if model else None, cap, kb))
     if gpus:
         return gpus, _detected_driver() if need_driver else None
     return _detect(kb)
-
-
-def _nvidia(name: str | None, cap: Any, kb: KnowledgeBase) -> Gpu:
-    info = kb.capability(cap.base) if kb.knows(cap.base) else None
-    label = f"{name} ({cap})" if name else str(cap)
-    return Gpu(
-        label,
-        "nvidia",
-        capability=cap,
-        jetson=is_jetson(cap, kb),
-        arch=info.arch if info else "",
-        min_cuda=info.min_cuda if info else None,
-        max_cuda=info.max_cuda if info else None,
-    )
 
 
 def _detected_driver() -> str | None:
@@ -238,7 +224,7 @@ def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
         if cap is None or not kb.knows(cap.base):
             unknown.append(gpu.name)
             continue
-        gpus.append(_nvidia(gpu.name, cap, kb))
+        gpus.append(nvidia_gpu(gpu.name, cap, kb))
         driver = driver or gpu.driver
     gpus.extend(Gpu(f"{g.name} ({g.target})", "amd", target=g.target) for g in amd_found)
     if unknown:
@@ -262,26 +248,6 @@ def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
             hint="name the GPUs to check for: --device 'RTX 3090' --device 8.6 --device gfx942",
         )
     return gpus, driver
-
-
-def _driver_facts(kb: KnowledgeBase, version: str | None) -> Driver:
-    minimum: dict[int, str] = {}
-    toolkit: dict[str, str] = {}
-    runs: Any = None
-    have = version_key(version) if version else None
-    for release in kb.cuda_releases:
-        need = min((release.min_driver, release.toolkit_driver), key=version_key)
-        major = release.version.major
-        if major not in minimum or version_key(need) < version_key(minimum[major]):
-            minimum[major] = need
-        toolkit[str(release.version)] = release.toolkit_driver
-        if (
-            have is not None
-            and version_key(need) <= have
-            and (runs is None or release.version > runs)
-        ):
-            runs = release.version
-    return Driver(version, minimum, toolkit, str(runs) if runs else None)
 
 
 @contextmanager

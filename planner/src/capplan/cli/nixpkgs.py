@@ -24,16 +24,13 @@ def check_against(
 ) -> tuple[dict[str, Any], tuple[Any, ...]]:
     """(what nixpkgs says of its own revision, the disagreements) for a plan's data; ``cuda``:
     the config's policy.cuda."""
-    from capplan.adapters.kb import load_kb_file
+    from capplan.adapters.kb import load_cpu_packages
     from capplan.adapters.nixpkgs import evaluate_nixpkgs
-    from capplan.core.families.cpu.kb import CpuPackagesFile
-    from capplan.core.planning.nixpkgs_check import compare, nixpkgs_request
+    from capplan.core.planning.nixpkgs_check import compare, policy_request
 
     kb = current_kb()
-    cpu = load_kb_file("cpu_packages.json", CpuPackagesFile, kb_directory())
-    from capplan.core.families.cuda.inputs import resolve_cuda_policy
-
-    request = nixpkgs_request(kb, plan_data, cpu, resolve_cuda_policy(kb, cuda))
+    cpu = load_cpu_packages(kb_directory())
+    request = policy_request(kb, plan_data, cpu, cuda)
     answer = evaluate_nixpkgs(reference, request, offline=offline)
     source = answer.get("source") if isinstance(answer.get("source"), dict) else {}
     return dict(source or {}), compare(kb, request, answer)

@@ -16,9 +16,7 @@ if TYPE_CHECKING:
     # Imported where used: `capplan gpus`, `caps` and `explain` read the KB through this module
     # and must not pay for the config models, the planner or networkx (issue 20, item 4;
     # tests/unit/test_imports.py checks it).
-    from capplan.core.families.cpu.planning import CpuModel
-    from capplan.core.families.cuda.capability import Capability, Target
-    from capplan.core.families.rocm.target import AmdTarget
+    from capplan.adapters.cpu_archspec import ArchspecCpuModel
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
     from capplan.core.planning.matrix import Matrix
@@ -34,7 +32,6 @@ __all__ = [
     "plan_with_settings",
     "planned_matrix",
     "policy_options",
-    "resolve_device",
     "variant_targets",
 ]
 
@@ -192,7 +189,7 @@ def planned_matrix(planned: Planned, plan: Plan | None = None) -> Matrix:
     return build_matrix(plan, policy.runners, compile_fits(current_kb(), plan, runner))
 
 
-def _cpu_model(kb: KnowledgeBase, config: Config) -> CpuModel | None:
+def _cpu_model(kb: KnowledgeBase, config: Config) -> ArchspecCpuModel | None:
     """The CPU model, loaded only for a plan that needs it (archspec reads its database at
     import): one with fleet.cpus, or a package kb/packages.json does not have."""
     if not config.fleet.cpus and all(p in kb.packages for p in config.packages):
@@ -208,10 +205,11 @@ def load_plan(
     return plan_with_settings(config_path, flags).plan
 
 
-def variant_targets(name: str, config: Path | None) -> tuple[Target, ...] | tuple[AmdTarget, ...]:
+def variant_targets(name: str, config: Path | None) -> tuple[object, ...]:
     """The targets a planned variant must contain (for ``capplan verify --variant``): an
-    NVIDIA variant's capabilities, an AMD variant's gfx targets (a shared ROCm build, such as
-    ``onnxruntime-rocm``, holds nixpkgs' default list, ``clr.gpuTargets``)."""
+    NVIDIA variant's capabilities (CUDA's ``Target``), an AMD variant's gfx targets (ROCm's
+    ``AmdTarget``; a shared ROCm build, such as ``onnxruntime-rocm``, holds nixpkgs' default
+    list, ``clr.gpuTargets``). verify hands them to the family whose verifier owns them."""
     plan = load_plan(config)
     variant = plan.variant(name)
     if variant is None:
@@ -238,9 +236,3 @@ def variant_targets(name: str, config: Path | None) -> tuple[Target, ...] | tupl
             hint="verify a capability-dependent variant such as torch-sm86",
         )
     return variant.targets
-
-
-def resolve_device(text: str) -> Capability:
-    from capplan.core.model.gpus import resolve_device as _resolve_device
-
-    return _resolve_device(text, current_kb().gpus)[0]

@@ -19,14 +19,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.families.cuda.compat import how_runs
+from capplan.core.families.cuda.compat import how_runs, is_jetson
 from capplan.core.families.cuda.drivers import version_key
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_runs
+
+if TYPE_CHECKING:
+    from capplan.core.model.kb import KnowledgeBase
 
 __all__ = [
     "PTX_ISA_CUDA",
@@ -41,7 +44,10 @@ __all__ = [
     "cuda_major_of_name",
     "cuda_majors_linked",
     "diagnose",
+    "driver_facts",
+    "is_driver_version",
     "isa_cuda",
+    "nvidia_gpu",
 ]
 
 # PTX ISA version -> the first CUDA release that emits it (NVIDIA, PTX ISA "Release Notes" table:
@@ -180,6 +186,53 @@ class Driver:
             return version_key(self.version)
         except ValueError:
             return None
+
+
+# An NVIDIA driver version as nvidia-smi prints it (535.104.05), as a user may type it.
+_DRIVER = re.compile(r"[0-9]{1,5}(?:\.[0-9]{1,5}){0,3}")
+
+
+def is_driver_version(value: str) -> bool:
+    """Whether ``value`` (stripped) spells an NVIDIA driver version: digits and dots, not 0."""
+    return bool(_DRIVER.fullmatch(value)) and version_key(value)[0] != 0
+
+
+def nvidia_gpu(name: str | None, cap: Capability, kb: KnowledgeBase) -> Gpu:
+    """An NVIDIA GPU of capability ``cap`` (``name``: its model, if known) with the knowledge
+    base's facts of it: the Jetson flag, the architecture and the CUDA releases that support it."""
+    info = kb.capability(cap.base) if kb.knows(cap.base) else None
+    label = f"{name} ({cap})" if name else str(cap)
+    return Gpu(
+        label,
+        "nvidia",
+        capability=cap,
+        jetson=is_jetson(cap, kb),
+        arch=info.arch if info else "",
+        min_cuda=info.min_cuda if info else None,
+        max_cuda=info.max_cuda if info else None,
+    )
+
+
+def driver_facts(kb: KnowledgeBase, version: str | None) -> Driver:
+    """The driver ``version`` (None: unknown) with the knowledge base's driver table: each CUDA
+    major's lowest driver, each release's toolkit driver, and the newest release it runs."""
+    minimum: dict[int, str] = {}
+    toolkit: dict[str, str] = {}
+    runs: Any = None
+    have = version_key(version) if version else None
+    for release in kb.cuda_releases:
+        need = min((release.min_driver, release.toolkit_driver), key=version_key)
+        major = release.version.major
+        if major not in minimum or version_key(need) < version_key(minimum[major]):
+            minimum[major] = need
+        toolkit[str(release.version)] = release.toolkit_driver
+        if (
+            have is not None
+            and version_key(need) <= have
+            and (runs is None or release.version > runs)
+        ):
+            runs = release.version
+    return Driver(version, minimum, toolkit, str(runs) if runs else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import Any
 from capplan.core.families.cpu.kb import CpuPackagesFile
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.family import cuda_limits_reason
-from capplan.core.families.cuda.inputs import NIXPKGS_DEFAULT_CUDA
+from capplan.core.families.cuda.inputs import NIXPKGS_DEFAULT_CUDA, resolve_cuda_policy
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.model.kb import KnowledgeBase
@@ -64,6 +64,18 @@ def _argument_facts(
             for argument in (*entry.arguments, *(rule.argument for rule in entry.overrides)):
                 facts.add((name, attr, argument))
     return [{"package": p, "attr": list(a), "argument": arg} for p, a, arg in sorted(facts)]
+
+
+def policy_request(
+    kb: KnowledgeBase,
+    plan: Mapping[str, Any],
+    cpu: CpuPackagesFile | None,
+    policy_cuda: Sequence[str] | None,
+) -> dict[str, Any]:
+    """:func:`nixpkgs_request` for a config's ``policy.cuda`` as written (None: the knowledge
+    base's default policy), resolved as the planner resolves it; a version the knowledge base
+    does not know is the planner's InvalidInputError."""
+    return nixpkgs_request(kb, plan, cpu, resolve_cuda_policy(kb, policy_cuda))
 
 
 def nixpkgs_request(
