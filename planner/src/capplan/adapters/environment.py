@@ -100,10 +100,18 @@ def elf_facts(fd: int) -> tuple[tuple[str, ...], str | None, str | None]:
     """(DT_NEEDED names, DT_SONAME, the x86-64 level it needs) of the ELF open at ``fd``, its
     program headers read once for both (:func:`elf_dynamic`, :func:`elf_x86_isa_needed`). A
     damaged part makes no claim: ((), None) for the links, None for the level."""
+    return _facts(fd, _read_headers(fd))
+
+
+def _read_headers(fd: int) -> _Headers | None:
+    """:func:`_program_headers`, None for a damaged table as for a missing one."""
     try:
-        found = _program_headers(fd)
+        return _program_headers(fd)
     except _DAMAGED:
-        found = None
+        return None
+
+
+def _facts(fd: int, found: _Headers | None) -> tuple[tuple[str, ...], str | None, str | None]:
     if found is None:
         return (), None, None
     try:
@@ -117,12 +125,14 @@ def elf_facts(fd: int) -> tuple[tuple[str, ...], str | None, str | None]:
     return needed, soname, level
 
 
-_Headers = tuple[str, bool, list[tuple[int, int, int, int]]]
+# (byte order, 64-bit, [(p_type, p_offset, p_vaddr, p_filesz)], where the table ends)
+_Headers = tuple[str, bool, list[tuple[int, int, int, int]], int]
 
 
 def _program_headers(fd: int) -> _Headers | None:
-    """(byte order, 64-bit, [(p_type, p_offset, p_vaddr, p_filesz)]) of the ELF open at
-    ``fd``; None when its header is not a readable ELF header. Bounded: 4096 entries at most."""
+    """(byte order, 64-bit, [(p_type, p_offset, p_vaddr, p_filesz)], the table's end offset) of
+    the ELF open at ``fd``; None when its header is not a readable ELF header. Bounded: 4096
+    entries at most."""
     head = _pread(fd, 64, 0)
     if len(head) < 52 or head[:4] != _ELF or head[4] not in (1, 2) or head[5] not in (1, 2):
         return None
@@ -155,11 +165,11 @@ def _program_headers(fd: int) -> _Headers | None:
         else:
             p_type, p_offset, p_vaddr, _, p_filesz = fields[:5]
         out.append((p_type, p_offset, p_vaddr, p_filesz))
-    return end, wide, out
+    return end, wide, out, phoff + phentsize * phnum
 
 
 def _elf_dynamic(fd: int, found: _Headers) -> tuple[tuple[str, ...], str | None]:
-    end, wide, headers = found
+    end, wide, headers, _ = found
     dyn = struct.Struct(end + ("qQ" if wide else "iI"))
     loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
     dynamic: tuple[int, int] | None = None
@@ -229,7 +239,7 @@ def elf_x86_isa_needed(fd: int) -> str | None:
 
 
 def _elf_x86_isa_needed(fd: int, found: _Headers) -> str | None:
-    end, wide, headers = found
+    end, wide, headers, _ = found
     segments = [h for h in headers if h[0] == _PT_GNU_PROPERTY] or [
         h for h in headers if h[0] == _PT_NOTE
     ]
@@ -512,6 +522,11 @@ def loader_problem(fd: int, size: int) -> str | None:
     program header table, then each PT_LOAD segment mapped from the file); None when they are
     whole. A file cut inside a loaded segment is refused: the loader dies of SIGBUS touching the
     missing pages, or maps zeros for the tail of its last page."""
+    return _loader_problem(fd, size, _read_headers(fd))
+
+
+def _loader_problem(fd: int, size: int, found: _Headers | None) -> str | None:
+    """:func:`loader_problem` with the program headers already read (``found``)."""
     if size == 0:
         return "an empty file"
     head = _pread(fd, 64, 0)
@@ -526,20 +541,9 @@ def loader_problem(fd: int, size: int) -> str | None:
         return None  # an object file (an AMD code object named directly): no loader reads it
     if e_type not in _LOADABLE_TYPES:
         return f"its ELF header is damaged (file type {e_type}, not a library or a program)"
-    try:
-        found = _program_headers(fd)
-    except _DAMAGED:
-        found = None
     if found is None:
         return "its ELF header is damaged (no readable program header table)"
-    end, wide, headers = found
-    if wide:
-        (phoff,) = struct.unpack_from(end + "Q", head, 0x20)
-        phentsize, phnum = struct.unpack_from(end + "HH", head, 0x36)
-    else:
-        (phoff,) = struct.unpack_from(end + "I", head, 0x1C)
-        phentsize, phnum = struct.unpack_from(end + "HH", head, 0x2A)
-    table_end = phoff + phentsize * phnum
+    _, _, headers, table_end = found
     if table_end > size:
         return f"truncated: {size} bytes, its program headers end at byte {table_end}"
     loads = [offset + filesz for kind, offset, _, filesz in headers if kind == _PT_LOAD]
@@ -565,8 +569,10 @@ def _library(path: str, shown: str, package: str, size: int) -> Library:
             if not named or _LD_SCRIPT.match(_pread(fd, 4096, 0)):
                 return Library(shown, package, size=size)
             return Library(shown, package, size=size, unloadable=loader_problem(fd, size))
-        unloadable = loader_problem(fd, size)
-        needed, soname, level = elf_facts(fd)
+        # The program headers are read once, for the loader's verdict and the ELF facts alike.
+        found = _read_headers(fd)
+        unloadable = _loader_problem(fd, size, found)
+        needed, soname, level = _facts(fd, found)
         try:
             reports = inspect_paths([Path(path)])
         except BinaryFormatError as error:
