@@ -102,3 +102,11 @@ def test_cpu_levels_need_their_gccarch_feature_on_the_builders(
 def test_bad_input_is_one_line_and_exit_4(capplan_cli: Any, args: list[str], fragment: str) -> None:
     err = one_line_error(capplan_cli("ci", "hydra", *args), ExitCode.INVALID_INPUT)
     assert fragment in err
+
+
+def test_a_huge_or_hostile_flake_reference_is_echoed_cut_and_escaped(capplan_cli: Any) -> None:
+    # The one echo rule of issue 31 holds here too: cut to about 200 characters, escaped.
+    err = one_line_error(
+        capplan_cli("ci", "hydra", "--flake", "x \x1b[2J" + "y" * 100_000), ExitCode.INVALID_INPUT
+    )
+    assert len(err) < 1_200 and "\x1b" not in err and "\\x1b" in err

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from capplan.errors import InvalidInputError
+from capplan.core.planning.workflow import check_matches
 
 __all__ = [
     "HYDRA_SPEC_KEYS",
@@ -51,22 +51,22 @@ _FLAKE = re.compile(r"[a-z][a-z0-9+.-]*:[A-Za-z0-9._~:/?#@!$&()*+,;=%-]{1,500}")
 
 
 def check_jobset_name(name: str) -> str:
-    if not _JOBSET.fullmatch(name):
-        raise InvalidInputError(
-            f"invalid Hydra jobset name {name!r}",
-            hint="use letters, digits, '_' and '-', starting with a letter or '_', e.g. cuda",
-        )
-    return name
+    return check_matches(
+        _JOBSET,
+        name,
+        "Hydra jobset name",
+        "use letters, digits, '_' and '-', starting with a letter or '_', e.g. cuda",
+    )
 
 
 def check_flake_ref(ref: str) -> str:
-    if not _FLAKE.fullmatch(ref):
-        raise InvalidInputError(
-            f"invalid flake reference {ref!r}",
-            hint="give the URI Hydra fetches, e.g. github:my-org/my-flake or "
-            "git+https://git.example.org/cuda.git?ref=main",
-        )
-    return ref
+    return check_matches(
+        _FLAKE,
+        ref,
+        "flake reference",
+        "give the URI Hydra fetches, e.g. github:my-org/my-flake or "
+        "git+https://git.example.org/cuda.git?ref=main",
+    )
 
 
 def builder_features(jobs: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:

@@ -42,6 +42,7 @@ __all__ = [
     "check_cache_name",
     "check_cache_url",
     "check_label",
+    "check_matches",
     "check_ref_name",
     "check_relative_path",
     "gccarch_runner",
@@ -206,13 +207,18 @@ def check_cache_url(url: str) -> str:
     return url.rstrip("/") if url.count("/") > 2 else url
 
 
+def check_matches(pattern: re.Pattern[str], value: str, what: str, hint: str) -> str:
+    """``value`` when ``pattern`` matches all of it, else one line naming ``what`` and the value
+    (escaped and cut, as every echoed value is): the check of every name that reaches a CI file."""
+    if not pattern.fullmatch(value):
+        raise InvalidInputError(f"invalid {what} '{shorten(value)}'", hint=hint)
+    return value
+
+
 def check_label(label: str) -> str:
-    if not _LABEL.fullmatch(label):
-        raise InvalidInputError(
-            f"invalid runner label '{shorten(label)}'",
-            hint="use letters, digits, '.', '_' and '-', e.g. self-hosted",
-        )
-    return label
+    return check_matches(
+        _LABEL, label, "runner label", "use letters, digits, '.', '_' and '-', e.g. self-hosted"
+    )
 
 
 def check_ref_name(branch: str) -> str:
