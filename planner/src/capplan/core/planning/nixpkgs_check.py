@@ -46,10 +46,40 @@ class Drift:
         return {"package": self.package, "fact": self.fact, "kb": self.kb, "nixpkgs": self.nixpkgs}
 
 
+_ScopeChanges = dict[str, dict[str, dict[str, Any]]]
+
+
+def _stack_scopes(
+    variants: Mapping[str, Mapping[str, Any]],
+) -> tuple[dict[str, list[str]], _ScopeChanges]:
+    """The per-target ROCm scopes the plan's stack variants use (scope -> targets), and what
+    plan.json changes in each (scope -> library -> arguments: MIOpen without composable_kernel
+    where the scope has no gfx9 target): what the plan builds there is those libraries as
+    changed, so that is what is evaluated, and the arguments it sets are facts of their own."""
+    planned: dict[str, list[str]] = {}
+    changed: _ScopeChanges = {}
+    for v in variants.values():
+        rocm = v.get("rocm")
+        if isinstance(rocm, Mapping) and rocm.get("scope") == "stack" and rocm.get("scope_attr"):
+            scope = str(rocm["scope_attr"])
+            planned[scope] = [str(t) for t in rocm.get("targets", [])]
+            for library, arguments in sorted((rocm.get("scope_overrides") or {}).items()):
+                changed.setdefault(scope, {}).setdefault(str(library), {}).update(arguments)
+    return planned, changed
+
+
 def _argument_facts(
-    kb: KnowledgeBase, cpu: CpuPackagesFile | None, packages: Sequence[str]
+    kb: KnowledgeBase,
+    cpu: CpuPackagesFile | None,
+    packages: Sequence[str],
+    changed: _ScopeChanges,
 ) -> list[dict[str, Any]]:
-    facts: set[tuple[str, tuple[str, ...], str]] = set()
+    facts: set[tuple[str, tuple[str, ...], str]] = {
+        (library, ("rocmPackages", library), str(argument))
+        for libraries in changed.values()
+        for library, arguments in libraries.items()
+        for argument in arguments
+    }
     for name in packages:
         info = kb.packages.get(name)
         if info is not None and info.ptx == "gpu-targets":
@@ -89,9 +119,10 @@ def nixpkgs_request(
     a version the knowledge base says it refuses, so the plan alone would never ask)."""
     variants: Mapping[str, Mapping[str, Any]] = plan.get("variants", {})
     packages = sorted({str(v["package"]) for v in variants.values()})
+    planned, changed = _stack_scopes(variants) if kb.amd is not None else ({}, {})
     request: dict[str, Any] = {
         "system": str(plan.get("system", "x86_64-linux")),
-        "arguments": _argument_facts(kb, cpu, packages),
+        "arguments": _argument_facts(kb, cpu, packages, changed),
         "cuda_sets": sorted(str(kb.cuda_release(v).nixpkgs_set) for v in kb.nixpkgs_cuda()),
         "default_cuda": str(NIXPKGS_DEFAULT_CUDA),
     }
@@ -114,33 +145,6 @@ def nixpkgs_request(
         for info in amd.targets:
             for scope in info.nixpkgs_scopes:
                 scopes.setdefault(scope, set()).add(str(info.target))
-        planned: dict[str, list[str]] = {}
-        changed: dict[str, dict[str, dict[str, Any]]] = {}
-        for v in variants.values():
-            rocm = v.get("rocm")
-            if (
-                isinstance(rocm, Mapping)
-                and rocm.get("scope") == "stack"
-                and rocm.get("scope_attr")
-            ):
-                scope = str(rocm["scope_attr"])
-                planned[scope] = [str(t) for t in rocm.get("targets", [])]
-                # What the plan builds in that scope is its libraries as plan.json changes them
-                # (MIOpen without composable_kernel where the scope has no gfx9 target), so that
-                # is what is evaluated, and the arguments it sets are facts of their own.
-                for library, arguments in sorted((rocm.get("scope_overrides") or {}).items()):
-                    changed.setdefault(scope, {}).setdefault(str(library), {}).update(arguments)
-        for scope_changes in changed.values():
-            for library, arguments in scope_changes.items():
-                for argument in sorted(arguments):
-                    fact = {
-                        "package": library,
-                        "attr": ["rocmPackages", library],
-                        "argument": str(argument),
-                    }
-                    if fact not in request["arguments"]:
-                        request["arguments"].append(fact)
-        request["arguments"].sort(key=lambda f: (f["package"], f["attr"], f["argument"]))
         request["rocm"] = {
             "default_targets": [str(t) for t in amd.nixpkgs_default_targets],
             "scopes": {k: sorted(v) for k, v in sorted(scopes.items())},
