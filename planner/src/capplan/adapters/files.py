@@ -55,6 +55,7 @@ __all__ = [
     "link_target",
     "numbered_lines",
     "open_regular",
+    "output_folder",
     "output_target",
     "read_bounded",
     "read_input_bytes",
@@ -155,6 +156,29 @@ def output_target(path: Path, *, make_parents: bool = False) -> Path:
     if not stat.S_ISREG(mode):
         raise _fail(path, f"{_kind(mode)}, not a regular file (it is left as it is)")
     return target
+
+
+def output_folder(path: Path) -> Path:
+    """``path`` as a folder to write files into (``export --output DIR``): kept when it is one,
+    made when it is missing and its parent is a folder (as ``mkdir DIR`` would), never with
+    missing parents, the rule of a typed ``--output``; a WriteError otherwise."""
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise WriteError(
+            f"cannot write into {path}: it is a file, not a folder",
+            hint="give --output a folder (it is made when missing)",
+        )
+    if not path.parent.is_dir():
+        raise WriteError(
+            f"cannot write into {path}: no folder {path.parent} (create it first)",
+            hint="give --output a folder whose parent exists",
+        )
+    try:
+        path.mkdir()
+    except OSError as error:
+        raise _fail(path, error) from None
+    return path
 
 
 def link_target(path: Path) -> Path:

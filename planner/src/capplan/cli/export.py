@@ -184,33 +184,12 @@ def _render(
 
 
 def _write(output: Path, result: Export) -> None:
-    from capplan.adapters.files import atomic_write_text
-    from capplan.errors import WriteError
+    from capplan.adapters.files import atomic_write_text, output_folder
 
-    if output.exists() and not output.is_dir():
-        raise WriteError(
-            f"cannot write into {output}: it is a file, not a folder",
-            hint="give --output a folder (it is made when missing)",
-        )
-
-    if not output.exists():
-        # The folder named by --output is made, as `mkdir DIR` would, but never its parents:
-        # a typed path whose folder is missing is an error (limits.md, "Writing files").
-        if not output.parent.is_dir():
-            raise WriteError(
-                f"cannot write into {output}: no folder {output.parent} (create it first)",
-                hint="give --output a folder whose parent exists",
-            )
-        try:
-            output.mkdir()
-        except OSError as error:
-            raise WriteError(
-                f"cannot make {output}: {error.strerror or error}",
-                hint="give --output a writable folder",
-            ) from None
+    folder = output_folder(output)
     for item in result.files:
         # Below the output folder the layout is export's own (variants/<label>/), made as needed.
-        atomic_write_text(output.joinpath(*item.path.split("/")), item.text, make_parents=True)
+        atomic_write_text(folder.joinpath(*item.path.split("/")), item.text, make_parents=True)
 
 
 def _print(output: Path, result: Export) -> None:
