@@ -31,11 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
+# Shared value types the families answer with (below the families and the plan: plan.py imports
+# them from there, so the plan and this interface do not import each other).
+from capplan.core.model.runs import RunLevel, RunsOn
+
 if TYPE_CHECKING:
-    # Only in annotations: plan.py (the shared value types) imports RunLevel from here.
     from capplan.core.planning.plan import Decision, Plan, Variant
 
 
@@ -63,38 +65,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class RunLevel(Enum):
-    """How well a build runs on a device, best first."""
-
-    NATIVE = "native"
-    COMPATIBLE = "compatible"
-    PTX_JIT = "ptx-jit"
-    CANNOT_RUN = "cannot-run"
-
-    @property
-    def rank(self) -> int:
-        return _RANK[self]
-
-
-_RANK = {
-    RunLevel.NATIVE: 0,
-    RunLevel.COMPATIBLE: 1,
-    RunLevel.PTX_JIT: 2,
-    RunLevel.CANNOT_RUN: 3,
-}
-
-
-class RunsOn(NamedTuple):
-    """How a device runs a build: the family-independent level and why."""
-
-    level: RunLevel
-    reason: str
-
-    @property
-    def runs(self) -> bool:
-        return self.level is not RunLevel.CANNOT_RUN
 
 
 @dataclass(frozen=True, slots=True)
