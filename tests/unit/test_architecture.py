@@ -217,10 +217,8 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "core/export/common.py": {"cuda.capability", "cuda.compat", "rocm.target"},
     "core/export/conda.py": {"cuda.capability", "cuda.version"},
     # Adapters that read a family's files (the fatbin reader, the KB loader: AMD's and the CPU
-    # package file, archspec's loader) and
-    # the Jetson device tree (a capability).
+    # package file, archspec's loader); the Jetson device tree is the NVIDIA detector's own.
     "adapters/cpu_archspec.py": {"cpu.kb", "cpu.planning"},
-    "adapters/detect/system.py": {"cuda.capability"},
     "adapters/fatbin.py": {"cuda.capability", "cuda.compat", "rocm.amdgpu", "rocm.target"},
     "adapters/kb.py": {"cpu.kb", "rocm.kb"},
 }
@@ -289,6 +287,62 @@ def test_caps_and_limits_are_the_only_commands_by_design() -> None:
     # caps and limits import no family module (a new command goes through the registry).
     commands = {k for k in KNOWN_FAMILY_IMPORTERS if k.startswith("cli/")}
     assert commands == {"cli/caps.py", "cli/limits.py", "cli/limits_magma.py"}
+
+
+def _family_adapters() -> set[str]:
+    """The modules the registry names as a family's adapters (detectors, the CPU model)."""
+    from capplan.core.families import registry
+
+    named = [*registry.gpu_detectors(), registry.cpu_detector(), registry.cpu_adapter()]
+    return {name.partition(":")[0] for name in named}
+
+
+def _adapter_importers(package: Path, adapters: set[str]) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if "__pycache__" in path.parts or _owner(relative) is not None:
+            continue
+        names = {n for n in _imports(path) if n in adapters}
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.update(
+                    f"{node.module}.{a.name}"
+                    for a in node.names
+                    if f"{node.module}.{a.name}" in adapters
+                )
+        if names:
+            found[relative] = names
+    return found
+
+
+def test_commands_reach_family_adapters_through_the_registry() -> None:
+    # Issue 42: detect and doctor ask the registry's detectors (adapters/families.py) for GPUs
+    # and CPUs, and planning and export its CPU model; no module but a family's own imports a
+    # detector or archspec's adapter (the architecture's one exception: system.py re-exports
+    # the device-tree reader, the NVIDIA detector's last source, for its old importers).
+    adapters = _family_adapters()
+    assert adapters == {
+        "capplan.adapters.detect.nvidia",
+        "capplan.adapters.detect.amd",
+        "capplan.adapters.detect.cpu",
+        "capplan.adapters.cpu_archspec",
+    }
+    assert _adapter_importers(PACKAGE, adapters) == {}
+
+
+def test_the_checker_sees_adapter_imports(tmp_path: Path) -> None:
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "detect.py").write_text(
+        "def f():\n    from capplan.adapters.detect.amd import detect_amd_gpus\n"
+        "from capplan.adapters import cpu_archspec\n"
+        "from capplan.adapters.families import find_gpus\n",
+        encoding="utf-8",
+    )
+    assert _adapter_importers(tmp_path, _family_adapters()) == {
+        "cli/detect.py": {"capplan.adapters.detect.amd", "capplan.adapters.cpu_archspec"}
+    }
 
 
 def test_the_checker_sees_family_imports(tmp_path: Path) -> None:

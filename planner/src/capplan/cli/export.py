@@ -64,9 +64,9 @@ def _cpu_level(plan: Plan, package: str) -> Callable[[str], str | None]:
     level a microarchitecture runs (archspec's features); only loaded for CPU builds."""
     if not any(v.cpu is not None for v in plan.variants_of(package)):
         return lambda target: None
-    from capplan.adapters.cpu_archspec import load_cpu_model
+    from capplan.adapters.families import cpu_model
 
-    model = load_cpu_model()
+    model = cpu_model()
 
     def level(target: str) -> str | None:
         if model.psabi_level(target) is not None:

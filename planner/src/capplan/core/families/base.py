@@ -47,9 +47,11 @@ __all__ = [
     "ChecksVendors",
     "ClaimsFleet",
     "CostPart",
+    "Device",
     "Explained",
     "FamilyPlanning",
     "FamilyResult",
+    "Found",
     "GpuFamily",
     "KnowsPackages",
     "Machine",
@@ -97,6 +99,32 @@ class Pick:
     reason: str
     named: Variant | None = None
     detail: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One device a family's detector found on this machine (``capplan detect`` and ``doctor``
+    ask every detector the registry names, and hand each device to its vendor's family)."""
+
+    name: str
+    vendor: str  # the family's vendor ("nvidia", "amd"): whose family answers for it
+    target: Any  # in the family's own target type; None: the detector could not tell
+    source: str | None  # where the answer came from (nvml, nvidia-smi, sysfs, kfd, rocminfo)
+    driver: str | None = None  # the GPU driver's version, where the family has one
+    pci_id: str | None = None
+    note: str = ""  # e.g. why the target is unknown
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What one family's detector found: its devices, notes worth showing (skipped nodes),
+    and, when it found none, why (``missing``, one phrase of the "no GPU" error) and what to
+    do (``hint``)."""
+
+    devices: tuple[Device, ...]
+    notes: tuple[str, ...] = ()
+    missing: str = ""
+    hint: str = ""
 
 
 class TargetFamily(Protocol[T]):

@@ -143,6 +143,11 @@ class CpuModel(Protocol):
         (``x86-64-v3``); None for a microarchitecture or the baseline."""
         ...
 
+    def x86_levels(self, device: str) -> dict[str, str | None]:
+        """For each x86-64 level, lowest first: None when ``device`` runs code built for it,
+        else why not (``capplan doctor`` judges a library's recorded level with it)."""
+        ...
+
     def package(self, name: str) -> CpuPackagePolicy | None: ...
 
     def override(self, package: str, target: str) -> tuple[tuple[str, object], ...]:
