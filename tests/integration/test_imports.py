@@ -165,7 +165,22 @@ def test_capability_lookups_load_no_gpu_or_amd_data(args: list[str], tmp_path: P
     # adapters/kb.py reads the AMD files too; the ROCm model it builds them with loads lazily.
     amd = ("capplan.core.families.rocm.kb", "capplan.core.model.gpus")
     assert _loaded(modules, amd) == []
-    # The check can fail: `gpus` loads both.
+    # The check can fail: `explain` by a GPU name loads both.
     if args == ["caps"]:
-        _, gpus_modules, _ = imported(["gpus", "RTX 3090"], tmp_path)
-        assert _loaded(gpus_modules, amd) == sorted(amd)
+        _, explain_modules, _ = imported(["explain", "8.6", "--device", "RTX 4090"], tmp_path)
+        assert _loaded(explain_modules, amd) == sorted(amd)
+
+
+@pytest.mark.parametrize(
+    ("query", "amd"), [("RTX 3090", False), ("--json", False), ("MI300X", True)]
+)
+def test_gpus_loads_the_amd_side_only_for_an_amd_query(
+    query: str, amd: bool, tmp_path: Path
+) -> None:
+    # Issue 42: an NVIDIA answer reads no AMD file and builds no ROCm model (about 5 ms of
+    # the start), and the KB reader finds value types without naming ROCm's gfx target; a name
+    # no NVIDIA model matches is looked up among the AMD models.
+    code, modules, err = imported(["gpus", query], tmp_path)
+    assert code == 0, err
+    rocm = ["capplan.core.families.rocm.kb", "capplan.core.families.rocm.target"]
+    assert _loaded(modules, tuple(rocm)) == (rocm if amd else [])

@@ -190,7 +190,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # and CUDA's policy inputs.
     "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
-    "core/model/fromjson.py": {"cuda.capability", "cuda.version", "rocm.target"},
     "core/model/gpus.py": {"cuda.capability"},
     "core/model/systems.py": {"cuda.capability", "cuda.version"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},

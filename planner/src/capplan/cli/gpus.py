@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from capplan.cli.output import emit_json, make_table, out_console
-from capplan.cli.planning import current_kb, kb_directory
+from capplan.cli.planning import kb_directory
 from capplan.core.model.gpus import find_gpus, lookup_pci, suggestions
 from capplan.core.model.kb import GpuModel, KnowledgeBase
 from capplan.errors import InvalidInputError, shorten
@@ -30,7 +30,11 @@ __all__ = ["gpus"]
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def gpus(query: str | None, pci_id: str | None, as_json: bool) -> None:
     """List GPU models (all, or those matching QUERY, best match first)."""
-    kb = current_kb()
+    from capplan.adapters.kb import load_nvidia_kb
+
+    # The NVIDIA side only: an AMD model is looked up (and its files read) when no NVIDIA
+    # model matches.
+    kb = load_nvidia_kb(kb_directory())
     if pci_id is not None:
         if query is not None:
             raise InvalidInputError(
