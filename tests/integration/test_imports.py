@@ -184,3 +184,24 @@ def test_gpus_loads_the_amd_side_only_for_an_amd_query(
     assert code == 0, err
     rocm = ["capplan.core.families.rocm.kb", "capplan.core.families.rocm.target"]
     assert _loaded(modules, tuple(rocm)) == (rocm if amd else [])
+
+
+def test_inspect_draws_its_table_without_rich(tmp_path: Path, nvcc_bin: Path) -> None:
+    # Issue 42: output that is no terminal gets inspect's table from cli/plaintable.py (rich's
+    # bytes, tests/unit/test_plaintable.py), so rich's ~25 ms of imports stay out.
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k(float *x) { x[threadIdx.x] *= 2; }\n")
+    library = tmp_path / "k.o"
+    subprocess.run(
+        [str(nvcc_bin), "-c", str(source), "-o", str(library), "-arch=sm_86"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    code, modules, err = imported(["inspect", str(library)], tmp_path)
+    assert code == 0, err
+    assert sorted(m for m in modules if m.split(".")[0] == "rich") == []
+    # The check can fail: --entries' second table is drawn by rich.
+    code, modules, err = imported(["inspect", str(library), "--entries"], tmp_path)
+    assert code == 0, err
+    assert "rich.table" in modules
