@@ -184,6 +184,8 @@ def test_gpus_loads_the_amd_side_only_for_an_amd_query(
     assert code == 0, err
     rocm = ["capplan.core.families.rocm.kb", "capplan.core.families.rocm.target"]
     assert _loaded(modules, tuple(rocm)) == (rocm if amd else [])
+    # Its table is drawn without rich where the output is no terminal (cli/plaintable.py).
+    assert sorted(m for m in modules if m.split(".")[0] == "rich") == []
 
 
 def test_inspect_draws_its_table_without_rich(tmp_path: Path, nvcc_bin: Path) -> None:

@@ -210,17 +210,18 @@ def make_table(*columns: str, title: str | None = None, whole: Iterable[str] = (
     return table
 
 
-def print_rows(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """Print ``make_table(*columns)`` holding ``rows`` on stdout: drawn without loading rich
-    where rich would draw it without colour and the text is plain (cli/plaintable.py, the same
-    bytes), else with rich."""
+def print_rows(columns: Sequence[str], rows: Sequence[Sequence[str | None]]) -> None:
+    """Print ``make_table(*columns)`` holding ``rows`` on stdout (a None cell is empty, as rich
+    has it): drawn without loading rich where rich would draw it without colour and the text is
+    plain (cli/plaintable.py, the same bytes), else with rich."""
     from capplan.cli.plaintable import plain_width, render
 
     width = plain_width()
-    text = None if width is None else render(columns, rows, width)
+    cells = [["" if cell is None else cell for cell in row] for row in rows]
+    text = None if width is None else render(columns, cells, width)
     if text is None:
         table = make_table(*columns)
-        for row in rows:
+        for row in cells:
             table.add_row(*row)
         out_console().print(table)
         return
