@@ -186,6 +186,13 @@ WHEELS: dict[str, tuple[str, str, dict[str, Any]]] = {
         "nvidia/cudnn/lib/libcudnn_engines_runtime_compiled.so.9",
         {"sass": ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"], "major": 13},
     ),
+    # cuDNN 9.24's libcudnn_ext.so.9 holds only cubins without a kernel (70 of them, up to
+    # 16 kB each): no GPU code of its own.
+    "cudnn_ext": (
+        "nvidia_cudnn_cu13-9.24.0.43-py3-none-manylinux_2_27_x86_64.whl",
+        "nvidia/cudnn/lib/libcudnn_ext.so.9",
+        {"stub": True, "major": 13},
+    ),
 }
 # Fetched with pip download when not on disk (about 0.5 GB together).
 FETCH = {

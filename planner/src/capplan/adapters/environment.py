@@ -501,7 +501,10 @@ def _candidates(root: Path) -> Iterator[tuple[str, int]]:
 
 # Device-code entries up to this size (stored, and plain) are read to see whether they hold
 # anything to launch: stubs are a few kB (libcufftw's sm_75 cubin: 1,904 bytes; nvcc's link
-# stubs about 1.5 kB, cuDNN's empty PTX under 1 kB); a bigger entry is code.
+# stubs about 1.5 kB, cuDNN's empty PTX under 1 kB); a bigger entry is taken as code. 16 kB
+# plain, not less: libcudnn_ext.so.9 (cuDNN 9.24) holds nothing but stubs, 18 of them between 4
+# and 16 kB; with a 4 kB bound its sm_100f/sm_120f/sm_121 stubs counted as code and doctor
+# said it could not run on an H100.
 _STUB_MAX = 16 << 10
 _STUB_PLAIN_MAX = 16 << 10
 # A container up to this size is read in one call for its small entries.

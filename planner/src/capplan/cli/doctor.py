@@ -600,6 +600,9 @@ def _json(
                         "cuda_majors": list(lib.cuda_majors),
                         "problems": list(lib.problems),
                         "unloadable": lib.unloadable,
+                        "machine": lib.machine,
+                        "stubs": lib.stubs,
+                        "toolkit": lib.toolkit,
                         "verdicts": [c.to_json() for c in report.cells[lib.path]],
                     }
                     for lib in libs
