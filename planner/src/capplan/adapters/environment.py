@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io
 import json
 import os
@@ -34,8 +35,15 @@ from capplan.adapters.files import open_regular, read_bounded, special_kind
 from capplan.adapters.pool import map_files
 from capplan.adapters.zipmembers import ZIP_ERRORS, open_member
 from capplan.core.binaries.cubin import cubin_has_kernel, cubin_toolkit, lz4_block, ptx_has_code
-from capplan.core.binaries.doctor import Library, Package, Ptx, cuda_major_of_name, isa_cuda
-from capplan.core.families.cuda.capability import Capability
+from capplan.core.binaries.doctor import (
+    Group,
+    Library,
+    Package,
+    Ptx,
+    Target,
+    cuda_major_of_name,
+    isa_cuda,
+)
 from capplan.errors import BinaryFormatError, InvalidInputError, NixError, printable
 from capplan.runtime.selector import run_bounded
 
@@ -513,6 +521,7 @@ _CONTAINER_READ = 1 << 20
 _NOTE_MAX = 4 << 20
 
 
+@functools.cache
 def _zstd() -> Callable[[bytes, int], bytes] | None:
     """A zstd decoder (the zstandard package, the ``zstd`` extra), or None: then
     zstd-compressed entries are not opened and count as code, as before issue 38."""
@@ -530,9 +539,6 @@ def _zstd() -> Callable[[bytes, int], bytes] | None:
         return decode
     except ImportError:
         return None
-
-
-_ZSTD = _zstd()
 
 
 def _payload(
@@ -553,8 +559,9 @@ def _payload(
     try:
         if entry.compression == "lz4":
             return lz4_block(payload, full)
-        if entry.compression == "zstd" and _ZSTD is not None:
-            return _ZSTD(payload, full)
+        decode = _zstd() if entry.compression == "zstd" else None
+        if decode is not None:
+            return decode(payload, full)
     except (ValueError, IndexError):  # damaged compressed data: no claim
         return None
     return None
@@ -562,11 +569,11 @@ def _payload(
 
 @dataclass(frozen=True, slots=True)
 class _Device:
-    sass: tuple[Capability, ...]
+    sass: tuple[Target, ...]
     ptx: tuple[Ptx, ...]
     stubs: int
     toolkit: str | None
-    groups: tuple[tuple[tuple[Capability, ...], tuple[Capability, ...]], ...]
+    groups: tuple[Group, ...]
 
 
 def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
@@ -574,17 +581,17 @@ def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
     out (counted in ``stubs``), PTX with ISA version and size (two 16-bit fields of the PTX
     entry header at 0x18 minor and 0x1A major; the decompressed size at 0x38), the toolkit the
     smallest cubin's note names, and the targets of each container holding several."""
-    sass: set[Capability] = set()
-    ptx: dict[tuple[Capability, tuple[int, int] | None], Ptx] = {}
-    groups: list[tuple[tuple[Capability, ...], tuple[Capability, ...]]] = []
+    sass: set[Target] = set()
+    ptx: dict[tuple[Target, tuple[int, int] | None], Ptx] = {}
+    groups: list[Group] = []
     stubs = 0
     smallest: tuple[int, Any, int] | None = None  # (payload size, entry, file offset)
     toolkit: str | None = None
     for report in reports:
         for loc in getattr(report, "located", ()):
             base = getattr(loc, "base", 0)
-            c_sass: set[Capability] = set()
-            c_ptx: set[Capability] = set()
+            c_sass: set[Target] = set()
+            c_ptx: set[Target] = set()
             read = _container_reader(fd, loc.container, base)
             for entry in loc.container.entries:
                 at = entry.offset - base

@@ -38,9 +38,11 @@ __all__ = [
     "DoctorReport",
     "Driver",
     "Gpu",
+    "Group",
     "Library",
     "Package",
     "Ptx",
+    "Target",
     "cuda_major_of_name",
     "cuda_majors_linked",
     "diagnose",
@@ -120,6 +122,12 @@ USED_BY: Mapping[str, str] = {
 }
 
 
+# A device-code target as doctor's readers give it (sm_90a / compute_90), and one container's
+# targets as (SASS, PTX): names for the adapters, which import no family module.
+Target = Capability
+Group = tuple[tuple[Capability, ...], tuple[Capability, ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class Ptx:
     """One PTX entry: its target, its ISA version (None: unread) and its size in bytes."""
@@ -159,7 +167,7 @@ class Library:
     toolkit: str | None = None
     # The device code of each container holding code for more than one target, as (SASS, PTX):
     # the coverage vote of :func:`_coverage` (a per-arch kernel set is one target a container).
-    groups: tuple[tuple[tuple[Capability, ...], tuple[Capability, ...]], ...] = ()
+    groups: tuple[Group, ...] = ()
 
     @property
     def has_cuda_code(self) -> bool:
