@@ -159,6 +159,13 @@ WHEELS: dict[str, tuple[str, str, dict[str, Any]]] = {
             "major": 13,
         },
     ),
+    # Its runtime module has no device code but cudart 13 linked statically (libcudart_static
+    # symbols); only the distribution's name says 13: it needs a 13.x driver all the same.
+    "cupy_runtime": (
+        "cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
+        "cupy_backends/cuda/api/runtime.cpython-311-x86_64-linux-gnu.so",
+        {"stub": True, "major": 13},
+    ),
     # jax-cuda13-plugin: dlopens CUDA 13 through RPATH $ORIGIN/../nvidia/cu13/lib.
     "jax_linalg": (
         "jax_cuda13_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl",
@@ -197,6 +204,7 @@ WHEELS: dict[str, tuple[str, str, dict[str, Any]]] = {
 # Fetched with pip download when not on disk (about 0.5 GB together).
 FETCH = {
     "cufftw12": "nvidia-cufft-cu12==11.4.1.4",
+    "cupy_runtime": "cupy-cuda13x==14.2.0",
     "cusparse": "nvidia-cusparse==12.9.4.2",
     "cupy_thrust": "cupy-cuda13x==14.2.0",
     "jax_linalg": "jax-cuda13-plugin==0.10.2",
@@ -356,7 +364,11 @@ def test_real_wheels_get_the_drivers_verdict(
 ) -> None:
     if not wheel_libs:
         pytest.skip("none of the wheels is on this machine or obtainable with pip download")
-    data = _run(capplan_in, sorted(wheel_libs.values()), driver)
+    # Each library's folder as a site-packages (its RECORD names the package, as pip installs).
+    roots = sorted(
+        path.parents[len(Path(WHEELS[n][1]).parts) - 1] for n, path in wheel_libs.items()
+    )
+    data = _run(capplan_in, roots, driver)
     by_path = {f"/{name}/{WHEELS[name][1]}": name for name in wheel_libs}
     facts = {name: WHEELS[name][2] for name in wheel_libs}
     wrong = _mismatches(data, by_path, facts, driver)

@@ -723,6 +723,38 @@ def _loader_problem(fd: int, size: int, found: _Headers | None) -> str | None:
     return None
 
 
+_SHT_SYMTAB = 2
+_MAX_SECTIONS = 1 << 16
+_STATIC_CUDART = b"libcudart_static"
+
+
+def _static_cudart(fd: int, size: int) -> bool:
+    """Whether the ELF's symbol table names cudart's static library (``libcudart_static_<hash>``
+    symbols, which ``-cudart static`` links in). Bounded: the section headers and a string table
+    of at most 64 MiB; a stripped file or a damaged header says no."""
+    head = _pread(fd, 64, 0)
+    if len(head) < 64 or head[4] != 2 or head[5] != 1:
+        return False
+    try:
+        (shoff,) = struct.unpack_from("<Q", head, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+        if shentsize < 64 or not 0 < shnum <= _MAX_SECTIONS or shoff + shnum * shentsize > size:
+            return False
+        table = _pread(fd, shnum * shentsize, shoff)
+        row = struct.Struct("<IIQQQQI")
+        headers = [row.unpack_from(table, i * shentsize) for i in range(shnum)]
+        for _, kind, _, _, _, _, link in headers:
+            if kind != _SHT_SYMTAB or link >= shnum:
+                continue
+            offset, length = headers[link][4], headers[link][5]
+            if length > _MAX_STRTAB * 4:
+                return False
+            return _STATIC_CUDART in _pread(fd, length, offset)
+    except _DAMAGED:
+        return False
+    return False
+
+
 def _machine(head: bytes) -> str | None:
     """The CPU an ELF file is for, from e_machine (bytes 18-19 in the file's byte order)."""
     if len(head) < 20 or head[:4] != _ELF or head[5] not in (1, 2):
@@ -764,14 +796,17 @@ def _library(path: str, shown: str, package: str, size: int) -> Library:
                            unloadable=unloadable, machine=machine,
                            major_hint=hint)  # fmt: skip
         device = _device_details(fd, reports)
-        if not (uses_cuda or device.sass or device.ptx or device.stubs):
+        # Without device code of its own, a library may still hold cudart linked statically
+        # (cupy-cuda13x's runtime module): its symbol table says so, its package the major.
+        static = not (device.sass or device.ptx or device.stubs) and _static_cudart(fd, size)
+        if not (uses_cuda or static or device.sass or device.ptx or device.stubs):
             hint = None
         amd = tuple(sorted({t for r in reports for t in r.amd}))
         problems = tuple(p for r in reports for p in r.problems)
         return Library(shown, package, device.sass, device.ptx, amd, needed, soname, size,
                        problems, major_hint=hint, cpu_level=level, unloadable=unloadable,
                        machine=machine, stubs=device.stubs, toolkit=device.toolkit,
-                       groups=device.groups)  # fmt: skip
+                       groups=device.groups, static_cudart=static)  # fmt: skip
     finally:
         os.close(fd)
 

@@ -168,6 +168,9 @@ class Library:
     # The device code of each container holding code for more than one target, as (SASS, PTX):
     # the coverage vote of :func:`_coverage` (a per-arch kernel set is one target a container).
     groups: tuple[Group, ...] = ()
+    # cudart linked statically (``libcudart_static_*`` symbols): it needs its CUDA major's
+    # driver though no DT_NEEDED says which; its package name (cupy-cuda13x) may.
+    static_cudart: bool = False
 
     @property
     def has_cuda_code(self) -> bool:
@@ -192,7 +195,8 @@ class Library:
         device code was built with (cudart linked statically, nvcc's default); else the cuNN
         its RPATH, path or package names (a runtime it dlopens)."""
         linked = self.linked_majors or self.built_majors
-        if linked or self.major_hint is None or not (self.has_cuda_code or self.soname):
+        uses = self.has_cuda_code or self.soname or self.static_cudart
+        if linked or self.major_hint is None or not uses:
             return linked
         return (self.major_hint,)
 
@@ -364,6 +368,8 @@ def _nvidia_cell(lib: Library, gpu: Gpu, driver: Driver) -> Cell:
         if lib.amd:
             return Cell("other-vendor", None, "AMD code objects only; no CUDA device code")
         what = "no device code; links the CUDA runtime only"
+        if lib.static_cudart:
+            what = "no device code; links the CUDA runtime statically"
         if lib.stubs:
             what = (
                 f"no GPU code of its own ({lib.stubs} device-code entries with nothing to "
@@ -549,6 +555,8 @@ def _major_evidence(lib: Library, major: int) -> str:
     isas = sorted({p.isa for p in lib.ptx if p.isa and isa_major(p.isa) == major})
     if isas:
         return f"a CUDA {major} build (PTX ISA {isas[-1][0]}.{isas[-1][1]})"
+    if lib.static_cudart:
+        return f"cudart {major} linked statically (its package name says CUDA {major})"
     return f"CUDA {major} (its RPATH, folder or package name says cu{major})"
 
 
@@ -809,6 +817,7 @@ def diagnose(
         for lib in libraries
         if lib.has_cuda_code
         or lib.stubs  # device code with nothing to launch: judged, and said to run
+        or lib.static_cudart
         or lib.amd
         or lib.cuda_majors
         or lib.unloadable is not None
