@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -438,3 +439,42 @@ def test_no_zstd_decoder_leaves_compressed_entries_as_code(
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=dict(os.environ), check=True)  # fmt: skip
     assert done.stdout.strip() == "['sm_80']"
+
+
+def test_rpath_to_a_cu13_folder_makes_a_cuda_13_library(capplan_in: Any, tmp_path: Path) -> None:
+    # A host library (no device code, no libcudart in DT_NEEDED) that needs a CUDA library and
+    # finds it through RPATH $ORIGIN/../nvidia/cu13/lib, as jax's CUDA 13 plugins do: it needs a
+    # 13.x driver. Built here with gcc against the CUDA toolkit's libcupti.
+    gcc = shutil.which("gcc")
+    cuda_lib = Path("/usr/local/cuda/lib64")
+    if gcc is None or not (cuda_lib / "libcupti.so").exists():
+        pytest.skip("gcc or /usr/local/cuda/lib64/libcupti.so not on this machine")
+    source = tmp_path / "plugin.c"
+    source.write_text("int plugin_version(void) { return 1; }\n")
+    lib = tmp_path / "site" / "plugin" / "libplugin.so"
+    lib.parent.mkdir(parents=True)
+    subprocess.run(
+        [gcc, "-shared", "-fPIC", str(source), "-o", str(lib), "-Wl,--no-as-needed",
+         f"-L{cuda_lib}", "-lcupti", "-Wl,-rpath,$ORIGIN/../nvidia/cu13/lib",
+         "-Wl,-soname,libplugin.so"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    result = capplan_in("doctor", str(lib.parent.parent), "--device", "A100",
+                        "--driver", "570.172.08", "--json")  # fmt: skip
+    assert result.exit_code == int(ExitCode.WONT_RUN), result.stdout
+    (package,) = json.loads(result.stdout)["packages"]
+    (found,) = package["libraries"]
+    assert found["cuda_majors"] == [13]
+    verdict = found["verdicts"][0]
+    assert verdict["cause"] == "driver-runtime" and "RPATH" in verdict["reason"]
+    # Without the RPATH the same library says no CUDA major: it is not judged at all.
+    plain = tmp_path / "plain" / "x" / "libplugin.so"
+    plain.parent.mkdir(parents=True)
+    subprocess.run(
+        [gcc, "-shared", "-fPIC", str(source), "-o", str(plain), "-Wl,--no-as-needed",
+         f"-L{cuda_lib}", "-lcupti", "-Wl,-soname,libplugin.so"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    result = capplan_in("doctor", str(plain.parent.parent), "--device", "A100",
+                        "--driver", "570.172.08", "--json")  # fmt: skip
+    assert result.exit_code == 0 and json.loads(result.stdout)["packages"] == []
