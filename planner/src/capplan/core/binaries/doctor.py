@@ -113,12 +113,13 @@ def isa_major(isa: tuple[int, int]) -> int | None:
 
 # Who uses a library that can fail alone while the rest of its package runs (rule 6 of issue 38):
 # what a user loses when only that library has no code for the GPU. libtorch_cuda_linalg.so is
-# PyTorch's separately linked MAGMA/cuSOLVER linear algebra (PyTorch's CMake target
-# torch_cuda_linalg, aten/src/ATen/native/cuda/linalg/, loaded lazily by at::cuda::detail's
-# LinalgStubs: torch.linalg falls back to it for MAGMA-backed solvers).
+# PyTorch's CUDA linear algebra, built apart with MAGMA and loaded at the first linalg call
+# (PyTorch aten/src/ATen/native/cuda/LinearAlgebraStubs.cpp, BUILD_LAZY_CUDA_LINALG: cholesky,
+# lu_factor, lu_solve, triangular_solve, geqrf/orgqr/ormqr, eig, eigh, svd, lstsq); its own
+# kernels are MAGMA's.
 USED_BY: Mapping[str, str] = {
-    "libtorch_cuda_linalg.so": "torch.linalg's MAGMA-backed solvers (e.g. torch.linalg.eig, "
-    "lstsq, and batched LU/Cholesky on CUDA tensors)",
+    "libtorch_cuda_linalg.so": "torch.linalg on CUDA tensors (PyTorch loads it at the first "
+    "cholesky, LU, QR, eig/eigh, svd or lstsq call; its MAGMA kernels are what lacks the GPU)",
 }
 
 
