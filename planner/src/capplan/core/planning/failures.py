@@ -25,7 +25,9 @@ from capplan.core.model.identifiers import check_identifier
 from capplan.errors import DataError, InvalidInputError
 
 __all__ = [
+    "FIRST_SECOND",
     "FORMAT",
+    "LAST_SECOND",
     "LOG_LINES",
     "LOG_LINE_CHARS",
     "MAX_COUNT",
@@ -36,9 +38,11 @@ __all__ = [
     "check_drv",
     "check_time",
     "known_failures",
+    "log_line",
     "log_tail",
     "parse_record",
     "record_schema",
+    "utc_text",
 ]
 
 FORMAT = "capplan-failures"
@@ -92,6 +96,29 @@ def check_drv(path: str) -> str:
             hint="give the drvPath nix-eval-jobs prints: /nix/store/<hash>-<name>.drv",
         )
     return path
+
+
+def log_line(text: str) -> str:
+    """``text`` as one line of a log tail: colours and control characters removed (a newline
+    too), cut to ``LOG_LINE_CHARS``, so a record holding it reads back (a longer line is
+    refused by :func:`parse_record`)."""
+    line = _CONTROL.sub("", _ANSI.sub("", text.replace("\n", " "))).strip()
+    return line if len(line) <= LOG_LINE_CHARS else line[:LOG_LINE_CHARS] + "..."
+
+
+# The first and last second a record's four-digit years can say (check_time).
+FIRST_SECOND = 0  # 1970-01-01T00:00:00Z: buildbot-nix's timestamps are time.time()
+LAST_SECOND = 253_402_300_799  # 9999-12-31T23:59:59Z
+
+
+def utc_text(seconds: float) -> str | None:
+    """Seconds since 1970 as record time (``2026-11-24T20:27:42Z``, the second it falls in);
+    None for what is no such time from 1970 to 9999 (NaN, infinities, 1e18, negatives)."""
+    from datetime import UTC, datetime
+
+    if not FIRST_SECOND <= seconds <= LAST_SECOND:  # False for NaN too
+        return None
+    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def log_tail(text: str, lines: int = LOG_LINES) -> tuple[str, ...]:
@@ -181,6 +208,19 @@ class FailureRecord:
         new = Failure(drv, attr, system, when, when, 1, tuple(log))
         old = self.failures.get(drv)
         return self._with(new if old is None else old.merged(new))
+
+    def add_all(
+        self, failures: Iterable[tuple[str, str, str, str, Sequence[str]]]
+    ) -> FailureRecord:
+        """This record plus each ``(drv, attr, system, when, log)`` failure, as :meth:`add`
+        adds one, in one pass (adding 80,000 one by one copies the mapping each time)."""
+        out = dict(self.failures)
+        for drv, attr, system, when, log in failures:
+            one = FailureRecord({drv: out[drv]} if drv in out else {}).add(
+                drv, attr, system, when, log
+            )
+            out[drv] = one.failures[drv]
+        return FailureRecord(out)
 
     def merge(self, *others: FailureRecord) -> FailureRecord:
         """All records in one: the same derivation's entries add their counts (so merge each
