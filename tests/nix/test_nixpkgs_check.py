@@ -275,7 +275,7 @@ def test_a_pin_without_cpu_arch_dynamic_dispatch_drifts(project: Path, tmp_path:
          '["xxxxxxxxxx'),
     ],
     ids=["number", "string", "workflow-command", "10MB"],
-)
+)  # fmt: skip
 def test_an_answer_of_the_wrong_type_is_one_drift_line(
     project: Path, tmp_path: Path, value: str, shown: str
 ) -> None:
