@@ -38,9 +38,7 @@ from capplan.cli.main import cli
 from capplan.errors import ExitCode, printable
 
 EXAMPLES = {"databases": 120, "answers": 100}
-OUTCOMES: dict[str, Counter[str]] = {
-    name: Counter() for name in ("databases", "answers", "names")
-}
+OUTCOMES: dict[str, Counter[str]] = {name: Counter() for name in ("databases", "answers", "names")}
 NIX32 = "0123456789abcdfghijklmnpqrsvwxyz"
 LIMIT_S = 60
 FLEET = """
@@ -158,7 +156,7 @@ drv_cell = st.one_of(
 time_cell = st.one_of(st.floats(), cell)
 url_cell = st.one_of(odd_text, cell)
 special_times = st.sampled_from([1764000000.5, 0.0, -1.0, 253402300799.0, 253402300800.0, 1e18,
-                                  float("inf"), float("-inf"), float("nan"), 1764000000])
+                                  float("inf"), float("-inf"), float("nan"), 1764000000])  # fmt: skip
 good_row = st.tuples(st.sampled_from(JOB_DRVS), special_times, url_cell)
 row = st.one_of(good_row, good_row, good_row, st.tuples(drv_cell, time_cell, url_cell))
 SCHEMAS = [
@@ -418,4 +416,3 @@ def test_hostile_names_for_nixpkgs(fake_nix: Path, kind: str) -> None:
             assert result.exit_code == 0, result.stderr
         if result.exit_code != 0:
             assert "\x1b" not in result.stderr and "\n::" not in result.stderr
-
