@@ -308,3 +308,30 @@ def test_a_nixpkgs_in_a_folder_nobody_may_search(open_tmp: Path) -> None:
     )
     assert code == 4, stderr
     assert "Permission denied" in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_answers_of_the_wrong_type_are_one_drift_each() -> None:
+    # issue 41: `gpuTargets = 5`, `cudaCapabilities = [ 86 ]` and odd types elsewhere are drifts
+    # of their facts, never an exception (exit 1), exit 4, or "agrees".
+    request = request_for(*MIXED, rocm_scope="stack")
+    answer = agreeing_answer(request)
+    answer["rocm"]["default_targets"] = 5
+    answer["torch_capabilities"] = {"requested": ["8.6", "8.9"], "kept": [86]}
+    answer["torch_broken"]["cudaPackages_12_9"] = "no"
+    answer["arguments"]["llama-cpp"] = {"cpuArchDynamicDispatch": True}
+    answer["rocm"]["scopes"]["gfx9"] = "gfx942"
+    answer["rocm"]["scope_packages"]["gfx942.miopen"] = 1
+    request["torch_capabilities"] = ["8.6", "8.9"]
+    lines = [d.line() for d in compare(KB, request, answer)]
+    said = sorted(line.split("; nixpkgs says ", 1)[1] for line in lines)
+    assert said == sorted(
+        [
+            "1 (a number, not what this fact is)",
+            '{"cpuArchDynamicDispatch": true} (an attrset, not what this fact is)',
+            '{"cpuArchDynamicDispatch": true} (an attrset, not what this fact is)',
+            "5 (a number, not what this fact is)",
+            '"gfx942" (a string, not what this fact is)',
+            "[86] (a list, not what this fact is)",
+            '"no" (a string, not what this fact is)',
+        ]
+    ), lines
