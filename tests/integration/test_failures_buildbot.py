@@ -8,6 +8,7 @@ String(512) primary key, timestamp Float, url String(1024), all NOT NULL)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -261,3 +262,6 @@ def test_an_endless_view_ends(
     assert "more than 20,000 rows" in err or "no answer within 3 s" in err or "MiB" in err
     assert list((tmp_path / "tmp").iterdir()) == []  # no temporary file was written
     assert not (tmp_path / "rec.json").exists()
+    # SQLite's heap limit (the process's) is back as it was.
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        assert db.execute("PRAGMA hard_heap_limit").fetchone() == (0,)

@@ -308,6 +308,25 @@ def _buildbot_file(path: Path) -> None:
         )
 
 
+def _heap_limit(limit: int) -> int | None:
+    """Set SQLite's hard heap limit (the whole process's: every connection's memory together,
+    past which a query fails with SQLITE_NOMEM) and return the one it replaces; None where the
+    C function cannot be reached. ``PRAGMA hard_heap_limit`` can only lower the limit, never
+    put it back (https://www.sqlite.org/pragma.html#pragma_hard_heap_limit), so the read sets
+    and restores it through sqlite3_hard_heap_limit64, which the sqlite3 module links."""
+    import ctypes
+
+    try:
+        import _sqlite3
+
+        setter = ctypes.CDLL(_sqlite3.__file__).sqlite3_hard_heap_limit64
+    except (ImportError, OSError, AttributeError):
+        return None
+    setter.restype = ctypes.c_int64
+    setter.argtypes = [ctypes.c_int64]
+    return int(setter(limit))
+
+
 def read_buildbot_failures(path: Path) -> list[BuildbotFailure]:
     """buildbot-nix's failed-build list: the ``failed_builds`` table (``derivation`` primary
     key, ``timestamp`` float, ``url``; buildbot_nix/db/failed_builds.py, nix-community/
@@ -326,6 +345,7 @@ def read_buildbot_failures(path: Path) -> list[BuildbotFailure]:
 
     deadline = time.monotonic() + BUILDBOT_SECONDS
     rows: list[tuple[object, object, object]] = []
+    heap = _heap_limit(_BUILDBOT_HEAP)
     try:
         with contextlib.closing(sqlite3.connect(_database_uri(path), uri=True)) as db:
             # Text that is not UTF-8 is read with replacement characters (then refused as no
@@ -334,26 +354,26 @@ def read_buildbot_failures(path: Path) -> list[BuildbotFailure]:
             db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _BUILDBOT_VALUE)
             db.execute("PRAGMA temp_store = MEMORY")
             db.execute("PRAGMA cache_size = -16384")  # KiB: 16 MiB of page cache
-            (heap,) = db.execute("PRAGMA hard_heap_limit").fetchone()
-            db.execute(f"PRAGMA hard_heap_limit = {int(_BUILDBOT_HEAP)}")
+            if heap is None:  # no C entry point: the pragma, which only ever lowers it
+                db.execute(f"PRAGMA hard_heap_limit = {int(_BUILDBOT_HEAP)}")
             db.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-            try:
-                # No ORDER BY: sorting in SQLite would read every row before the first (an
-                # endless view never returns); the rows are sorted here, after the limit.
-                cursor = db.execute("SELECT derivation, timestamp, url FROM failed_builds")
-                while len(rows) <= MAX_BUILDBOT_ROWS:
-                    chunk = cursor.fetchmany(4096)
-                    if not chunk:
-                        break
-                    rows.extend(chunk)
-            finally:
-                db.execute(f"PRAGMA hard_heap_limit = {int(heap)}")
+            # No ORDER BY: sorting in SQLite would read every row before the first (an endless
+            # view never returns); the rows are sorted here, after the limit.
+            cursor = db.execute("SELECT derivation, timestamp, url FROM failed_builds")
+            while len(rows) <= MAX_BUILDBOT_ROWS:
+                chunk = cursor.fetchmany(4096)
+                if not chunk:
+                    break
+                rows.extend(chunk)
     except MemoryError:
         raise bad(f"the query needs more than {_BUILDBOT_HEAP >> 20} MiB") from None
     except sqlite3.Error as exc:
         if time.monotonic() > deadline:
             raise bad(f"no answer within {BUILDBOT_SECONDS:g} s (an endless view?)") from None
         raise bad(shorten(str(exc))) from None
+    finally:
+        if heap is not None:
+            _heap_limit(heap)
     if len(rows) > MAX_BUILDBOT_ROWS:
         raise bad(f"more than {MAX_BUILDBOT_ROWS:,} rows (an endless view?)")
     out = []
