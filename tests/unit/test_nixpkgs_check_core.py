@@ -335,3 +335,36 @@ def test_answers_of_the_wrong_type_are_one_drift_each() -> None:
             '"no" (a string, not what this fact is)',
         ]
     ), lines
+
+
+@pytest.mark.parametrize(
+    "fleet",
+    [
+        '[fleet]\ngpus = ["MI300X", "RTX 4090"]\ncpus = ["x86-64-v3", "sapphirerapids"]\n'
+        "[packages.torch]\n[packages.gromacs]\n[packages.llama-cpp]\n[packages.openblas]\n"
+        '[packages.magma]\n[policy]\nsystem = "x86_64-linux"\n',
+        '[fleet]\ngpus = ["Radeon RX 7900 XTX", "MI300X"]\n[packages.torch]\n[packages.magma]\n'
+        '[packages.llama-cpp]\n[policy]\nrocm_scope = "stack"\n',
+    ],
+    ids=["mixed-cpu", "rocm-stack"],
+)
+def test_every_argument_the_plan_sets_is_asked(tmp_path: Path, fleet: str) -> None:
+    # issue 41: what plan.json makes the overlays pass to a recipe (a CPU level's override and
+    # always arguments, a ROCm variant's target argument, a scope's library arguments) is asked
+    # of the pinned nixpkgs, so a pin whose recipe lost one drifts instead of failing to build.
+    from capplan.cli.planning import plan_with_settings
+
+    (tmp_path / "capplan.toml").write_text(fleet)
+    data = plan_json(plan_with_settings(tmp_path / "capplan.toml").plan)
+    request = policy_request(KB, data, CPU, None)
+    asked = {(f["package"], f["argument"]) for f in request["arguments"]}
+    sets: set[tuple[str, str]] = set()
+    for variant in data["variants"].values():
+        rocm, cpu = variant.get("rocm") or {}, variant.get("cpu") or {}
+        for package in rocm.get("overrides") or {}:
+            sets.add((package, (rocm.get("arguments") or {}).get(package, "gpuTargets")))
+        for library, arguments in (rocm.get("scope_overrides") or {}).items():
+            sets.update((library, argument) for argument in arguments)
+        sets.update((variant["package"], argument) for argument in cpu.get("override") or {})
+    assert sets, "the plan sets no recipe argument: the test would prove nothing"
+    assert sets <= asked, sorted(sets - asked)
