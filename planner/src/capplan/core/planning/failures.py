@@ -114,11 +114,23 @@ LAST_SECOND = 253_402_300_799  # 9999-12-31T23:59:59Z
 def utc_text(seconds: float) -> str | None:
     """Seconds since 1970 as record time (``2026-11-24T20:27:42Z``, the second it falls in);
     None for what is no such time from 1970 to 9999 (NaN, infinities, 1e18, negatives)."""
-    from datetime import UTC, datetime
-
-    if not FIRST_SECOND <= seconds <= LAST_SECOND:  # False for NaN too
+    if not FIRST_SECOND <= seconds < LAST_SECOND + 1:  # False for NaN too
         return None
-    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    days, second = divmod(int(seconds), 86_400)
+    # civil_from_days (Howard Hinnant, "chrono-Compatible Low-Level Date Algorithms"): the
+    # proleptic Gregorian date of a day count since 1970-01-01, without a clock module (core/).
+    z = days + 719_468
+    era, day_of_era = divmod(z, 146_097)
+    year_of_era = (
+        day_of_era - day_of_era // 1460 + day_of_era // 36_524 - day_of_era // 146_096
+    ) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    shifted = (5 * day_of_year + 2) // 153  # months from March
+    day = day_of_year - (153 * shifted + 2) // 5 + 1
+    month = shifted + 3 if shifted < 10 else shifted - 9
+    year = year_of_era + era * 400 + (month <= 2)
+    hour, rest = divmod(second, 3600)
+    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{rest // 60:02d}:{rest % 60:02d}Z"
 
 
 def log_tail(text: str, lines: int = LOG_LINES) -> tuple[str, ...]:
