@@ -1,0 +1,202 @@
+"""``capplan export`` taken by the real clients (issue 39), installed from PyPI in the dev extra:
+variantlib 0.2.2 loads every wheel-variant file, uv 0.13.9 installs from a PEP 503 index served
+on 127.0.0.1 the wheel the plan picks for each GPU and for this machine's CPU, rattler-build
+renders a v1 recipe with the exported variant config and py-rattler's solver picks the planned
+row for a GPU's ``__cuda_arch``, and every Spack spec passes Spack's own environment schema and
+spec grammar and names only packages and variants spack-packages' recipes have. A client that is
+not installed skips its tests with the reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.integration.clients import build_index, served, uv_bin, uv_install
+
+FLEETS = {
+    # The default plan's fleet (capplan.toml's [fleet]) is tested through capplan_cli below.
+    "mixed": (
+        '[fleet]\ngpus = ["RTX 3090", "A100", "H100", "RTX 4090", "GTX 1080 Ti", "MI300X",'
+        ' "MI210"]\n[packages.torch]\n[policy]\nsystem = "x86_64-linux"\n'
+    ),
+    "fat": (
+        '[fleet]\ngpus = ["RTX 3090", "A100", "H100", "GTX 1080 Ti"]\n[packages.torch]\n'
+        '[policy]\nsystem = "x86_64-linux"\nfat = "fleet"\n'
+    ),
+    "fat-group": (
+        '[fleet]\ngpus = ["RTX 3090", "A100", "H100", "GTX 1080 Ti"]\n[packages.torch]\n'
+        '[policy]\nsystem = "x86_64-linux"\nfat = { group = ["A100", "H100"] }\n'
+    ),
+    "cuda-mix": (
+        '[fleet]\ngpus = ["RTX 3090", "H100", "RTX 5090", "GTX 1080"]\n[packages.torch]\n'
+        '[policy]\nsystem = "x86_64-linux"\ncuda = ["12.6", "12.9"]\nptx = "newest"\n'
+    ),
+    # a/f targets (packages.<name>.extra) beside the fleet's own: magma accepts both kinds.
+    "blackwell": (
+        '[fleet]\ngpus = ["B200", "B300", "RTX 5090", "H100"]\n[packages.magma]\n'
+        'extra = ["10.0a", "12.0f", "9.0a"]\n[policy]\nsystem = "x86_64-linux"\n'
+        'cuda = ["12.9"]\n'
+    ),
+}
+CPU_FLEET = (
+    '[fleet]\ncpus = ["x86-64-v2", "x86-64-v3", "x86-64-v4", "haswell", "sapphirerapids",'
+    ' "zen3", "zen4", "neoverse_v2", "neoverse_n1", "aarch64"]\n[packages.gromacs]\n'
+    '[policy]\nsystems = ["x86_64-linux", "aarch64-linux"]\n'
+)
+
+
+def _package(fleet: str) -> str:
+    return "magma" if fleet == "blackwell" else "torch"
+
+
+def _json(capplan: Any, *args: str) -> dict[str, Any]:
+    result = capplan(*args, "--json")
+    assert result.exit_code == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def _export_wheels(capplan: Any, out: Path, package: str) -> dict[str, Any]:
+    return _json(
+        capplan,
+        "export",
+        "wheel-variants",
+        "--package",
+        package,
+        "--version",
+        "1.0",
+        "--rocm-version",
+        "7.2.3",
+        "--output",
+        str(out),
+    )
+
+
+def _planned_for(plan: dict[str, Any], package: str, gpu: str) -> str:
+    """The build the plan picks for a fleet GPU: a single-target build it runs natively, else
+    the build (the fat one) that serves it."""
+    serving = [
+        v
+        for v in plan["variants"]
+        if v["package"] == package and any(s["gpu"] == gpu for s in v["serves"])
+    ]
+    singles = [
+        v
+        for v in serving
+        if not v["fat"] and any(s["gpu"] == gpu and s["level"] == "native" for s in v["serves"])
+    ]
+    chosen = singles or serving
+    assert len(chosen) >= 1, (gpu, serving)
+    return str(chosen[0]["name"])
+
+
+# -- wheel variants: variantlib ----------------------------------------------------------------
+def _variantlib_loads(out: Path) -> None:
+    variants_json = pytest.importorskip(
+        "variantlib.variants_json", reason="variantlib (dev extra) is not installed"
+    )
+    dist_info = pytest.importorskip("variantlib.variant_dist_info")
+    (index_file,) = out.glob("*-variants.json")
+    index = variants_json.VariantsJson(json.loads(index_file.read_text()))
+    hashes: dict[str, str] = {}
+    for path in sorted(out.glob("variants/*/variant.json")):
+        info = dist_info.VariantDistInfo(path.read_bytes(), path.parent.name)
+        index.merge(info)  # the check variantlib's generate-index-json makes per wheel
+        digest = info.variant_desc.hexdigest
+        # variantlib refuses an index whose wheels share their properties.
+        assert digest not in hashes, (path.parent.name, hashes.get(digest))
+        hashes[digest] = path.parent.name
+    assert set(index.variants) == set(hashes.values())
+
+
+@pytest.mark.parametrize("fleet", sorted(FLEETS))
+def test_variantlib_loads_every_index_and_variant_json(
+    capplan_in: Any, tmp_path: Path, fleet: str
+) -> None:
+    (tmp_path / "capplan.toml").write_text(FLEETS[fleet])
+    _export_wheels(capplan_in, tmp_path / "w", _package(fleet))
+    _variantlib_loads(tmp_path / "w")
+
+
+def test_variantlib_loads_the_default_plan_and_cpu_builds(
+    capplan_cli: Any, capplan_in: Any, tmp_path: Path
+) -> None:
+    _export_wheels(capplan_cli, tmp_path / "default", "torch")
+    _variantlib_loads(tmp_path / "default")
+    (tmp_path / "capplan.toml").write_text(CPU_FLEET)
+    data = _export_wheels(capplan_in, tmp_path / "cpu", "gromacs")
+    _variantlib_loads(tmp_path / "cpu")
+    by_variant = {name: e for e in data["entries"] for name in e["variants"]}
+    # One level's microarchitectures carry distinct properties: the providers' feature ones.
+    zen4 = by_variant["gromacs-zen4"]["properties"]["x86_64"]
+    spr = by_variant["gromacs-sapphirerapids"]["properties"]["x86_64"]
+    assert zen4["level"] == spr["level"] == ["v4"]
+    assert "clzero" in zen4 and "clzero" not in spr and "movdir64b" in spr
+    assert by_variant["gromacs-x86-64-v4"]["properties"] == {"x86_64": {"level": ["v4"]}}
+    v2 = by_variant["gromacs-neoverse-v2-aarch64"]["properties"]["aarch64"]
+    n1 = by_variant["gromacs-neoverse-n1-aarch64"]["properties"]["aarch64"]
+    assert v2["version"] == ["9.0a"] and v2["sve2"] == ["on"] and n1["version"] == ["8.2a"]
+    # Generic aarch64 code runs on every Arm CPU: the null variant, labelled "null".
+    assert by_variant["gromacs-aarch64"]["label"] == "null"
+    assert by_variant["gromacs-aarch64"]["properties"] == {}
+
+
+# -- wheel variants: uv ------------------------------------------------------------------------
+@pytest.mark.parametrize("fleet", sorted(FLEETS))
+def test_uv_installs_the_planned_wheel_for_each_gpu(
+    capplan_in: Any, tmp_path: Path, fleet: str
+) -> None:
+    uv = uv_bin()
+    (tmp_path / "capplan.toml").write_text(FLEETS[fleet])
+    plan = _json(capplan_in, "plan")
+    package = _package(fleet)
+    data = _export_wheels(capplan_in, tmp_path / "w", package)
+    label_of = {name: e["label"] for e in data["entries"] for name in e["variants"]}
+    fat_labels = {
+        label_of[v["name"]] for v in plan["variants"] if v["fat"] and v["package"] == package
+    }
+    labels = build_index(tmp_path / "w", tmp_path / "index", f"{package}-1.0-variants.json", "1.0")
+    assert set(labels) == {label for label in label_of.values() if label is not None}
+    with served(tmp_path / "index") as url:
+        for gpu in plan["fleet"]:
+            want = label_of[_planned_for(plan, package, gpu["gpu"])]
+            env = {
+                "NV_VARIANT_PROVIDER_FORCE_SM_ARCH": gpu["capability"],
+                "NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION": "13.0",
+            }
+            got = uv_install(uv, url, tmp_path / "t", tmp_path / "cache", env)
+            assert got == want, (fleet, gpu["gpu"], got, want)
+            if got in fat_labels:  # the fat wheel only where no single-target build runs
+                assert not any(
+                    not v["fat"] and v["package"] == package and s["gpu"] == gpu["gpu"]
+                    for v in plan["variants"]
+                    for s in v["serves"]
+                ), gpu
+
+
+def test_uv_installs_for_this_machines_cpu_what_detect_names(
+    capplan_in: Any, tmp_path: Path
+) -> None:
+    uv = uv_bin()
+    (tmp_path / "capplan.toml").write_text(CPU_FLEET)
+    no_gpu = {"CAPPLAN_NVML": "0", "CAPPLAN_SYSFS_ROOT": str(tmp_path / "no-sysfs")}
+    detected = capplan_in("detect", "--json", env=no_gpu)
+    assert detected.exit_code == 0, detected.stderr
+    cpu = json.loads(detected.stdout)["cpu"]
+    named = cpu["variants"]["gromacs"]
+    data = _export_wheels(capplan_in, tmp_path / "w", "gromacs")
+    entry = next(e for e in data["entries"] if named in e["variants"])
+    if set(entry["properties"] or {}) - {"x86_64"} or any(
+        k != "level" for k in (entry["properties"] or {}).get("x86_64", {})
+    ):
+        pytest.skip(
+            f"detect names {named} ({cpu['microarchitecture']}): uv 0.13.9's vendored x86-64 "
+            "provider offers only `level`, so uv takes the level wheel for a microarchitecture "
+            "build"
+        )
+    build_index(tmp_path / "w", tmp_path / "index", "gromacs-1.0-variants.json", "1.0")
+    with served(tmp_path / "index") as url:
+        got = uv_install(uv, url, tmp_path / "t", tmp_path / "cache")
+    assert got == entry["label"], (named, got)
