@@ -200,3 +200,154 @@ def test_uv_installs_for_this_machines_cpu_what_detect_names(
     with served(tmp_path / "index") as url:
         got = uv_install(uv, url, tmp_path / "t", tmp_path / "cache")
     assert got == entry["label"], (named, got)
+
+
+# -- conda: rattler-build and py-rattler -------------------------------------------------------
+def _render(folder: Path, variants_file: str, subdir: str) -> list[dict[str, Any]]:
+    """rattler-build's render of the exported recipe.yaml with the exported variant config."""
+    rb = pytest.importorskip("rattler_build", reason="py-rattler-build (dev extra) is missing")
+    recipe = rb.Stage0Recipe.from_file(str(folder / "recipe.yaml"))
+    config = rb.VariantConfig.from_file(str(folder / variants_file))
+    rendered = recipe.render(
+        config, rb.RenderConfig(platform=rb.PlatformConfig(target_platform=subdir))
+    )
+    return [r.recipe.to_dict() for r in rendered]
+
+
+def _channel(root: Path, subdir: str, packages: list[dict[str, Any]]) -> Path:
+    """A local conda channel (repodata.json per subdir) holding one record per rendered row."""
+    records = {}
+    for p in packages:
+        name, version = p["package"]["name"], p["package"]["version"]
+        build = p["build"]["string"]
+        records[f"{name}-{version}-{build}.conda"] = {
+            "name": name,
+            "version": version,
+            "build": build,
+            "build_number": p["build"]["number"],
+            "depends": p.get("requirements", {}).get("run", []),
+            "constrains": p.get("requirements", {}).get("run_constraints", []),
+            "subdir": subdir,
+        }
+    for sub, found in ((subdir, records), ("noarch", {})):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        (root / sub / "repodata.json").write_text(
+            json.dumps({"info": {"subdir": sub}, "packages": {}, "packages.conda": found})
+        )
+    return root
+
+
+def _solve(
+    channel: Path, subdir: str, package: str, overrides: dict[str, str], monkeypatch: Any
+) -> int:
+    """py-rattler's solver for ``package`` on a machine whose virtual packages py-rattler
+    detects under the CONDA_OVERRIDE_* values given: the build number it picks."""
+    import asyncio
+
+    rattler = pytest.importorskip("rattler", reason="py-rattler (dev extra) is not installed")
+    for name in ("CUDA", "CUDA_ARCH", "AMDGPU", "AMDGPU_ARCH"):
+        monkeypatch.setenv(f"CONDA_OVERRIDE_{name}", overrides.get(name, ""))
+    found = rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env())
+    records = asyncio.run(
+        rattler.solve(
+            sources=[rattler.Channel(str(channel))],
+            specs=[package],
+            platforms=[subdir, "noarch"],
+            virtual_packages=found,
+        )
+    )
+    (record,) = [r for r in records if r.name.normalized == package]
+    return int(record.build_number)
+
+
+CONDA_FLEETS = ["mixed", "cuda-mix", "fat", "blackwell"]
+
+
+@pytest.mark.parametrize("fleet", CONDA_FLEETS)
+def test_rattler_build_renders_the_rows_and_the_solver_picks_the_planned_one(
+    capplan_in: Any, tmp_path: Path, fleet: str, monkeypatch: Any
+) -> None:
+    (tmp_path / "capplan.toml").write_text(FLEETS[fleet])
+    package = _package(fleet)
+    plan = _json(capplan_in, "plan")
+    out = tmp_path / "c"
+    data = _json(
+        capplan_in,
+        "export",
+        "conda",
+        "--package",
+        package,
+        "--version",
+        "1.0",
+        "--output",
+        str(out),
+    )
+    rows = data["entries"]
+    assert [r["priority"] for r in rows if not r["fallback"]] == list(
+        range(len([r for r in rows if not r["fallback"]]), 0, -1)
+    )
+    rendered = _render(out, "variants.yaml", "linux-64")
+    # One rendered package per row: mixed CUDA versions included, nothing dropped or doubled.
+    assert len(rendered) == len(rows)
+    for row in rows:
+        matching = [
+            p
+            for p in rendered
+            if p["build"]["number"] == row["priority"] * 100
+            and p["build"]["script"]["env"].get("CUDAARCHS") == row.get("CUDAARCHS")
+            and p["build"]["script"]["env"].get("AMDGPU_TARGETS") == row.get("AMDGPU_TARGETS")
+        ]
+        assert len(matching) == 1, (row, rendered)
+        requirements = matching[0].get("requirements", {})
+        where = "run_constraints" if row["fallback"] else "run"
+        assert requirements[where] == [row["requires"]]
+        if "cuda" in row:  # the row's CUDA reaches the build through the compiler
+            assert requirements["build"] == [f"cuda-nvcc_linux-64 {row['cuda']}.*"]
+        if package == "torch" and "cuda" in row:
+            assert (
+                matching[0]["build"]["script"]["env"]["TORCH_CUDA_ARCH_LIST"]
+                == row["TORCH_CUDA_ARCH_LIST"]
+            )
+    channel = _channel(tmp_path / "channel", "linux-64", rendered)
+    priority_of = {name: r["priority"] for r in rows for name in r["variants"]}
+    for gpu in plan["fleet"]:
+        want = priority_of[_planned_for(plan, package, gpu["gpu"])]
+        overrides = {"CUDA": "13.0", "CUDA_ARCH": gpu["capability"]}
+        got = _solve(channel, "linux-64", package, overrides, monkeypatch)
+        assert got == want * 100, (fleet, gpu, got, want)
+    for gpu in plan["amd_fleet"]:
+        from capplan.core.export.conda import amdgpu_arch
+        from capplan.core.families.rocm.target import AmdTarget
+
+        want = priority_of[_planned_for(plan, package, gpu["gpu"])]
+        isa = amdgpu_arch(AmdTarget.parse(gpu["target"]))
+        assert isa is not None
+        overrides = {"AMDGPU": "0", "AMDGPU_ARCH": isa}  # __amdgpu is always version 0
+        got = _solve(channel, "linux-64", package, overrides, monkeypatch)
+        assert got == want * 100, (fleet, gpu, got, want)
+    fallbacks = [r for r in rows if r["fallback"]]
+    if fallbacks:  # a client without the GPU virtual packages gets a fallback row
+        assert _solve(channel, "linux-64", package, {}, monkeypatch) == 0
+
+
+def test_rattler_build_renders_each_systems_variant_config(capplan_in: Any, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ngpus = ["H100", "GH200", "RTX 3090"]\n[packages.torch]\n'
+        '[policy]\nsystems = ["x86_64-linux", "aarch64-linux"]\n'
+    )
+    out = tmp_path / "c"
+    data = _json(capplan_in, "export", "conda", "--package", "torch", "--output", str(out))
+    for name, subdir in (
+        ("variants-linux-64.yaml", "linux-64"),
+        ("variants-linux-aarch64.yaml", "linux-aarch64"),
+    ):
+        rendered = _render(out, name, subdir)
+        mine = [e for e in data["entries"] if e["variant_config"] == name]
+        assert sorted(p["build"]["script"]["env"]["CUDAARCHS"] for p in rendered) == sorted(
+            e["CUDAARCHS"] for e in mine
+        )
+        assert all(
+            p["requirements"]["build"] == [f"cuda-nvcc_{subdir} {e['cuda']}.*"]
+            for p in rendered
+            for e in mine
+        )

@@ -113,8 +113,8 @@ def export(
     gpus: tuple[str, ...],
     rocm_scope: str | None,
 ) -> None:
-    """Write the plan of one package as PEP 825 wheel variants, a conda-forge
-    conda_build_config.yaml or a Spack environment.
+    """Write the plan of one package as PEP 825 wheel variants, a rattler-build recipe.yaml
+    with its variants.yaml, or a Spack environment.
 
     FORMAT is wheel-variants, conda or spack; docs/other-ecosystems.md says what each
     format cannot express (every such case is a note on the entry it concerns)."""
