@@ -351,3 +351,155 @@ def test_rattler_build_renders_each_systems_variant_config(capplan_in: Any, tmp_
             for p in rendered
             for e in mine
         )
+
+
+# -- Spack: its environment schema, spec grammar and spack-packages' recipes --------------------
+SPACK_DATA = Path(__file__).parents[1] / "data" / "spack"
+
+
+def _spack_recipes() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """tests/data/spack/packages.txt: package -> variants, and variant -> allowed values."""
+    packages: dict[str, set[str]] = {}
+    values: dict[str, set[str]] = {}
+    for line in (SPACK_DATA / "packages.txt").read_text().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, rest = line.partition(":")
+        if name.startswith("values "):
+            values[name.removeprefix("values ")] = set(rest.split())
+        else:
+            packages[name] = set(rest.split())
+    return packages, values
+
+
+def _spack_nodes(spec: str) -> list[dict[str, Any]]:
+    """Spack's node grammar over its own tokens: per node its name, version and variants
+    (``target`` and the other architecture keys kept apart); one version per node."""
+    import importlib.util
+
+    loaded = importlib.util.spec_from_file_location("spec_grammar", SPACK_DATA / "spec_grammar.py")
+    assert loaded is not None and loaded.loader is not None
+    grammar = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(grammar)
+    nodes: list[dict[str, Any]] = [{"name": None, "version": None, "variants": {}, "arch": {}}]
+    for kind, text in grammar.tokenize(spec):
+        node = nodes[-1]
+        if kind == "DEPENDENCY":
+            nodes.append({"name": None, "version": None, "variants": {}, "arch": {}})
+        elif kind == "UNQUALIFIED_PACKAGE_NAME":
+            assert node["name"] is None and not node["variants"], spec  # a name starts a node
+            node["name"] = text
+        elif kind == "VERSION":
+            assert node["version"] is None, f"Spec cannot have multiple versions: {spec}"
+            node["version"] = text[1:]
+        elif kind == "BOOL_VARIANT":
+            assert text[1:] not in node["variants"], spec
+            node["variants"][text[1:]] = text[0] == "+"
+        elif kind == "KEY_VALUE_PAIR":
+            match = grammar.SPLIT_KVP.match(text)
+            assert match is not None
+            key, _, value = match.groups()
+            where = "arch" if key in ("target", "os", "platform", "arch") else "variants"
+            assert key not in node[where], spec
+            node[where][key] = value
+        else:
+            raise AssertionError(f"{kind} {text!r} in {spec!r}: capplan writes no such token")
+    return nodes
+
+
+def _check_spack(out: Path) -> list[str]:
+    """spack.yaml against Spack's schema; every spec against its grammar and the recipes."""
+    yaml = pytest.importorskip("yaml", reason="PyYAML (dev extra) is not installed")
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema (dev extra) is missing")
+    archspec = pytest.importorskip("archspec.cpu", reason="archspec is not installed")
+    schema = yaml.safe_load((SPACK_DATA / "env_schema.yaml").read_text())
+    document = yaml.safe_load((out / "spack.yaml").read_text())
+    jsonschema.Draft7Validator(schema).validate(document)
+    env = document["spack"]
+    definitions = {name: specs for d in env["definitions"] for name, specs in d.items()}
+    assert env["specs"] == [f"${name}" for name in definitions]  # every definition is built
+    packages, values = _spack_recipes()
+    specs = [spec for group in definitions.values() for spec in group]
+    for spec in specs:
+        nodes = _spack_nodes(spec)
+        for node in nodes:
+            assert node["name"] in packages, (spec, node["name"])
+            for key, value in node["variants"].items():
+                assert key in packages[node["name"]], (spec, node["name"], key)
+                for item in str(value).split(",") if key in values else ():
+                    assert item in values[key], (spec, key, item)
+            if "target" in node["arch"]:
+                assert node["arch"]["target"] in archspec.TARGETS, spec
+        root = nodes[0]
+        # Every spec says the CPU it is built for, on the package itself (a target written
+        # after ^cuda@12.9 would constrain cuda).
+        assert "target" in root["arch"], spec
+        assert all("target" not in n["arch"] for n in nodes[1:]), spec
+    return specs
+
+
+@pytest.mark.parametrize("fleet", sorted(FLEETS))
+def test_spack_specs_pass_spacks_schema_grammar_and_recipes(
+    capplan_in: Any, tmp_path: Path, fleet: str
+) -> None:
+    (tmp_path / "capplan.toml").write_text(FLEETS[fleet])
+    package = _package(fleet)
+    data = _json(
+        capplan_in,
+        "export",
+        "spack",
+        "--package",
+        package,
+        "--version",
+        "1.0",
+        "--output",
+        str(tmp_path / "s"),
+    )
+    specs = _check_spack(tmp_path / "s")
+    assert len(specs) == len({s for e in data["entries"] for s in e["specs"]})
+
+
+def test_spack_default_plan_cpu_and_dependent_packages(
+    capplan_cli: Any, capplan_in: Any, tmp_path: Path
+) -> None:
+    _json(capplan_cli, "export", "spack", "--package", "torch", "--output", str(tmp_path / "d"))
+    _check_spack(tmp_path / "d")
+    (tmp_path / "capplan.toml").write_text(
+        CPU_FLEET.replace(
+            "[packages.gromacs]\n",
+            "[packages.gromacs]\n[packages.torchvision]\n[packages.nccl]\n[packages.ollama]\n",
+        ).replace("cpus = [", 'gpus = ["A100", "GH200", "MI300X"]\ncpus = [')
+    )
+    for package in ("gromacs", "torchvision", "nccl", "ollama"):
+        _json(
+            capplan_in, "export", "spack", "--package", package, "--output", str(tmp_path / package)
+        )
+        _check_spack(tmp_path / package)
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ('"nccl ~rocm target=x86_64"', "rocm"),  # nccl has no rocm variant
+        ('"onnxruntime +cuda target=x86_64"', "onnxruntime"),  # Spack's is py-onnxruntime
+        ('"py-torchvision +cuda cuda_arch=80 target=x86_64"', "cuda"),
+        ('"py-torch +cuda cuda_arch=85 target=x86_64"', "85"),  # no such cuda_arch value
+        ('"py-torch +cuda cuda_arch=80 ^cuda@12.9 target=aarch64"', "target"),
+        ('"py-torch +cuda cuda_arch=80"', "target"),  # the CI host's CPU would decide
+        ('"py-torch@2.9@2.10 target=x86_64"', "multiple versions"),
+        ('"py-torch target=x86_64 !"', "unexpected"),
+    ],
+)
+def test_the_spack_checks_can_fail(tmp_path: Path, spec: str, why: str) -> None:
+    (tmp_path / "spack.yaml").write_text(
+        f"spack:\n  view: false\n  definitions:\n  - g:\n    - {spec}\n  specs:\n  - $g\n"
+    )
+    with pytest.raises((AssertionError, ValueError), match=why):
+        _check_spack(tmp_path)
+
+
+def test_the_spack_schema_refuses_what_spack_refuses(tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema (dev extra) is missing")
+    (tmp_path / "spack.yaml").write_text("spack:\n  definition: []\n  specs: []\n")
+    with pytest.raises(jsonschema.ValidationError):
+        _check_spack(tmp_path)
