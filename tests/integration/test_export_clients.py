@@ -47,6 +47,14 @@ CPU_FLEET = (
 )
 
 
+def _capplan(fleet: str, capplan_cli: Any, capplan_in: Any, tmp_path: Path) -> Any:
+    """capplan for a fleet: the default plan (the repository's capplan.toml) or FLEETS'."""
+    if fleet == "default":
+        return capplan_cli
+    (tmp_path / "capplan.toml").write_text(FLEETS[fleet])
+    return capplan_in
+
+
 def _package(fleet: str) -> str:
     return "magma" if fleet == "blackwell" else "torch"
 
@@ -144,12 +152,12 @@ def test_variantlib_loads_the_default_plan_and_cpu_builds(
 
 
 # -- wheel variants: uv ------------------------------------------------------------------------
-@pytest.mark.parametrize("fleet", sorted(FLEETS))
+@pytest.mark.parametrize("fleet", ["default", *sorted(FLEETS)])
 def test_uv_installs_the_planned_wheel_for_each_gpu(
-    capplan_in: Any, tmp_path: Path, fleet: str
+    capplan_cli: Any, capplan_in: Any, tmp_path: Path, fleet: str
 ) -> None:
     uv = uv_bin()
-    (tmp_path / "capplan.toml").write_text(FLEETS[fleet])
+    capplan_in = _capplan(fleet, capplan_cli, capplan_in, tmp_path)
     plan = _json(capplan_in, "plan")
     package = _package(fleet)
     data = _export_wheels(capplan_in, tmp_path / "w", package)
@@ -260,74 +268,69 @@ def _solve(
     return int(record.build_number)
 
 
-CONDA_FLEETS = ["mixed", "cuda-mix", "fat", "blackwell"]
+CONDA_FLEETS = ["default", "mixed", "cuda-mix", "fat", "blackwell"]
+SUBDIRS = {"x86_64-linux": "linux-64", "aarch64-linux": "linux-aarch64"}
 
 
 @pytest.mark.parametrize("fleet", CONDA_FLEETS)
 def test_rattler_build_renders_the_rows_and_the_solver_picks_the_planned_one(
-    capplan_in: Any, tmp_path: Path, fleet: str, monkeypatch: Any
+    capplan_cli: Any, capplan_in: Any, tmp_path: Path, fleet: str, monkeypatch: Any
 ) -> None:
-    (tmp_path / "capplan.toml").write_text(FLEETS[fleet])
+    capplan = _capplan(fleet, capplan_cli, capplan_in, tmp_path)
     package = _package(fleet)
-    plan = _json(capplan_in, "plan")
+    plan = _json(capplan, "plan")
     out = tmp_path / "c"
     data = _json(
-        capplan_in,
-        "export",
-        "conda",
-        "--package",
-        package,
-        "--version",
-        "1.0",
-        "--output",
-        str(out),
+        capplan, "export", "conda", "--package", package, "--version", "1.0", "--output", str(out)
     )
-    rows = data["entries"]
-    assert [r["priority"] for r in rows if not r["fallback"]] == list(
-        range(len([r for r in rows if not r["fallback"]]), 0, -1)
-    )
-    rendered = _render(out, "variants.yaml", "linux-64")
-    # One rendered package per row: mixed CUDA versions included, nothing dropped or doubled.
-    assert len(rendered) == len(rows)
-    for row in rows:
-        matching = [
-            p
-            for p in rendered
-            if p["build"]["number"] == row["priority"] * 100
-            and p["build"]["script"]["env"].get("CUDAARCHS") == row.get("CUDAARCHS")
-            and p["build"]["script"]["env"].get("AMDGPU_TARGETS") == row.get("AMDGPU_TARGETS")
-        ]
-        assert len(matching) == 1, (row, rendered)
-        requirements = matching[0].get("requirements", {})
-        where = "run_constraints" if row["fallback"] else "run"
-        assert requirements[where] == [row["requires"]]
-        if "cuda" in row:  # the row's CUDA reaches the build through the compiler
-            assert requirements["build"] == [f"cuda-nvcc_linux-64 {row['cuda']}.*"]
-        if package == "torch" and "cuda" in row:
-            assert (
-                matching[0]["build"]["script"]["env"]["TORCH_CUDA_ARCH_LIST"]
-                == row["TORCH_CUDA_ARCH_LIST"]
-            )
-    channel = _channel(tmp_path / "channel", "linux-64", rendered)
-    priority_of = {name: r["priority"] for r in rows for name in r["variants"]}
-    for gpu in plan["fleet"]:
-        want = priority_of[_planned_for(plan, package, gpu["gpu"])]
-        overrides = {"CUDA": "13.0", "CUDA_ARCH": gpu["capability"]}
-        got = _solve(channel, "linux-64", package, overrides, monkeypatch)
-        assert got == want * 100, (fleet, gpu, got, want)
-    for gpu in plan["amd_fleet"]:
-        from capplan.core.export.conda import amdgpu_arch
-        from capplan.core.families.rocm.target import AmdTarget
+    ranked = [r["priority"] for r in data["entries"] if not r["fallback"]]
+    assert ranked == list(range(len(ranked), 0, -1))  # integers, newest first
+    priority_of = {name: r["priority"] for r in data["entries"] for name in r["variants"]}
+    for system in sorted({r["system"] for r in data["entries"]}):
+        subdir = SUBDIRS[system]
+        rows = [r for r in data["entries"] if r["system"] == system]
+        rendered = _render(out, rows[0]["variant_config"], subdir)
+        # One rendered package per row: mixed CUDA versions included, nothing dropped or doubled.
+        assert len(rendered) == len(rows)
+        for row in rows:
+            matching = [
+                p
+                for p in rendered
+                if p["build"]["number"] == row["priority"] * 100
+                and p["build"]["script"]["env"].get("CUDAARCHS") == row.get("CUDAARCHS")
+                and p["build"]["script"]["env"].get("AMDGPU_TARGETS") == row.get("AMDGPU_TARGETS")
+            ]
+            assert len(matching) == 1, (row, rendered)
+            requirements = matching[0].get("requirements", {})
+            where = "run_constraints" if row["fallback"] else "run"
+            assert requirements[where] == [row["requires"]]
+            if "cuda" in row:  # the row's CUDA reaches the build through the compiler
+                assert requirements["build"] == [f"cuda-nvcc_{subdir} {row['cuda']}.*"]
+            if package == "torch" and "cuda" in row:
+                env = matching[0]["build"]["script"]["env"]
+                assert env["TORCH_CUDA_ARCH_LIST"] == row["TORCH_CUDA_ARCH_LIST"]
+        channel = _channel(tmp_path / "channel" / subdir, subdir, rendered)
+        for gpu in plan["fleet"]:
+            if gpu["system"] != system:
+                continue
+            want = priority_of[_planned_for(plan, package, gpu["gpu"])]
+            overrides = {"CUDA": "13.0", "CUDA_ARCH": gpu["capability"]}
+            got = _solve(channel, subdir, package, overrides, monkeypatch)
+            assert got == want * 100, (fleet, gpu, got, want)
+        for gpu in plan["amd_fleet"]:
+            if gpu["system"] != system:
+                continue
+            from capplan.core.export.conda import amdgpu_arch
+            from capplan.core.families.rocm.target import AmdTarget
 
-        want = priority_of[_planned_for(plan, package, gpu["gpu"])]
-        isa = amdgpu_arch(AmdTarget.parse(gpu["target"]))
-        assert isa is not None
-        overrides = {"AMDGPU": "0", "AMDGPU_ARCH": isa}  # __amdgpu is always version 0
-        got = _solve(channel, "linux-64", package, overrides, monkeypatch)
-        assert got == want * 100, (fleet, gpu, got, want)
-    fallbacks = [r for r in rows if r["fallback"]]
-    if fallbacks:  # a client without the GPU virtual packages gets a fallback row
-        assert _solve(channel, "linux-64", package, {}, monkeypatch) == 0
+            want = priority_of[_planned_for(plan, package, gpu["gpu"])]
+            isa = amdgpu_arch(AmdTarget.parse(gpu["target"]))
+            assert isa is not None
+            overrides = {"AMDGPU": "0", "AMDGPU_ARCH": isa}  # __amdgpu is always version 0
+            got = _solve(channel, subdir, package, overrides, monkeypatch)
+            assert got == want * 100, (fleet, gpu, got, want)
+        if any(r["fallback"] for r in rows):  # a client without GPU virtual packages
+            assert _solve(channel, subdir, package, {}, monkeypatch) == 0
 
 
 def test_rattler_build_renders_each_systems_variant_config(capplan_in: Any, tmp_path: Path) -> None:

@@ -351,8 +351,9 @@ def _cpu(v: Variant, generic_of: CpuGeneric) -> tuple[str, Properties, list[str]
         return NULL_LABEL, {}, notes
     if unknown:
         notes.append(
-            f"{', '.join(unknown)} of {spec.target} have no {namespace} provider property: "
-            "not stated, so CPUs without them that have the stated ones are offered it too"
+            f"{', '.join(unknown)} of {spec.target} "
+            f"{'has' if len(unknown) == 1 else 'have'} no {namespace} provider property: not "
+            "stated, so CPUs that lack it but have the stated ones are offered this wheel too"
         )
     if stated:
         notes.append(
