@@ -417,6 +417,7 @@ def wheel_variants(
     entries: dict[str, dict[str, Any]] = {}
     left_out: list[dict[str, Any]] = []
     breadth: dict[str, int] = {}
+    systems_of: dict[str, set[str]] = {}
     variants = export_variants(plan, package)
     singles = _singles_sm_arch(plan, variants)
     for v in variants:
@@ -433,6 +434,10 @@ def wheel_variants(
             # PEP 825 gives each property set its own label.
             label = _digest_label(label.split("_")[0], properties)
         twin = next((o for o, p in by_label.items() if p == properties and o != label), None)
+        if twin is not None and v.system not in systems_of[twin]:
+            # Equal properties on another system: one label, the wheels differ in their
+            # platform tag (the fat build of aarch64 and the sm90 build of x86_64).
+            label, twin = twin, None
         breadth[label] = max(breadth.get(label, 0), _breadth(v))
         if twin is not None:
             # Installers refuse two labels with the same properties (variantlib: "share the
@@ -447,6 +452,7 @@ def wheel_variants(
             moved["notes"].append(f"not in the index: {why}")
             moved["label"] = None
             left_out.append(moved)
+        systems_of.setdefault(label, set()).add(v.system)
         by_label[label] = properties
         entry = entries.setdefault(
             label, {"label": label, "properties": properties, "variants": [], "notes": []}
