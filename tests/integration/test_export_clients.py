@@ -321,10 +321,9 @@ def test_rattler_build_renders_the_rows_and_the_solver_picks_the_planned_one(
             if gpu["system"] != system:
                 continue
             from capplan.core.export.conda import amdgpu_arch
-            from capplan.core.families.rocm.target import AmdTarget
 
             want = priority_of[_planned_for(plan, package, gpu["gpu"])]
-            isa = amdgpu_arch(AmdTarget.parse(gpu["target"]))
+            isa = amdgpu_arch(gpu["target"])
             assert isa is not None
             overrides = {"AMDGPU": "0", "AMDGPU_ARCH": isa}  # __amdgpu is always version 0
             got = _solve(channel, subdir, package, overrides, monkeypatch)

@@ -33,7 +33,6 @@ from capplan.core.export.common import (
     yaml_string,
 )
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import InvalidInputError
 
@@ -87,11 +86,12 @@ def cuda_arch_spec(capabilities: tuple[Capability, ...], ptx: tuple[Capability, 
 _GFX = re.compile(r"gfx([0-9]+)([0-9a-f])([0-9a-f])")
 
 
-def amdgpu_arch(target: AmdTarget) -> str | None:
+def amdgpu_arch(gfx: str) -> str | None:
     """A gfx target's ISA version as ``__amdgpu_arch`` states it: the last two hex digits are
-    minor and stepping (gfx942 -> 9.4.2, gfx90a -> 9.0.10, gfx1100 -> 11.0.0); None for a
-    generic target (gfx9-4-generic), which names no one ISA."""
-    match = _GFX.fullmatch(str(target.base))
+    minor and stepping (gfx942 -> 9.4.2, gfx90a -> 9.0.10, gfx1100 -> 11.0.0), whatever its
+    xnack/sramecc features; None for a generic target (gfx9-4-generic), which names no one
+    ISA."""
+    match = _GFX.fullmatch(gfx.split(":", 1)[0])
     if match is None:
         return None
     major, minor, stepping = match.groups()
@@ -144,7 +144,7 @@ def _amd_row(plan: Plan, v: Variant) -> dict[str, Any]:
         notes.append("a shared ROCm build: it holds nixpkgs' default gfx targets")
     if any(t != t.base for t in targets):
         notes.append("__amdgpu_arch has no xnack/sramecc features: the row keys on the ISA")
-    isas = [found for t in bases if (found := amdgpu_arch(t)) is not None]
+    isas = [found for t in bases if (found := amdgpu_arch(str(t))) is not None]
     if len(isas) < len(bases):
         notes.append("a generic gfx target names no one ISA: __amdgpu_arch cannot key on it")
     return {
@@ -208,7 +208,10 @@ def _fallback(
 def conda_config(plan: Plan, package: str, version: str, *, torch_like: bool) -> Export:
     """``recipe.yaml`` and ``variants.yaml`` (``variants-<subdir>.yaml`` per system when the
     plan has several) for ``package``'s GPU builds."""
-    variants = [v for v in export_variants(plan, package) if v.vendor in ("nvidia", "amd")]
+    # The GPU builds: CPU builds have no virtual package to key on.
+    variants = [
+        v for v in export_variants(plan, package) if v.cuda is not None or v.rocm is not None
+    ]
     if not variants:
         raise InvalidInputError(
             f"package '{package}' has no GPU builds in the plan: conda rows key on "
@@ -219,7 +222,7 @@ def conda_config(plan: Plan, package: str, version: str, *, torch_like: bool) ->
     for v in variants:
         if v.fat:
             continue
-        if v.vendor == "amd":
+        if v.rocm is not None:
             rows.append(_amd_row(plan, v))
         else:
             row = _cuda_row(plan, v, torch_like)

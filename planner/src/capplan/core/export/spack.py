@@ -17,6 +17,7 @@ The several builds of one package cannot be unified into one concretization: ``u
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,19 +145,34 @@ def _cpu(v: Variant, recipe: SpackPackage, version: str) -> tuple[list[str], lis
     return [f"{head} target={_level(v.cpu.target)}"], []
 
 
+def _gpu_cuda(plan: Plan, v: Variant, recipe: SpackPackage, at: str) -> tuple[list[str], list[str]]:
+    spec, notes = _cuda(v, recipe, at)
+    return [spec], notes
+
+
+def _gpu_rocm(plan: Plan, v: Variant, recipe: SpackPackage, at: str) -> tuple[list[str], list[str]]:
+    spec, notes = _rocm(plan, v, recipe, at)
+    return [spec], notes
+
+
+def _cpu_side(plan: Plan, v: Variant, recipe: SpackPackage, at: str) -> tuple[list[str], list[str]]:
+    return _cpu(v, recipe, at)
+
+
+Render = Callable[[Plan, Variant, SpackPackage, str], tuple[list[str], list[str]]]
+# Each target family's specs and its group (Spack's CI stack splits its groups the same way).
+_FAMILIES: dict[str | None, tuple[str, Render]] = {
+    "nvidia": ("cuda", _gpu_cuda),
+    "amd": ("rocm", _gpu_rocm),
+    None: ("cpu", _cpu_side),
+}
+
+
 def _specs(plan: Plan, v: Variant, version: str) -> tuple[str, list[str], list[str]]:
     """(group, specs, notes)."""
-    recipe = SPACK_PACKAGES[v.package]
-    arch = _generic(v.system)
-    at = f"@{version}" if version else ""
-    if v.vendor == "nvidia":
-        spec, notes = _cuda(v, recipe, at)
-        return f"cuda_{arch}", [spec], notes
-    if v.vendor == "amd":
-        spec, notes = _rocm(plan, v, recipe, at)
-        return f"rocm_{arch}", [spec], notes
-    specs, notes = _cpu(v, recipe, at)
-    return f"cpu_{arch}", specs, notes
+    group, render = _FAMILIES[v.vendor]
+    specs, notes = render(plan, v, SPACK_PACKAGES[v.package], f"@{version}" if version else "")
+    return f"{group}_{_generic(v.system)}", specs, notes
 
 
 def spack_environment(plan: Plan, package: str, version: str) -> Export:

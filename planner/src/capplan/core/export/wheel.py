@@ -375,27 +375,23 @@ def _document(properties_by_label: dict[str, Properties], namespaces: list[str])
     }
 
 
-def _translate(
-    plan: Plan,
-    v: Variant,
-    generic_of: CpuGeneric,
-    rocm_version: str | None,
-    stated_by_singles: frozenset[str],
-) -> tuple[str, Properties, list[str]]:
-    """Each target family's translation into the providers' vocabulary (vendor None: CPU-side
-    builds)."""
-    if v.vendor == "nvidia":
-        return _nvidia(plan, v, stated_by_singles)
-    if v.vendor == "amd":
-        return _amd(plan, v, rocm_version)
-    return _cpu(v, generic_of)
+Translate = Callable[
+    [Plan, Variant, CpuGeneric, str | None, frozenset[str]], tuple[str, Properties, list[str]]
+]
+# Each target family's translation into the providers' vocabulary (vendor None: CPU-side
+# builds).
+_FAMILIES: dict[str | None, Translate] = {
+    "nvidia": lambda plan, v, generic_of, rocm, singles: _nvidia(plan, v, singles),
+    "amd": lambda plan, v, generic_of, rocm, singles: _amd(plan, v, rocm),
+    None: lambda plan, v, generic_of, rocm, singles: _cpu(v, generic_of),
+}
 
 
 def _singles_sm_arch(plan: Plan, variants: tuple[Variant, ...]) -> dict[str, frozenset[str]]:
     """Per system, the sm_arch real values the single-target NVIDIA wheels state."""
     found: dict[str, set[str]] = {}
     for v in variants:
-        if v.vendor == "nvidia" and not v.fat:
+        if v.cuda is not None and not v.fat:
             found.setdefault(v.system, set()).update(f"{c.number}_real" for c in v.capabilities)
     return {system: frozenset(values) for system, values in found.items()}
 
@@ -421,10 +417,10 @@ def wheel_variants(
     variants = export_variants(plan, package)
     singles = _singles_sm_arch(plan, variants)
     for v in variants:
-        label, properties, notes = _translate(
+        label, properties, notes = _FAMILIES[v.vendor](
             plan, v, cpu_generic, rocm_version, singles.get(v.system, frozenset())
         )
-        if v.vendor == "nvidia" and "sm_arch" not in properties["nvidia"]:
+        if v.cuda is not None and "sm_arch" not in properties["nvidia"]:
             # A fat build every one of whose GPUs a single-target wheel serves: as a wheel it
             # could only tie with them (PEP 825 gives no way to rank it below), so none.
             left_out.append(_left_out(v, notes, "every GPU it runs on has a single-target wheel"))
