@@ -172,7 +172,17 @@ def _render(
 
         info = current_kb().packages.get(package)
         torch_like = info is not None and info.ptx in ("gpu-targets", "inherited")
-        return conda_config(plan, package, version or "", torch_like=torch_like)
+        conda = conda_config(plan, package, version or "", torch_like=torch_like)
+        if version is None:
+            from capplan.cli.output import err_console
+
+            err_console().print(
+                "capplan: no --version: recipe.yaml says version 0 "
+                "(give the version the packages carry)",
+                markup=False,
+                highlight=False,
+            )
+        return conda
     from capplan.core.export.spack import spack_environment
 
     return spack_environment(plan, package, version or "")
