@@ -16,7 +16,9 @@ without it, and require ``default-priorities.namespace`` to name exactly its key
 are the ones the installers run: uv vendors ``nvidia-variant-provider``
 (``nvidia_variant_provider.plugin:NvidiaVariantPlugin``), ``x86-64-variant-provider`` and
 ``aarch64-variant-provider`` (uv-distribution src/variant/: a vendored provider is matched by
-its package name and default plugin API); AMD's is WheelNext's ``amd-variant-provider``
+its package name and plugin API, whose default is the name as a module:
+``x86_64_variant_provider``; checked with uv 0.13.9, which skips the namespace for any other
+plugin API); AMD's is WheelNext's ``amd-variant-provider``
 (``amd_variant_provider.plugin:AMDVariantPlugin``).
 
 The properties are what those providers offer. nvidia: ``cuda_version_lower_bound`` (the
@@ -66,8 +68,12 @@ PROVIDERS: dict[str, dict[str, Any]] = {
         "requires": ["amd-variant-provider"],
         "plugin-api": "amd_variant_provider.plugin:AMDVariantPlugin",
     },
-    "x86_64": {"requires": ["x86-64-variant-provider"]},
-    "aarch64": {"requires": ["aarch64-variant-provider"]},
+    # The default plugin API, the package name as a module (uv skips any other for these).
+    "x86_64": {"requires": ["x86-64-variant-provider"], "plugin-api": "x86_64_variant_provider"},
+    "aarch64": {
+        "requires": ["aarch64-variant-provider"],
+        "plugin-api": "aarch64_variant_provider",
+    },
 }
 # The feature properties the CPU providers know (provider-variant-x86-64 and
 # provider-variant-aarch64 0.0.1.post2, plugin.py ``all_features``; archspec's names): a
