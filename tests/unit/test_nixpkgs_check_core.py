@@ -235,6 +235,15 @@ def test_bad_flake_lock(
         locked_nixpkgs(lock)
 
 
+def test_a_flake_lock_that_is_no_file_is_refused_at_once(tmp_path: Path) -> None:
+    # issue 41: a FIFO flake.lock would block a plain read forever; /dev/zero never ends.
+    os.mkfifo(tmp_path / "flake.lock")
+    with pytest.raises(DataError, match=r"cannot read .*flake\.lock: a FIFO \(named pipe\)"):
+        locked_nixpkgs(tmp_path / "flake.lock")
+    with pytest.raises(DataError, match="cannot read /dev/zero: a character device"):
+        locked_nixpkgs(Path("/dev/zero"))
+
+
 def test_nixpkgs_reference(tmp_path: Path) -> None:
     (tmp_path / "default.nix").write_text("{ }: { }")
     assert nixpkgs_reference(str(tmp_path)) == f"path:{tmp_path}"

@@ -191,9 +191,12 @@ def _query(params: Mapping[str, str | None]) -> str:
 
 def locked_nixpkgs(lock_file: Path) -> LockedNixpkgs:
     """The ``nixpkgs`` input recorded in ``lock_file``; DataError when it has none."""
+    from capplan.adapters.files import read_bounded
+
     label = str(lock_file)
     try:
-        data = json.loads(lock_file.read_text(encoding="utf-8"))
+        # Bounded and never blocking: a flake.lock that is a FIFO or /dev/zero is refused.
+        data = json.loads(read_bounded(lock_file).decode("utf-8"))
         nodes = data["nodes"]
         name = nodes[data.get("root", "root")]["inputs"]["nixpkgs"]
         if not isinstance(name, str):
@@ -205,7 +208,11 @@ def locked_nixpkgs(lock_file: Path) -> LockedNixpkgs:
             f"no flake.lock at {label}",
             hint="run in the flake's folder, or pass --nixpkgs PATH|FLAKEREF",
         ) from exc
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except OSError as exc:
+        raise DataError(
+            f"cannot read {label}: {exc.strerror or exc}", hint="pass --nixpkgs PATH|FLAKEREF"
+        ) from exc
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise DataError(
             f"{label} names no nixpkgs input capplan can read ({type(exc).__name__}: {exc})",
             hint="pass --nixpkgs PATH|FLAKEREF",
