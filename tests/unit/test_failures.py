@@ -16,6 +16,7 @@ from capplan.core.planning.failures import (
     FailureRecord,
     check_drv,
     check_time,
+    import_failures,
     known_failures,
     log_line,
     log_tail,
@@ -304,3 +305,27 @@ def test_add_all_is_each_add_in_turn() -> None:
 def test_a_log_line_is_one_short_line() -> None:
     line = log_line("buildbot-nix: https://b/\\n" + "9" * 2000 + "\n::error::x\x1b[31m")
     assert "\n" not in line and "\x1b" not in line and len(line) == LOG_LINE_CHARS + 3
+
+
+def test_import_failures_leaves_out_what_no_record_can_hold() -> None:
+    drvs = [f"/nix/store/{c * 32}-x.drv" for c in "abcde"]
+    jobs = {d: (f"x86_64-linux.{i}", "x86_64-linux") for i, d in enumerate(drvs[:4])}
+    old = FailureRecord().add(drvs[2], "x86_64-linux.2", "x86_64-linux", "2025-11-24T16:00:00Z")
+    rows = [
+        (drvs[0], 1764000000.5, "https://b/" + "9" * 1000),
+        (drvs[0], 1764000100.0, "https://b/later"),  # listed twice: the latest counts
+        (drvs[1], float("inf"), ""),
+        (drvs[2], 1764000000.0, ""),  # recorded already, at the same second
+        (drvs[3], 1764000000.0, ""),
+        (drvs[4], 1764000000.0, ""),  # another evaluation's
+    ]
+    done = import_failures(old, rows, jobs, source="buildbot-nix")
+    assert done.added == 2
+    assert done.left_out == (
+        (drvs[1], "its timestamp inf is no time from 1970 to 9999"),
+        (drvs[4], None),
+    )
+    assert done.record.failures[drvs[0]].log_tail == ("buildbot-nix: https://b/later",)
+    assert done.record.failures[drvs[0]].last == "2025-11-24T16:01:40Z"
+    assert done.record.failures[drvs[3]].log_tail == ()
+    assert done.record.failures[drvs[2]] == old.failures[drvs[2]]

@@ -276,37 +276,20 @@ def import_buildbot_nix(record: Path, db_path: Path, jobs_file: Path) -> None:
         read_record,
         write_record,
     )
-    from capplan.core.planning.failures import log_line, utc_text
+    from capplan.core.planning.failures import import_failures
 
     rows = read_buildbot_failures(db_path)
-    by_drv = {job.drv: job for job in read_job_derivations(jobs_file).values()}
+    jobs = {job.drv: (job.attr, job.system) for job in read_job_derivations(jobs_file).values()}
     with locked(record):
         old = read_record(record, missing_ok=True)
-        adding: dict[str, tuple[str, str, str, str, tuple[str, ...]]] = {}
-        for row in rows:
-            job = by_drv.get(row.drv)
-            if job is None:
-                _say(f"left out {row.drv}: no job of {jobs_file} has it (another evaluation)")
-                continue
-            when = utc_text(row.timestamp)
-            if when is None:
-                _say(
-                    f"left out {row.drv}: its timestamp {row.timestamp!r} is no time from 1970 "
-                    "to 9999"
-                )
-                continue
-            known = old.failures.get(row.drv)
-            if known is not None and known.last >= when:
-                continue  # imported before, or recorded since
-            if row.drv in adding and adding[row.drv][3] >= when:
-                continue  # a view may list a derivation twice: its latest failure counts
-            # The URL is the log tail's one line, cut as every log line is: a record the
-            # import writes is one every later command reads.
-            log = (log_line(f"buildbot-nix: {row.url}"),) if row.url else ()
-            adding[row.drv] = (row.drv, job.attr, job.system, when, log)
-        if adding:
-            write_record(record, old.add_all(adding.values()))
-    _say(f"imported {len(adding)} of {len(rows)} failed build(s) from {db_path} into {record}")
+        imported = import_failures(
+            old, [(row.drv, row.timestamp, row.url) for row in rows], jobs, source="buildbot-nix"
+        )
+        for drv, why in imported.left_out:
+            _say(f"left out {drv}: {why or f'no job of {jobs_file} has it (another evaluation)'}")
+        if imported.added:
+            write_record(record, imported.record)
+    _say(f"imported {imported.added} of {len(rows)} failed build(s) from {db_path} into {record}")
 
 
 @failures.command("schema")

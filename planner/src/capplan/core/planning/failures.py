@@ -34,9 +34,11 @@ __all__ = [
     "VERSION",
     "Failure",
     "FailureRecord",
+    "Imported",
     "KnownFailures",
     "check_drv",
     "check_time",
+    "import_failures",
     "known_failures",
     "log_line",
     "log_tail",
@@ -262,6 +264,50 @@ class FailureRecord:
 
     def _with(self, failure: Failure) -> FailureRecord:
         return FailureRecord({**self.failures, failure.drv: failure})
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What :func:`import_failures` made: the new record, how many failures it added, and each
+    derivation left out with why (None: no job of the current evaluation has it)."""
+
+    record: FailureRecord
+    added: int
+    left_out: tuple[tuple[str, str | None], ...]
+
+
+def import_failures(
+    record: FailureRecord,
+    rows: Iterable[tuple[str, float, str]],
+    jobs: Mapping[str, tuple[str, str]],
+    *,
+    source: str,
+) -> Imported:
+    """``record`` plus another CI's failed builds: ``(drv, seconds since 1970, url)`` rows,
+    ``jobs`` giving each derivation of the current evaluation its ``(attr, system)``. A row no
+    job has, or whose time is no record time (1970-9999), is left out; one the record holds as
+    recent is not counted again; a derivation listed twice counts its latest row. The URL is
+    the entry's one log line (``<source>: <url>``), cut as every log line is, so the record is
+    one every later command reads."""
+    adding: dict[str, tuple[str, str, str, str, tuple[str, ...]]] = {}
+    left_out: list[tuple[str, str | None]] = []
+    for drv, seconds, url in rows:
+        job = jobs.get(drv)
+        if job is None:
+            left_out.append((drv, None))
+            continue
+        when = utc_text(seconds)
+        if when is None:
+            left_out.append((drv, f"its timestamp {seconds!r} is no time from 1970 to 9999"))
+            continue
+        known = record.failures.get(drv)
+        if known is not None and known.last >= when:
+            continue  # imported before, or recorded since
+        if drv in adding and adding[drv][3] >= when:
+            continue  # a view may list a derivation twice: its latest failure counts
+        log = (log_line(f"{source}: {url}"),) if url else ()
+        adding[drv] = (drv, job[0], job[1], when, log)
+    return Imported(record.add_all(adding.values()), len(adding), tuple(left_out))
 
 
 def _unicode(text: str) -> bool:
