@@ -583,9 +583,12 @@ class _Stops:
         self.previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, _frame: object) -> None:
-        if self.started:
+        first = self.pending is None
+        self.pending = self.pending or signum
+        # Raised once: a second signal (a CI that cancels twice) must not cut short the
+        # cleanup the first started, which kills the child's group.
+        if self.started and first:
             raise _Stopped(signum)
-        self.pending = signum
 
     def __enter__(self) -> _Stops:
         import signal
