@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from capplan.cli.planning import config_option, flag_layer, plan_with_settings, policy_options
-from capplan.errors import InvalidInputError
+from capplan.errors import InvalidInputError, shorten
 
 if TYPE_CHECKING:
     from capplan.core.export import Export
@@ -27,13 +27,13 @@ _LEVELS = ("x86-64-v4", "x86-64-v3", "x86-64-v2")
 def _version(text: str | None) -> str | None:
     if text is None:
         return None
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     try:
         return str(Version(text))
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past Python's 4,300 digits
         raise InvalidInputError(
-            f"--version '{text[:100]}' is not a valid Python package version",
+            f"--version '{shorten(text, 100)}' is not a valid Python package version",
             hint="give the version the builds carry, like 2.9.0",
         ) from None
 
@@ -47,14 +47,22 @@ def _wheel_name(text: str | None, package: str) -> str | None:
         name, _, _, _ = parse_wheel_filename(text)
     except InvalidWheelFilename as error:
         raise InvalidInputError(
-            f"--wheel-name '{text[:100]}' is not a wheel file name ({error})",
+            f"--wheel-name '{shorten(text, 100)}' is not a wheel file name "
+            f"({shorten(str(error), 100)})",
+            hint="give the non-variant wheel's name, like torch-2.9.0-cp312-cp312-"
+            "manylinux_2_28_x86_64.whl",
+        ) from None
+    except ValueError:  # a version or build number past Python's 4,300 digits
+        raise InvalidInputError(
+            f"--wheel-name '{shorten(text, 100)}' holds a number too long to read",
             hint="give the non-variant wheel's name, like torch-2.9.0-cp312-cp312-"
             "manylinux_2_28_x86_64.whl",
         ) from None
     if name != canonicalize_name(package):
         raise InvalidInputError(
-            f"--wheel-name '{text[:100]}' is a wheel of '{name}', not of '{package}'",
-            hint=f"give a wheel name of {package}",
+            f"--wheel-name '{shorten(text, 100)}' is a wheel of '{shorten(name, 100)}', not "
+            f"of '{shorten(package, 100)}'",
+            hint=f"give a wheel name of {shorten(package, 100)}",
         )
     return text
 
@@ -86,7 +94,8 @@ def _cpu_level(plan: Plan, package: str) -> Callable[[str], str | None]:
     "--output",
     "output",
     required=True,
-    type=click.Path(path_type=Path),
+    # A str: click's Path("") would be ".", and an empty --output must not mean here.
+    type=click.Path(path_type=str),
     help="The folder to write into (made when missing).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
@@ -106,7 +115,7 @@ def export(
     format_name: str,
     package: str,
     version: str | None,
-    output: Path,
+    output: str,
     as_json: bool,
     wheel_name: str | None,
     rocm_version: str | None,
@@ -126,14 +135,14 @@ def export(
     checked = _version(version)
     if rocm_version is not None and not _ROCM_VERSION.fullmatch(rocm_version):
         raise InvalidInputError(
-            f"--rocm-version '{rocm_version[:100]}' is not a ROCm release",
+            f"--rocm-version '{shorten(rocm_version, 100)}' is not a ROCm release",
             hint="write it as MAJOR.MINOR[.PATCH], like 6.4 or 7.2.3",
         )
     named = _wheel_name(wheel_name, package)
     flags = flag_layer(cuda, share, fat, ptx, gpus, rocm_scope=rocm_scope)
     plan = plan_with_settings(config_path, flags).plan
     result = _render(format_name, plan, package, checked, named, rocm_version)
-    _write(output, result)
+    _write(output, result, f"{format_name} {package}")
     if as_json:
         from capplan.cli.output import emit_json
 
@@ -183,18 +192,76 @@ def _render(
     return spack_environment(plan, package, version or "")
 
 
-def _write(output: Path, result: Export) -> None:
+def _write(output: str, result: Export, made_by: str) -> None:
     from capplan.adapters.files import atomic_write_text, output_folder
 
     folder = output_folder(output)
     for item in result.files:
         # Below the output folder the layout is export's own (variants/<label>/), made as needed.
         atomic_write_text(folder.joinpath(*item.path.split("/")), item.text, make_parents=True)
+    _forget_stale(folder, made_by, [item.path for item in result.files])
 
 
-def _print(output: Path, result: Export) -> None:
+# What each export into a folder wrote there, so a re-export removes the variants/<label>/
+# files a previous one made and the plan no longer has: only those (a file of the user's
+# never), and only under variants/ (the index files of other versions are an index's own).
+MANIFEST = ".capplan-export.json"
+_MADE = "variants/"
+_MANIFEST_BYTES = 4 * 1024 * 1024
+
+
+def _forget_stale(folder: Path, made_by: str, written: list[str]) -> None:
+    import json
+    import os
+
+    from capplan.adapters.files import atomic_write_text, read_bounded
+
+    made: dict[str, list[str]] = {}
+    try:
+        data = json.loads(read_bounded(folder / MANIFEST, _MANIFEST_BYTES))
+        if isinstance(data, dict) and isinstance(data.get("made"), dict):
+            made = {
+                str(key): [p for p in paths if _ours(p)]
+                for key, paths in data["made"].items()
+                if isinstance(paths, list)
+            }
+    except (OSError, ValueError, RecursionError):
+        made = {}  # none, or not one capplan wrote: nothing is known to be ours
+    now = sorted(p for p in written if _ours(p))
+    still = {p for key, paths in made.items() if key != made_by for p in paths} | set(now)
+    for stale in sorted(set(made.get(made_by, ())) - still):
+        where = folder.joinpath(*stale.split("/"))
+        try:
+            if not os.path.isfile(where) or os.path.islink(where):
+                continue
+            where.unlink()
+            for parent in where.parents:
+                if parent == folder:
+                    break
+                parent.rmdir()  # only an empty folder goes; OSError ends the walk up
+        except OSError:
+            continue
+    if now:
+        made[made_by] = now
+    else:
+        made.pop(made_by, None)
+    if made or (folder / MANIFEST).exists():
+        text = json.dumps({"format": "capplan-export", "made": made}, indent=2, sort_keys=True)
+        atomic_write_text(folder / MANIFEST, text + "\n")
+
+
+def _ours(path: object) -> bool:
+    """A path export writes under variants/: relative, plain names, nothing hidden or '..'."""
+    if not isinstance(path, str) or not path.startswith(_MADE):
+        return False
+    parts = path.split("/")
+    return all(part and not part.startswith(".") and "\\" not in part for part in parts)
+
+
+def _print(output: str, result: Export) -> None:
+    shown = shorten(output)
     for item in result.files:
-        click.echo(f"wrote {output / item.path}")
+        click.echo(f"wrote {shown}/{item.path}")
     for entry in result.entries:
         name = entry.get("label") or entry.get("group") or f"priority {entry.get('priority')}"
         made_from = ", ".join(entry["variants"]) or "(fat fallback)"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capplan.core.model.systems import DEFAULT_RUNNERS_OS
-from capplan.errors import ConfigError, InvalidInputError, shorten
+from capplan.errors import ConfigError, InvalidInputError, printable, shorten
 
 __all__ = [
     "BIG_PARALLEL",
@@ -43,6 +43,7 @@ __all__ = [
     "check_cache_url",
     "check_label",
     "check_matches",
+    "check_named_path",
     "check_ref_name",
     "check_relative_path",
     "gccarch_runner",
@@ -228,6 +229,24 @@ def check_ref_name(branch: str) -> str:
             hint="use letters, digits, '.', '_', '/' and '-', e.g. main",
         )
     return branch
+
+
+def check_named_path(path: str, option: str) -> str:
+    """``path`` when the generated file may name it (its header's regenerating command): no
+    control character (a newline in a comment line starts a live YAML or TOML line: a
+    top-level ``env:``, a ``flake_dir``) and UTF-8 (the file is UTF-8 text); else exit 4."""
+    if printable(path) != path:
+        what = (
+            "bytes that are not UTF-8"
+            if any("\udc80" <= c <= "\udcff" for c in path)
+            else "a control character"
+        )
+        raise InvalidInputError(
+            f"{option} '{shorten(path)}' holds {what}, which the generated file's header "
+            "would have to name",
+            hint=f"give {option} a path of printable UTF-8 characters",
+        )
+    return path
 
 
 def check_relative_path(path: str) -> str:
