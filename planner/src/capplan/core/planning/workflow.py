@@ -41,6 +41,7 @@ __all__ = [
     "build_workflow",
     "check_cache_name",
     "check_cache_url",
+    "check_gccarch_keys",
     "check_label",
     "check_matches",
     "check_named_path",
@@ -274,6 +275,41 @@ def runner_labels(
         if table.get(key):
             return tuple(table[key])
     return DEFAULT_RUNNERS_OS.get(system, DEFAULT_RUNNERS_OS["x86_64-linux"])
+
+
+def check_gccarch_keys(
+    runners_os: Mapping[str, Sequence[str]],
+    gcc_arches: Mapping[str, frozenset[str]],
+    gcc_names: Mapping[str, str],
+) -> None:
+    """Refuse (exit 5) a ``[policy.runners_os]`` key no CPU-level job can ever ask for: the
+    feature is ``gccarch-<gcc.arch>``, GCC's name (make-derivation.nix), so ``gccarch-zen4``
+    never matches (zen4 is ``znver4`` to GCC), nor does an x86-64 name under aarch64-linux.
+    ``gcc_arches``: every GCC name capplan plans for, to the systems it runs on;
+    ``gcc_names``: each target's name (zen4), to its GCC name (znver4)."""
+    for key in sorted(runners_os):
+        system, _, feature = key.rpartition("/")
+        if not feature.startswith(GCCARCH):
+            continue
+        arch = feature[len(GCCARCH) :]
+        systems = gcc_arches.get(arch)
+        if systems is None:
+            from difflib import get_close_matches
+
+            named = gcc_names.get(arch) or gcc_names.get(arch.replace("_", "-"))
+            close = [named] if named else get_close_matches(arch, sorted(gcc_arches), 1, 0.6)
+            raise ConfigError(
+                f"policy.runners_os key '{shorten(key)}' can never match: no CPU level capplan "
+                f"plans has the GCC name '{shorten(arch)}' (the feature is gccarch-<gcc.arch>)",
+                hint=(f"did you mean '{GCCARCH}{close[0]}'? " if close else "")
+                + "'capplan plan' names each CPU-level job's gccarch feature",
+            )
+        if system and system not in systems:
+            raise ConfigError(
+                f"policy.runners_os key '{shorten(key)}' can never match: {arch} code runs on "
+                f"{' and '.join(sorted(systems))}, not {system}",
+                hint=f"write it as '{GCCARCH}{arch}' or '{sorted(systems)[0]}/{GCCARCH}{arch}'",
+            )
 
 
 def gccarch_runner(
