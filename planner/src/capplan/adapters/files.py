@@ -274,8 +274,8 @@ def output_folder(
         )
     try:
         mode: int | None = os.stat(path).st_mode
-    except FileNotFoundError:
-        mode = None
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None  # missing, or below a file: mkdir says which
     except OSError as error:
         raise WriteError(f"cannot write into {shown}: {_reason(error)}", hint=hint) from None
     if mode is not None:
