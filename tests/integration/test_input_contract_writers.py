@@ -7,6 +7,7 @@ is tests/integration/test_fuzz_writers.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -15,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import unprivileged
 
 from capplan.errors import ExitCode, printable
-from tests.conftest import unprivileged
 
 SRC = Path(__file__).resolve().parents[2] / "planner" / "src"
 FLEET = '[fleet]\ngpus = ["RTX 3090", "A100", "MI300X"]\n[packages.torch]\n'
@@ -209,8 +210,10 @@ def test_an_unsearchable_folder_is_a_write_error(
         (lambda p: os.mkfifo(p), "a FIFO"),
         (lambda p: p.symlink_to("/dev/null"), "a symlink to a character device"),
         (lambda p: p.symlink_to("nowhere"), "a dangling symlink (to 'nowhere')"),
-        (lambda p: (p.symlink_to(p.name + "2"), p.with_name(p.name + "2").symlink_to(p.name)),
-         "a symlink loop"),  # fmt: skip
+        (
+            lambda p: (p.symlink_to(p.name + "2"), p.with_name(p.name + "2").symlink_to(p.name)),
+            "a symlink loop",
+        ),
     ],
     ids=["fifo", "device", "dangling", "loop"],
 )
@@ -245,8 +248,14 @@ def test_a_long_path_is_cut_in_the_error_line(capplan_in: Any, tmp_path: Path) -
         ["ci", "buildbot-nix", "--output", os.fsdecode(b"b\xff.toml")],
         ["ci", "buildbot-nix", "--config", os.fsdecode(b"c\xff.toml")],
     ],
-    ids=["github-newline", "buildbot-newline", "buildbot-config", "github-utf8",
-         "buildbot-utf8", "buildbot-config-utf8"],  # fmt: skip
+    ids=[
+        "github-newline",
+        "buildbot-newline",
+        "buildbot-config",
+        "github-utf8",
+        "buildbot-utf8",
+        "buildbot-config-utf8",
+    ],
 )
 def test_a_path_named_in_the_header_cannot_inject_lines(
     capplan_in: Any, tmp_path: Path, argv: list[str]
@@ -303,7 +312,12 @@ def test_check_diff_of_a_small_file_is_the_whole_diff(tmp_path: Path) -> None:
         check_committed(tmp_path / "f", "a\nB\nc\nd\ne\nf\ng\nh\ni\nJ\n", fix="x")
 
     out = click.testing.CliRunner().invoke(run).stdout
-    assert "@@ -1,5 +1,5 @@" in out and "@@ -7,4 +7,4 @@" in out and "-b\n+B\n" in out and "-j\n+J\n" in out
+    assert (
+        "@@ -1,5 +1,5 @@" in out
+        and "@@ -7,4 +7,4 @@" in out
+        and "-b\n+B\n" in out
+        and "-j\n+J\n" in out
+    )
 
 
 # -- internal errors -----------------------------------------------------------------------------
@@ -341,14 +355,12 @@ def test_home_unset_is_no_internal_error(tmp_path: Path, argv: list[str]) -> Non
 
 # -- config: fleet.count and runners_os ----------------------------------------------------------
 def test_fleet_count_keys_match_like_fleet_names(capplan_in: Any, tmp_path: Path) -> None:
-    (tmp_path / "capplan.toml").write_text(
-        FLEET + '[fleet.count]\n"rtx  3090" = 5\n"a100" = 2\n'
-    )
+    (tmp_path / "capplan.toml").write_text(FLEET + '[fleet.count]\n"rtx  3090" = 5\n"a100" = 2\n')
     result = capplan_in("plan", "--json")
     assert result.exit_code == 0, result.stderr
     counts = {g["gpu"]: g["count"] for g in json.loads(result.stdout)["fleet"]}
     assert counts == {"RTX 3090": 5, "A100": 2}
-    (tmp_path / "capplan.toml").write_text(FLEET + '[fleet.count]\na100 = 1\nA100 = 2\n')
+    (tmp_path / "capplan.toml").write_text(FLEET + "[fleet.count]\na100 = 1\nA100 = 2\n")
     assert "twice" in one_line(capplan_in("plan"), ExitCode.CONFIG)
 
 
@@ -372,9 +384,7 @@ def test_a_runners_os_key_that_can_never_match_is_a_config_error(
 
 @pytest.mark.parametrize("key", ["gccarch-znver4", "x86_64-linux/gccarch-x86-64-v3",
                                  "aarch64-linux/gccarch-neoverse-v2"])  # fmt: skip
-def test_a_runners_os_key_that_can_match_is_kept(
-    capplan_in: Any, tmp_path: Path, key: str
-) -> None:
+def test_a_runners_os_key_that_can_match_is_kept(capplan_in: Any, tmp_path: Path, key: str) -> None:
     (tmp_path / "capplan.toml").write_text(
         FLEET + f'[policy.runners_os]\n"{key}" = ["self-hosted"]\n'
     )
@@ -398,7 +408,7 @@ def test_no_gpu_name_repeats_a_word_in_a_row() -> None:
     names = [n for m in kb.gpus for n in (m.name, *m.aliases)]
     for name in names:
         words = [w for w in re.split(r"[\s,;]+", name.lower()) if w]
-        assert all(a != b for a, b in zip(words, words[1:], strict=False)), name
+        assert all(a != b for a, b in itertools.pairwise(words)), name
 
 
 def test_kb_sources_name_modules_that_exist() -> None:

@@ -199,40 +199,58 @@ def _write(output: str, result: Export, made_by: str) -> None:
     for item in result.files:
         # Below the output folder the layout is export's own (variants/<label>/), made as needed.
         atomic_write_text(folder.joinpath(*item.path.split("/")), item.text, make_parents=True)
-    _forget_stale(folder, made_by, [item.path for item in result.files])
+    _forget_stale(folder, made_by, {item.path: item.text for item in result.files})
 
 
-# What each export into a folder wrote there, so a re-export removes the variants/<label>/
-# files a previous one made and the plan no longer has: only those (a file of the user's
-# never), and only under variants/ (the index files of other versions are an index's own).
+# What each export into a folder wrote there (each file's SHA-256), so a re-export removes the
+# variants/<label>/ files a previous one made and the plan no longer has: only those, only
+# while they hold what capplan wrote (a file the user edited or put there is never removed),
+# and only under variants/ (the index files of other versions are an index's own).
 MANIFEST = ".capplan-export.json"
 _MADE = "variants/"
 _MANIFEST_BYTES = 4 * 1024 * 1024
 
 
-def _forget_stale(folder: Path, made_by: str, written: list[str]) -> None:
+def _digest(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_manifest(folder: Path) -> dict[str, dict[str, str]]:
+    import json
+
+    from capplan.adapters.files import read_bounded
+
+    try:
+        data = json.loads(read_bounded(folder / MANIFEST, _MANIFEST_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return {}  # none, or not one capplan wrote: nothing is known to be ours
+    made = data.get("made") if isinstance(data, dict) else None
+    if not isinstance(made, dict):
+        return {}
+    return {
+        str(key): {p: d for p, d in files.items() if _ours(p) and isinstance(d, str)}
+        for key, files in made.items()
+        if isinstance(files, dict)
+    }
+
+
+def _forget_stale(folder: Path, made_by: str, written: dict[str, str]) -> None:
     import json
     import os
 
     from capplan.adapters.files import atomic_write_text, read_bounded
 
-    made: dict[str, list[str]] = {}
-    try:
-        data = json.loads(read_bounded(folder / MANIFEST, _MANIFEST_BYTES))
-        if isinstance(data, dict) and isinstance(data.get("made"), dict):
-            made = {
-                str(key): [p for p in paths if _ours(p)]
-                for key, paths in data["made"].items()
-                if isinstance(paths, list)
-            }
-    except (OSError, ValueError, RecursionError):
-        made = {}  # none, or not one capplan wrote: nothing is known to be ours
-    now = sorted(p for p in written if _ours(p))
-    still = {p for key, paths in made.items() if key != made_by for p in paths} | set(now)
-    for stale in sorted(set(made.get(made_by, ())) - still):
+    made = _read_manifest(folder)
+    now = {p: _digest(text.encode("utf-8")) for p, text in written.items() if _ours(p)}
+    still = {p for key, files in made.items() if key != made_by for p in files} | set(now)
+    for stale, digest in sorted(made.get(made_by, {}).items()):
+        if stale in still:
+            continue
         where = folder.joinpath(*stale.split("/"))
         try:
-            if not os.path.isfile(where) or os.path.islink(where):
+            if os.path.islink(where) or _digest(read_bounded(where, _MANIFEST_BYTES)) != digest:
                 continue
             where.unlink()
             for parent in where.parents:
@@ -242,10 +260,10 @@ def _forget_stale(folder: Path, made_by: str, written: list[str]) -> None:
         except OSError:
             continue
     if now:
-        made[made_by] = now
+        made[made_by] = dict(sorted(now.items()))
     else:
         made.pop(made_by, None)
-    if made or (folder / MANIFEST).exists():
+    if made or os.path.lexists(folder / MANIFEST):
         text = json.dumps({"format": "capplan-export", "made": made}, indent=2, sort_keys=True)
         atomic_write_text(folder / MANIFEST, text + "\n")
 
