@@ -283,7 +283,7 @@ def github(
         sys.stdout.flush()
     else:
         _write(output, text)
-        _say(f"wrote {output}")
+        _say(f"wrote {shorten(os.fsdecode(output))}")
     stages = len({s.stage for s in layout})
     _say(
         f"{len(rows)} build jobs in {stages} stages, {len(layout)} shard jobs "
@@ -323,7 +323,7 @@ def _emit(text: str, output: Path | None, check: bool, command: str) -> None:
         sys.stdout.flush()
     else:
         _write(output, text)
-        _say(f"wrote {output}")
+        _say(f"wrote {shorten(os.fsdecode(output))}")
 
 
 @ci.command("hydra")
