@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -146,7 +147,9 @@ def export(
     if as_json:
         from capplan.cli.output import emit_json
 
-        emit_json({**result.to_json(), "output": str(output)})
+        # JSON text is UTF-8: a non-UTF-8 byte of the path is written as \xNN.
+        shown = os.fsencode(output).decode("utf-8", "backslashreplace")
+        emit_json({**result.to_json(), "output": shown})
         return
     _print(output, result)
 
