@@ -9,7 +9,7 @@ special targets (a FIFO, /dev/null, /dev/stdout, a symlink loop, a dangling link
 a file below a file). Files read from outside: the committed file ``--check`` reads, export's
 ``.capplan-export.json``, capplan.toml's ``[fleet.count]`` and ``[policy.runners_os]`` keys.
 
-For every run: never exit 1 and never a traceback, an error is one line, no run past 60 s
+About half the runs have HOME unset. For every run: never exit 1 and never a traceback, an error is one line, no run past 60 s
 (an alarm ends it and fails the test), nothing outside the named output changes, and no
 generated file holds a line the user's value made. Derandomized (the same inputs every run,
 no example database); ``pytest -s`` prints the outcomes.
@@ -148,8 +148,8 @@ def _inside(root: Path, key: str, path: str) -> bool:
     return key == named or key.startswith(named.rstrip("/") + "/") or key == "nowhere"
 
 
-def _run(root: Path, argv: list[str]) -> Any:
-    runner = CliRunner()
+def _run(root: Path, argv: list[str], *, home: bool = True) -> Any:
+    runner = CliRunner(env=None if home else {"HOME": None})
     old = Path.cwd()
     os.chdir(root)
     try:
@@ -183,8 +183,8 @@ def test_hostile_paths_in_every_command(tmp_path: Path) -> None:
     counter = iter(range(10**6))
 
     @settings(PROFILE, max_examples=160)
-    @given(path_arg, st.integers(min_value=0, max_value=COMMANDS - 1))
-    def check(path: str, which: int) -> None:
+    @given(path_arg, st.integers(min_value=0, max_value=COMMANDS - 1), st.booleans())
+    def check(path: str, which: int, home: bool) -> None:
         root = tmp_path / f"case{next(counter)}"
         root.mkdir()
         _setup(root)
@@ -193,7 +193,7 @@ def test_hostile_paths_in_every_command(tmp_path: Path) -> None:
             with contextlib.suppress(OSError):  # a config of that name, where one can be
                 (root / path).write_text(FLEET)
         before = _tree(root)
-        result = _run(root, argv)
+        result = _run(root, argv, home=home)  # HOME unset in about half the runs
         _check_outcome(result, argv)
         outcomes[result.exit_code] += 1
         after = _tree(root)

@@ -176,31 +176,60 @@ def test_names_past_name_max_are_write_errors(
         assert "NAME_MAX" in err or "no folder" in err
 
 
-@pytest.mark.parametrize("command", ["export", "init"])
-def test_an_unsearchable_folder_is_a_write_error(
-    open_tmp: Path, command: str
-) -> None:  # fmt: skip
+def test_an_unsearchable_folder_in_any_path_argument_is_one_line(open_tmp: Path) -> None:
+    """Every writing command with its path in a folder it cannot search (as nobody, the
+    suite's unprivileged user): a documented code and one line, never exit 1."""
     from tests.conftest import Cli
 
     (open_tmp / "capplan.toml").write_text(FLEET)
     (open_tmp / "locked" / "inner").mkdir(parents=True)
-    (open_tmp / "locked").chmod(0o600)  # readable names, but not searchable
+    (open_tmp / "locked" / "inner" / "capplan.toml").write_text(FLEET)
+    inner = str(open_tmp / "locked" / "inner")
+    commands = {
+        "export": (["export", "spack", "--package", "torch", "--output", f"{inner}/out"], 15),
+        "init": (["init", f"{inner}/out"], 15),
+        "hydra": (["ci", "hydra", "--flake", "github:o/r", "--output", f"{inner}/s.json"], 15),
+        "hydra --check": (
+            ["ci", "hydra", "--flake", "github:o/r", "--output", f"{inner}/s.json", "--check"],
+            11,
+        ),
+        "buildbot-nix": (["ci", "buildbot-nix", "--output", f"{inner}/b.toml"], 15),
+        "github": (["ci", "github", "--cache", "c", "--output", f"{inner}/w.yml"], 15),
+        "rows": (["matrix", "--format", "github-output", "--rows", f"{inner}/r.tsv"], 15),
+        "config": (
+            ["ci", "hydra", "--flake", "github:o/r", "--config", f"{inner}/capplan.toml"],
+            5,
+        ),
+    }
     run = Cli(open_tmp)
-    target = str(open_tmp / "locked" / "inner" / "out")
-    argv = ["init", target] if command == "init" else [
-        "export", "spack", "--package", "torch", "--output", target]  # fmt: skip
-    run(*argv)  # imports what it needs as root first (unprivileged's rule)
+    for argv, _ in commands.values():
+        run(*argv)  # imports what each needs as root first (unprivileged's rule)
+    for leftover in ("out", "s.json", "b.toml", "w.yml", "r.tsv"):
+        target = open_tmp / "locked" / "inner" / leftover
+        if target.is_dir():
+            import shutil
 
-    def attempt() -> tuple[int, str]:
-        result = run(*argv)
-        return result.exit_code, result.stderr
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+    (open_tmp / "locked").chmod(0o600)  # readable names, but not searchable
+
+    def attempt() -> dict[str, tuple[int, str]]:
+        found = {}
+        for name, (argv, _) in commands.items():
+            result = run(*argv)
+            found[name] = (result.exit_code, result.stderr)
+        return found
 
     try:
-        code, err = unprivileged(attempt)
+        got = unprivileged(attempt)
     finally:
         (open_tmp / "locked").chmod(0o755)
-    assert code == int(ExitCode.WRITE), err
-    assert err.count("\n") == 1 and "Permission denied" in err
+    for name, (_argv, code) in commands.items():
+        exit_code, err = got[name]
+        assert exit_code == code, (name, exit_code, err)
+        lines = [line for line in err.splitlines() if line.startswith("capplan: error")]
+        assert len(lines) == 1 and "Permission denied" in lines[0], (name, err)
 
 
 # -- messages: what a path really is ---------------------------------------------------------
