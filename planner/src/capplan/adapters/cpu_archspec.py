@@ -159,6 +159,12 @@ class ArchspecCpuModel:
         target may use."""
         return tuple(sorted(self._get(target).features))
 
+    def generic(self, target: str) -> str:
+        """The most specific generic target code for ``target`` also is (archspec's
+        ``generic``): its x86-64 psABI level (``x86-64-v4`` for zen4), its Arm architecture
+        version (``armv9.0a`` for neoverse_v2), or the family itself."""
+        return self._canonical(str(self._get(target).generic.name))
+
     def psabi_level(self, target: str) -> str | None:
         return target if target in _PSABI else None
 

@@ -21,8 +21,6 @@ __all__ = ["export"]
 
 FORMATS = ("conda", "spack", "wheel-variants")
 _ROCM_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
-# x86-64 psABI levels, highest first: the level a microarchitecture build is stated as.
-_LEVELS = ("x86-64-v4", "x86-64-v3", "x86-64-v2")
 
 
 def _version(text: str | None) -> str | None:
@@ -68,23 +66,20 @@ def _wheel_name(text: str | None, package: str) -> str | None:
     return text
 
 
-def _cpu_level(plan: Plan, package: str) -> Callable[[str], str | None]:
-    """target -> the x86-64 psABI level it is stated as: the level itself, or the highest
-    level a microarchitecture runs (archspec's features); only loaded for CPU builds."""
+def _cpu_generic(plan: Plan, package: str) -> Callable[[str], tuple[str, tuple[str, ...]] | None]:
+    """target -> its generic target (x86-64 level, Arm version) and that target's features,
+    from archspec; only loaded for CPU builds."""
     if not any(v.cpu is not None for v in plan.variants_of(package)):
         return lambda target: None
     from capplan.adapters.cpu_archspec import load_cpu_model
 
     model = load_cpu_model()
 
-    def level(target: str) -> str | None:
-        if model.psabi_level(target) is not None:
-            return target
-        if model.arch(target) != "x86_64":
-            return None
-        return next((lv for lv in _LEVELS if model.why_not(target, lv) is None), None)
+    def generic(target: str) -> tuple[str, tuple[str, ...]]:
+        found = model.generic(target)
+        return found, model.features(found)
 
-    return level
+    return generic
 
 
 @click.command()
@@ -108,7 +103,7 @@ def _cpu_level(plan: Plan, package: str) -> Callable[[str], str | None]:
 @click.option(
     "--rocm-version",
     default=None,
-    help="wheel-variants: the ROCm release AMD builds use (amd :: rocm_version).",
+    help="wheel-variants: the ROCm release AMD builds use (amd :: rocm_version, as major.minor).",
 )
 @config_option
 @policy_options
@@ -128,8 +123,8 @@ def export(
     gpus: tuple[str, ...],
     rocm_scope: str | None,
 ) -> None:
-    """Write the plan of one package as PEP 825 wheel variants, a conda-forge
-    conda_build_config.yaml or a Spack environment.
+    """Write the plan of one package as PEP 825 wheel variants, a rattler-build recipe.yaml
+    with its variants.yaml, or a Spack environment.
 
     FORMAT is wheel-variants, conda or spack; docs/other-ecosystems.md says what each
     format cannot express (every such case is a note on the entry it concerns)."""
@@ -169,7 +164,7 @@ def _render(
             plan,
             package,
             version or "0",
-            cpu_level=_cpu_level(plan, package),
+            cpu_generic=_cpu_generic(plan, package),
             rocm_version=rocm_version,
             wheel_name=wheel_name,
         )
@@ -189,7 +184,17 @@ def _render(
 
         info = current_kb().packages.get(package)
         torch_like = info is not None and info.ptx in ("gpu-targets", "inherited")
-        return conda_config(plan, package, version or "", torch_like=torch_like)
+        conda = conda_config(plan, package, version or "", torch_like=torch_like)
+        if version is None:
+            from capplan.cli.output import err_console
+
+            err_console().print(
+                "capplan: no --version: recipe.yaml says version 0 "
+                "(give the version the packages carry)",
+                markup=False,
+                highlight=False,
+            )
+        return conda
     from capplan.core.export.spack import spack_environment
 
     return spack_environment(plan, package, version or "")
@@ -284,7 +289,11 @@ def _print(output: str, result: Export) -> None:
     for item in result.files:
         click.echo(f"wrote {shown}/{item.path}")
     for entry in result.entries:
-        name = entry.get("label") or entry.get("group") or f"priority {entry.get('priority')}"
+        name = (
+            entry.get("label")
+            or entry.get("group")
+            or (f"priority {entry['priority']}" if "priority" in entry else "(not in the index)")
+        )
         made_from = ", ".join(entry["variants"]) or "(fat fallback)"
         click.echo(f"{name}: {made_from}" + (f" -> {entry['wheel']}" if "wheel" in entry else ""))
         for note in entry["notes"]:
