@@ -108,7 +108,8 @@ def test_a_temporary_of_a_name_at_name_max_fits(tmp_path: Path) -> None:
 def test_export_refuses_an_empty_output(capplan_in: Any, tmp_path: Path) -> None:
     (tmp_path / "capplan.toml").write_text(FLEET)
     err = one_line(
-        capplan_in("export", "conda", "--package", "torch", "--output", ""), ExitCode.WRITE
+        capplan_in("export", "conda", "--package", "torch", "--version", "1", "--output", ""),
+        ExitCode.WRITE,
     )
     assert "--output is empty" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["capplan.toml"]
@@ -253,7 +254,7 @@ def test_a_folder_argument_says_what_the_path_is(
     (tmp_path / "capplan.toml").write_text(FLEET)
     make(tmp_path / "out")
     argv = ["init", "out"] if command == "init" else [
-        "export", "conda", "--package", "torch", "--output", "out"]  # fmt: skip
+        "export", "conda", "--package", "torch", "--version", "1", "--output", "out"]  # fmt: skip
     err = one_line(capplan_in(*argv), ExitCode.WRITE)
     assert says in err and "it is a file" not in err and "File exists" not in err
 
@@ -262,7 +263,7 @@ def test_a_long_path_is_cut_in_the_error_line(capplan_in: Any, tmp_path: Path) -
     (tmp_path / "capplan.toml").write_text(FLEET)
     deep = "/".join(["d" * 200] * 6)
     for argv in (["ci", "hydra", "--flake", "github:o/r", "--output", f"{deep}/x.json"],
-                 ["export", "conda", "--package", "torch", "--output", f"{deep}/x"]):  # fmt: skip
+                 ["export", "conda", "--package", "torch", "--version", "1", "--output", f"{deep}/x"]):  # fmt: skip
         one_line(capplan_in(*argv), ExitCode.WRITE)  # was 1,134 characters
 
 
@@ -365,7 +366,7 @@ def test_memory_error_is_one_line(capplan_in: Any, tmp_path: Path, monkeypatch: 
 @pytest.mark.parametrize(
     "argv",
     [
-        ["export", "conda", "--package", "torch", "--output", "h"],
+        ["export", "conda", "--package", "torch", "--version", "1", "--output", "h"],
         ["init", "i"],
         ["ci", "hydra", "--flake", "github:o/r", "--output", "s.json"],
         ["ci", "buildbot-nix", "--output", "b.toml"],
