@@ -463,3 +463,21 @@ def test_stream_fd_follows_links_to_this_processes_streams(tmp_path: Path) -> No
     assert [stream_fd(p) for p in ("/dev/stdout", "/dev/stderr", "/dev/fd/7",
                                    "/proc/self/fd/3", tmp_path / "b")] == [1, 2, 7, 3, 1]  # fmt: skip
     assert stream_fd(tmp_path / "f") is None and stream_fd("/proc/1/fd/1") is None
+
+
+def test_a_reexport_never_removes_through_a_link(capplan_in: Any, tmp_path: Path) -> None:
+    (tmp_path / "capplan.toml").write_text(FLEET)
+    assert (
+        capplan_in("export", "wheel-variants", "--package", "torch", "--output", "out").exit_code
+        == 0
+    )
+    label = tmp_path / "out" / "variants" / "cu129_sm86"
+    elsewhere = tmp_path / "elsewhere"
+    label.rename(elsewhere)  # the same bytes capplan wrote, now outside the output folder
+    label.symlink_to(elsewhere)
+    (tmp_path / "capplan.toml").write_text(FLEET.replace('"RTX 3090", ', ""))
+    assert (
+        capplan_in("export", "wheel-variants", "--package", "torch", "--output", "out").exit_code
+        == 0
+    )
+    assert (elsewhere / "variant.json").is_file()

@@ -258,7 +258,10 @@ def _forget_stale(folder: Path, made_by: str, written: dict[str, str]) -> None:
             continue
         where = folder.joinpath(*stale.split("/"))
         try:
-            if os.path.islink(where) or _digest(read_bounded(where, _MANIFEST_BYTES)) != digest:
+            # Never through a link: a variants/<label> that leads out of the folder is not ours.
+            if os.path.realpath(where) != os.path.join(os.path.realpath(folder), *stale.split("/")):
+                continue
+            if _digest(read_bounded(where, _MANIFEST_BYTES)) != digest:
                 continue
             where.unlink()
             for parent in where.parents:
