@@ -481,3 +481,18 @@ def test_a_reexport_never_removes_through_a_link(capplan_in: Any, tmp_path: Path
         == 0
     )
     assert (elsewhere / "variant.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ci", "hydra", "--flake", "github:o/r", "--config"],
+        ["ci", "buildbot-nix", "--config"],
+        ["export", "spack", "--package", "torch", "--output", "o", "--config"],
+    ],
+    ids=["hydra", "buildbot-nix", "export"],
+)
+def test_a_long_config_path_is_cut(capplan_in: Any, tmp_path: Path, argv: list[str]) -> None:
+    deep = "/".join(["d" * 200] * 6)
+    err = one_line(capplan_in(*argv, f"{deep}/capplan.toml"), ExitCode.CONFIG)
+    assert len(err) < 400, len(err)  # was 1,056 characters: the message's own cut only
