@@ -139,6 +139,21 @@ class ArchspecCpuModel:
                     return flag[len(prefix) :]
         return target
 
+    def gcc_names(self) -> dict[str, str]:
+        """Each target capplan plans for (its label, ``zen4``), to GCC's name (``znver4``)."""
+        return {self.label(name): self.gcc_arch(name) for name in self._accepted()}
+
+    def gcc_arches(self) -> dict[str, frozenset[str]]:
+        """Every GCC name of a target capplan plans for (the ``gccarch-<arch>`` features its
+        jobs can require), to the Nix systems whose CPUs run it."""
+        systems = {"x86_64": "x86_64-linux", "aarch64": "aarch64-linux"}
+        found: dict[str, set[str]] = {}
+        for name in self._accepted():
+            system = systems.get(self.arch(name))
+            if system is not None:
+                found.setdefault(self.gcc_arch(name), set()).add(system)
+        return {arch: frozenset(where) for arch, where in found.items()}
+
     def features(self, target: str) -> tuple[str, ...]:
         """The instruction-set features (as /proc/cpuinfo names them) code built for the
         target may use."""
