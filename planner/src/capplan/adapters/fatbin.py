@@ -439,7 +439,9 @@ def _gap_problems(
             if loc.section == name
         )
         for c_start, c_end in [*inside, (stop, stop)]:
-            if c_start > cursor and bytes(buf[cursor:c_start]).strip(b"\0"):
+            # Zeros (alignment) and empty containers (fatbin.EMPTY_CONTAINER) are no damage.
+            gap = bytes(buf[cursor:c_start]).replace(fatbin.EMPTY_CONTAINER, b"")
+            if c_start > cursor and gap.strip(b"\0"):
                 uncovered += c_start - cursor
                 if first_bad < 0:
                     first_bad = cursor
