@@ -92,6 +92,19 @@ def test_shared_library_stub_containers_do_not_duplicate_archs(
     assert [c.sm for c in report.sass] == ["sm_86", "sm_120a"]
 
 
+def test_empty_container_of_a_ptx_only_library_is_valid(built: dict[str, Path]) -> None:
+    # nvcc 13's PTX-only shared library: an empty container (16-byte header, size 0) precedes
+    # the real one in .nv_fatbin. Nothing is missing, so nothing is partial.
+    data = built["libptx.so"].read_bytes()
+    empty = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 0)
+    assert empty in data
+    report = _only([built["libptx.so"]])
+    assert not report.partial and report.problems == ()
+    assert [c.compute for c in report.ptx] == ["compute_80"]
+    code, _, err = _run(["inspect", str(built["libptx.so"])])
+    assert code == 0, err
+
+
 def test_static_archive_members_are_walked_in_place(built: dict[str, Path]) -> None:
     if "libscale.a" not in built:
         pytest.skip("ar not found")
@@ -360,6 +373,20 @@ def test_verify_passes_on_exact_targets(built: dict[str, Path]) -> None:
     assert code == 0, out
     code, _, _ = _run(["verify", str(built["suffix.o"]), "--expect", "9.0a,10.0f,12.0f+PTX"])
     assert code == 0
+
+
+def test_verify_prints_a_path_holding_brackets_as_it_is(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
+    """verify's CUDA lines are plain text: rich markup read "[bold]" in a path as a tag and
+    dropped it (issue 41)."""
+    folder = tmp_path / "[bold]x"
+    folder.mkdir()
+    copy = folder / "[red]multi.o"
+    copy.write_bytes(built["multi.o"].read_bytes())
+    code, out, err = _run(["verify", str(copy), "--expect", "8.6,9.0+PTX"])
+    assert code == 0, err
+    assert f"ok: {copy} holds exactly" in out
 
 
 def test_verify_lists_missing_and_extra(built: dict[str, Path]) -> None:

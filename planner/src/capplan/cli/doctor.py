@@ -185,7 +185,9 @@ def _gpus(
             gpus.append(Gpu(f"{name} ({target})" if name else str(target), "amd", target=target))
             continue
         cap, model = resolve_known_device(text, kb)
-        gpus.append(nvidia_gpu(model.name if model else None, cap, kb))
+        gpus.append(
+            nvidia_gpu(model.name if model else None, cap, kb, model.systems if model else ())
+        )
     if gpus:
         if not need_driver:
             return gpus, None
@@ -195,9 +197,17 @@ def _gpus(
     return _detect(kb)
 
 
+def _detected_nvidia(name: str, cap: Any, kb: KnowledgeBase) -> Gpu:
+    from capplan.core.model.gpus import unique_model
+
+    # The host's systems from the name's one model, when the GPU name rule gives one.
+    named = unique_model(name, kb.gpus)
+    return nvidia_gpu(name, cap, kb, named.systems if named else ())
+
+
 # A detected device as doctor's Gpu, by the vendor of the family that found it.
 _DETECTED_GPU: dict[str, Callable[[str, Any, KnowledgeBase], Gpu]] = {
-    "nvidia": lambda name, cap, kb: nvidia_gpu(name, cap, kb),
+    "nvidia": _detected_nvidia,
     "amd": lambda name, target, kb: Gpu(f"{name} ({target})", "amd", target=target),
 }
 
@@ -293,7 +303,7 @@ def _plan_fixes(
         (package, index)
         for package, _ in report.packages
         for index, cell in enumerate(report.package_cells(package))
-        if cell.level == "cannot-run"
+        if cell.level in ("cannot-run", "partly")
     ]
     if not failing:
         return {}
@@ -590,6 +600,9 @@ def _json(
                         "cuda_majors": list(lib.cuda_majors),
                         "problems": list(lib.problems),
                         "unloadable": lib.unloadable,
+                        "machine": lib.machine,
+                        "stubs": lib.stubs,
+                        "toolkit": lib.toolkit,
                         "verdicts": [c.to_json() for c in report.cells[lib.path]],
                     }
                     for lib in libs
@@ -618,6 +631,7 @@ _STYLE = {
     "compatible": "green",
     "ptx-jit": "yellow",
     "other-vendor": "dim",
+    "partly": "bold yellow",
     "cannot-run": "bold red",
 }
 
@@ -628,7 +642,7 @@ def _print(data: dict[str, Any]) -> None:
     drv = data["driver"]
     if drv["version"]:
         runs = (
-            f", runs CUDA up to {drv['runs_cuda']}"
+            f", runs any CUDA {drv['runs_cuda']}"
             if drv["runs_cuda"]
             else ", runs no CUDA release capplan knows"
         )
@@ -670,11 +684,13 @@ def _print(data: dict[str, Any]) -> None:
     groups: dict[tuple[str, str, str, str | None], list[tuple[str, str | None]]] = {}
     for package in data["packages"]:
         for index, verdict in enumerate(package["verdicts"]):
-            if verdict["level"] in ("cannot-run", "ptx-jit"):
+            if verdict["level"] in ("cannot-run", "partly", "ptx-jit"):
                 key = (package["name"], verdict["level"], verdict["reason"], verdict["fix"])
                 groups.setdefault(key, []).append((gpus[index]["label"], verdict["plan"]))
     for (name, level, reason, fix), where in groups.items():
-        word = "cannot run" if level == "cannot-run" else "runs only through PTX JIT"
+        word = {"cannot-run": "cannot run", "partly": "runs only partly"}.get(
+            level, "runs only through PTX JIT"
+        )
         on = ", ".join(label for label, _ in where)
         console.print(
             f"[bold]{escape(name)}[/bold] {word} on {escape(on)}: {escape(reason)}",
@@ -709,6 +725,8 @@ _CAUSE_WORDS = {
     "device-code": "no code",
     "driver-runtime": "driver",
     "driver-ptx": "driver (PTX)",
+    "driver-gpu": "driver too old for GPU",
+    "machine": "wrong CPU",
     "vendor": "other vendor",
     "unloadable": "cannot load",
 }
