@@ -4,7 +4,8 @@ floor (issue 20, item 4; issue 42: paired with the floor, run by run).
 Each command runs as a new process (``python3 -m capplan ...``) right after the floor,
 ``python3 -c 'import click'`` (the interpreter, its site files and click, which every command
 imports first), so floor and command see the same machine load: A B A B, never all A then all
-B. When a "before" tree is given, its run of the command joins each pair (floor, after, before).
+B. When a "before" tree is given, its run of the command joins each round (floor, then after and
+before, taking turns at going first).
 Prints, per command, the median of the floor, of the command, and the median of the paired
 differences (command - floor of the same round), which one slow run cannot move much; then
 the goals: ``gpus "RTX 3090"`` at most +100 ms and ``inspect libtorch_cuda.so`` at most +60 ms
@@ -146,9 +147,12 @@ def main() -> None:
             argv += [str(library) if a == INSPECTED else a for a in args]
             floors: Runs = []
             timed: dict[str, Runs] = {name: [] for name in trees}
-            for _ in range(opts.runs):
+            for round_ in range(opts.runs):
                 floors.append(once(FLOOR, floor_env, cwd))
-                for name, env in envs.items():
+                # The trees take turns at running right after the floor (whatever warms the
+                # caches for the second run favours each tree in half of the rounds).
+                order = list(envs.items())
+                for name, env in reversed(order) if round_ % 2 else order:
                     timed[name].append(once(argv, env, cwd))
             rows.append((label, floors, timed))
     head = f"{'capplan ...':<34} {'floor':>5} {'after':>5} {'+ms':>4} {'+cpu':>4}"
