@@ -71,9 +71,9 @@ def _cpu_generic(plan: Plan, package: str) -> Callable[[str], tuple[str, tuple[s
     from archspec; only loaded for CPU builds."""
     if not any(v.cpu is not None for v in plan.variants_of(package)):
         return lambda target: None
-    from capplan.adapters.cpu_archspec import load_cpu_model
+    from capplan.adapters.families import cpu_model
 
-    model = load_cpu_model()
+    model = cpu_model()
 
     def generic(target: str) -> tuple[str, tuple[str, ...]]:
         found = model.generic(target)
