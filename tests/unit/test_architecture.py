@@ -188,7 +188,14 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
     # "one typed field") and the knowledge-base records; the planner still takes CPU's model
     # and CUDA's policy inputs.
-    "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
+    # The plan: the old per-family fields, read through the variant's spec (issue 42, temporary).
+    "core/planning/plan.py": {
+        "cpu.spec",
+        "cuda.capability",
+        "cuda.version",
+        "rocm.spec",
+        "rocm.target",
+    },
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/gpus.py": {"cuda.capability"},
     "core/model/systems.py": {"cuda.capability", "cuda.version"},

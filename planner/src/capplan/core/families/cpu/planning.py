@@ -44,13 +44,13 @@ from capplan.core.families.base import (
     RunLevel,
     RunsOn,
 )
+from capplan.core.families.cpu.spec import CpuSpec
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import AARCH64, X86_64, system_suffix
 from capplan.core.planning.config import Config
 from capplan.core.planning.plan import (
     CpuCosts,
     CpuFleetEntry,
-    CpuSpec,
     Decision,
     Plan,
     Serve,
@@ -505,12 +505,8 @@ class CpuPlanning:
             name=name,
             package=package,
             attr=attr,
-            capabilities=(),
             cuda=None,
             cuda_set=None,
-            ptx=(),
-            forward_compat=False,
-            gpu_targets=(),
             independent=True,
             fat=False,
             needs=tuple(sorted(v.name for v in members)),
@@ -520,7 +516,7 @@ class CpuPlanning:
             serves=serves,
             system=system,
             vendor=None,
-            cpu=spec,
+            spec=spec,
         )
         result.decisions.append(
             Decision(
@@ -559,12 +555,8 @@ class CpuPlanning:
             name=name,
             package=package,
             attr=attr,
-            capabilities=(),
             cuda=None,
             cuda_set=None,
-            ptx=(),
-            forward_compat=False,
-            gpu_targets=(),
             independent=True,
             fat=False,
             needs=(),
@@ -574,7 +566,7 @@ class CpuPlanning:
             serves=serves,
             system=system,
             vendor=None,
-            cpu=spec,
+            spec=spec,
         )
 
     # -- costs ------------------------------------------------------------------------------

@@ -45,12 +45,13 @@ from capplan.core.families.rocm.kb import (
     RocmBuild,
     RocmCost,
 )
+from capplan.core.families.rocm.spec import RocmSpec
 from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_runs
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import X86_64, system_suffix
 from capplan.core.model.vendors import amd_entry, looks_like_gfx
 from capplan.core.planning.config import Config, gpu_system
-from capplan.core.planning.plan import AmdFleetGpu, Decision, RocmSpec, Serve, Variant
+from capplan.core.planning.plan import AmdFleetGpu, Decision, Serve, Variant
 from capplan.errors import InvalidInputError, shorten
 
 __all__ = ["RocmPlan", "RocmPlanning", "plan_rocm", "rocm_baselines", "rocm_nix_keys"]
@@ -700,12 +701,8 @@ def _finish(planner: _Planner) -> None:
                 name=job.name,
                 package=job.package,
                 attr=job.attr,
-                capabilities=(),
                 cuda=None,
                 cuda_set=None,
-                ptx=(),
-                forward_compat=False,
-                gpu_targets=(),
                 independent=job.independent,
                 fat=False,
                 needs=tuple(sorted(set(job.needs))),
@@ -715,7 +712,7 @@ def _finish(planner: _Planner) -> None:
                 serves=tuple(job.serves),
                 system=job.system,
                 vendor="amd",
-                rocm=spec,
+                spec=spec,
             )
         )
 

@@ -1,0 +1,24 @@
+"""A variant's family spec: the one typed field through which a plan holds a family's targets.
+
+A shared value type, below the families and the plan (issue 42): :class:`~capplan.core.planning.
+plan.Variant` holds one :class:`FamilySpec` (CUDA's capabilities and PTX, ROCm's targets and
+scope, a CPU level and its gccarch), each family defines its own in ``core/families/<family>/
+spec.py``, and the plan names only this base, never a family's type. How a spec reaches Nix
+(its plan.json keys) and ``capplan plan --json`` is the family's own code
+(:func:`capplan.core.families.registry.nix_keys`, :func:`~capplan.core.families.registry.
+plan_keys`).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = ["FamilySpec"]
+
+
+class FamilySpec:
+    """The base of every family's spec (a frozen dataclass in the family's folder)."""
+
+    __slots__ = ()
+    # The family's name, as plan.json and ``--json`` spell it ("cuda", "rocm", "cpu").
+    family: ClassVar[str]
