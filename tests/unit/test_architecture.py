@@ -102,6 +102,7 @@ FAMILY_MODULES = {
     "core/model/gpus.py",
     "core/families/cuda/planning.py",
     "core/families/cpu/planning.py",
+    "core/families/cpu/keys.py",
     "core/families/rocm/planning.py",
     "core/families/rocm/select.py",
     "adapters/detect/amd.py",

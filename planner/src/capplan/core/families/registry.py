@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import cache
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
@@ -33,7 +34,9 @@ __all__ = [
     "gpu_families",
     "gpu_verifiers",
     "is_cpu_side",
+    "job_keys",
     "nix_keys",
+    "plan_keys",
     "planning_families",
 ]
 
@@ -110,7 +113,7 @@ def is_cpu_side(v: Variant) -> bool:
 def gccarch_feature(v: Variant) -> str | None:
     """The ``gccarch-<arch>`` system feature a CPU-level variant's job requires (None for
     every other variant): the matrix's part of the CPU family."""
-    from capplan.core.families.cpu.planning import gccarch_feature as feature
+    from capplan.core.families.cpu.keys import gccarch_feature as feature
 
     return feature(v)
 
@@ -135,19 +138,40 @@ def planning_families(
     return (cuda, rocm, CpuPlanning(kb, config, cpu))
 
 
-@cache
-def _nix_key_functions() -> tuple[Callable[[Variant], dict[str, Any]], ...]:
-    # Each family's plan.json keys of a variant (pkgs/variant.nix reads them).
-    from capplan.core.families.cpu.planning import cpu_nix_keys
-    from capplan.core.families.cuda.planning import cuda_nix_keys
-    from capplan.core.families.rocm.planning import rocm_nix_keys
+# Each family's writers of a variant's spec (core/families/<family>/keys.py): its plan.json keys
+# (pkgs/variant.nix reads them), its ``capplan plan --json`` fields, its matrix job fields.
+_KEYS = (
+    ("capplan.core.families.cuda.keys", "cuda"),
+    ("capplan.core.families.rocm.keys", "rocm"),
+    ("capplan.core.families.cpu.keys", "cpu"),
+)
 
-    return (cuda_nix_keys, rocm_nix_keys, cpu_nix_keys)
+
+@cache
+def _key_functions(kind: str) -> tuple[Callable[[Variant], dict[str, Any]], ...]:
+    found = []
+    for module, family in _KEYS:
+        found.append(getattr(import_module(module), f"{family}_{kind}_keys"))
+    return tuple(found)
+
+
+def _merged(kind: str, v: Variant) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for keys in _key_functions(kind):
+        found.update(keys(v))
+    return found
 
 
 def nix_keys(v: Variant) -> dict[str, Any]:
     """Every family's plan.json keys of ``v``."""
-    found: dict[str, Any] = {}
-    for keys in _nix_key_functions():
-        found.update(keys(v))
-    return found
+    return _merged("nix", v)
+
+
+def plan_keys(v: Variant) -> dict[str, Any]:
+    """Every family's ``capplan plan --json`` fields of ``v``."""
+    return _merged("plan", v)
+
+
+def job_keys(v: Variant) -> dict[str, Any]:
+    """Every family's fields of ``v``'s matrix job."""
+    return _merged("job", v)

@@ -59,23 +59,17 @@ from capplan.core.planning.plan import (
 from capplan.errors import CapplanError, ConfigError, shorten
 
 __all__ = [
-    "GCCARCH_PREFIX",
     "CpuFamily",
     "CpuModel",
     "CpuPackagePolicy",
     "CpuPick",
     "CpuPlanning",
-    "cpu_json",
-    "cpu_nix_keys",
-    "gccarch_feature",
     "is_cpu_side",
     "pick_cpu_variants",
 ]
 
 # Where a CPU architecture's builds run (archspec's family names).
 _SYSTEM_OF_ARCH = {"x86_64": X86_64, "aarch64": AARCH64}
-# The system feature of a CPU-level build: nixpkgs' `gccarch-<gcc.arch>` (make-derivation.nix).
-GCCARCH_PREFIX = "gccarch-"
 # The cost of laying out per-level builds in one output (a copy of store paths).
 _HWCAPS_MINUTES = 1.0
 
@@ -593,46 +587,6 @@ def is_cpu_side(v: Variant) -> bool:
     """Whether ``v`` is a CPU-side package's build (no GPU vendor: generic, per level or
     hwcaps) rather than a GPU family's variant."""
     return v.vendor is None
-
-
-def cpu_json(spec: CpuSpec | None) -> dict[str, Any] | None:
-    """plan.json's ``cpu`` object: null for generic CPU code; the target and how the build
-    gets it (the package's own options, ``override``, or compiler flags, ``cflags``); or, for a
-    ``<package>-hwcaps`` variant, the variant built for each psABI level."""
-    if spec is None:
-        return None
-    if spec.mechanism == "hwcaps":
-        return {"hwcaps": dict(spec.hwcaps)}
-    return {
-        "target": spec.target,
-        "arch": spec.arch,
-        "mechanism": spec.mechanism,
-        "override": dict(spec.override),
-        "cflags": list(spec.cflags),
-        # make-derivation.nix adds requiredSystemFeatures "gccarch-${gcc.arch}" to every
-        # derivation of a set with gcc.arch, so only a builder that declares the feature (its
-        # CPU runs that code) builds and tests it; pkgs/variant.nix does the same for this one
-        # package.
-        "gccarch": spec.gccarch,
-    }
-
-
-def gccarch_feature(v: Variant) -> str | None:
-    """The ``gccarch-<arch>`` system feature a CPU-level variant's derivation requires; None
-    for generic CPU code and ``-hwcaps`` outputs (which copy builds, running none of them)."""
-    if v.cpu is None or v.cpu.gccarch is None:
-        return None
-    return GCCARCH_PREFIX + v.cpu.gccarch
-
-
-def cpu_nix_keys(v: Variant) -> dict[str, Any]:
-    """plan.json's CPU key, on every variant (pkgs/variant.nix reads ``cpu``); a CPU-side
-    variant (no GPU vendor) also says ``"vendor": null``, so Nix builds it in a plain package
-    set rather than a CUDA one (plans before CPU levels had no such variant)."""
-    keys: dict[str, Any] = {"cpu": cpu_json(v.cpu)}
-    if v.vendor is None:
-        keys["vendor"] = None
-    return keys
 
 
 @dataclass(frozen=True, slots=True)

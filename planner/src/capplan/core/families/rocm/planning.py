@@ -54,7 +54,7 @@ from capplan.core.planning.config import Config, gpu_system
 from capplan.core.planning.plan import AmdFleetGpu, Decision, Serve, Variant
 from capplan.errors import InvalidInputError, shorten
 
-__all__ = ["RocmPlan", "RocmPlanning", "plan_rocm", "rocm_baselines", "rocm_nix_keys"]
+__all__ = ["RocmPlan", "RocmPlanning", "plan_rocm", "rocm_baselines"]
 
 _LEVEL = {AmdRunLevel.EXACT: RunLevel.NATIVE, AmdRunLevel.COMPATIBLE: RunLevel.COMPATIBLE}
 
@@ -872,25 +872,3 @@ class RocmPlanning:
             "rocm_scope": self.config.policy.rocm_scope,
             "amd_default_targets": amd.nixpkgs_default_targets if amd is not None else (),
         }
-
-
-def rocm_nix_keys(v: Variant) -> dict[str, Any]:
-    """plan.json's AMD keys (only on AMD variants): the ROCm package set pkgs/variant.nix
-    imports (``rocm.scope``, ``rocm.scope_attr``, ``rocm.overrides``) and the targets."""
-    if v.rocm is None:
-        return {}
-    return {
-        "vendor": v.vendor,
-        "rocm": {
-            "scope": v.rocm.scope,
-            "scope_attr": v.rocm.scope_attr,
-            "targets": [str(t) for t in v.rocm.targets],
-            "overrides": {key: list(values) for key, values in v.rocm.overrides},
-            **({"arguments": dict(v.rocm.arguments)} if v.rocm.arguments else {}),
-            **(
-                {"scope_overrides": {lib: dict(args) for lib, args in v.rocm.scope_overrides}}
-                if v.rocm.scope_overrides
-                else {}
-            ),
-        },
-    }
