@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from capplan.core.families.rocm.kb import AmdKnowledgeBase
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
-    from capplan.core.planning.plan import Variant
+    from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
     "cpu_adapter",
@@ -33,11 +33,14 @@ __all__ = [
     "gpu_detectors",
     "gpu_families",
     "gpu_verifiers",
+    "is_cpu_level",
     "is_cpu_side",
     "job_keys",
     "nix_keys",
     "plan_keys",
     "planning_families",
+    "table_keys",
+    "verify_targets",
 ]
 
 
@@ -148,11 +151,10 @@ _KEYS = (
 
 
 @cache
-def _key_functions(kind: str) -> tuple[Callable[[Variant], dict[str, Any]], ...]:
-    found = []
-    for module, family in _KEYS:
-        found.append(getattr(import_module(module), f"{family}_{kind}_keys"))
-    return tuple(found)
+def _key_functions(kind: str) -> tuple[Callable[..., Any], ...]:
+    # A family without the writer (the CPU family has no verify targets) is left out.
+    found = (getattr(import_module(module), f"{f}_{kind}", None) for module, f in _KEYS)
+    return tuple(function for function in found if function is not None)
 
 
 def _merged(kind: str, v: Variant) -> dict[str, Any]:
@@ -164,14 +166,42 @@ def _merged(kind: str, v: Variant) -> dict[str, Any]:
 
 def nix_keys(v: Variant) -> dict[str, Any]:
     """Every family's plan.json keys of ``v``."""
-    return _merged("nix", v)
+    return _merged("nix_keys", v)
 
 
 def plan_keys(v: Variant) -> dict[str, Any]:
     """Every family's ``capplan plan --json`` fields of ``v``."""
-    return _merged("plan", v)
+    return _merged("plan_keys", v)
 
 
 def job_keys(v: Variant) -> dict[str, Any]:
     """Every family's fields of ``v``'s matrix job."""
-    return _merged("job", v)
+    return _merged("job_keys", v)
+
+
+def table_keys(v: Variant) -> dict[str, str]:
+    """Every family's cells of ``v`` in ``capplan plan``'s tables: ``targets``, ``toolkit``
+    (the CUDA column) and ``ptx`` of a GPU family's variant, ``cpu`` of a CPU-side build."""
+    return _merged("table_keys", v)
+
+
+def is_cpu_level(v: Variant) -> bool:
+    """Whether ``v`` is built for a CPU target (a level, a microarchitecture, or a
+    glibc-hwcaps layout of levels) rather than generic CPU code or a GPU family's targets."""
+    from capplan.core.families.cpu.keys import cpu_spec
+
+    return cpu_spec(v) is not None
+
+
+def verify_targets(
+    plan: Plan, v: Variant, kb: Callable[[], KnowledgeBase]
+) -> tuple[object, ...] | None:
+    """The targets ``v``'s build must hold (``capplan verify --variant``), in its family's
+    target type (the family whose verifier owns them checks them); None when the variant has
+    no planned device code (a capability-independent or CPU-side build). ``kb`` loads the
+    knowledge base when a family's question needs it."""
+    for targets in _key_functions("verify_targets"):
+        found: tuple[object, ...] | None = targets(plan, v, kb)
+        if found is not None:
+            return found
+    return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-__all__ = ["FamilySpec"]
+__all__ = ["FamilySpec", "spec_order"]
 
 
 class FamilySpec:
@@ -22,3 +22,18 @@ class FamilySpec:
     __slots__ = ()
     # The family's name, as plan.json and ``--json`` spell it ("cuda", "rocm", "cpu").
     family: ClassVar[str]
+
+    def order(self) -> tuple[object, ...]:
+        """The spec's place among a package's variants (the plan lists them in this order):
+        a family's rank, then its own order of target lists."""
+        raise NotImplementedError
+
+    def dependency_targets(self) -> tuple[object, ...]:
+        """What a capability-dependent dependency must be built for too (the planner hands
+        it the variant's own list); () where the family checks nothing."""
+        raise NotImplementedError
+
+
+def spec_order(spec: FamilySpec | None) -> tuple[object, ...]:
+    """:meth:`FamilySpec.order`, with a generic CPU build (no spec) first."""
+    return (0, ()) if spec is None else spec.order()

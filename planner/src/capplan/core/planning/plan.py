@@ -10,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from capplan.core.families.cpu.spec import CpuSpec
-from capplan.core.families.cuda.capability import Capability, Target
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.families.rocm.spec import RocmSpec
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.model.runs import RunLevel
 from capplan.core.model.spec import FamilySpec
@@ -123,38 +121,6 @@ class Variant(NamedTuple):
     # capabilities and PTX, ROCm's targets and scope, a CPU target; None: generic CPU code
     # (nixpkgs' default) of a CPU-side package.
     spec: FamilySpec | None = None
-
-    # -- the per-family fields before issue 42, read through the spec (temporary) -----------
-    @property
-    def capabilities(self) -> tuple[Capability, ...]:
-        return getattr(self.spec, "capabilities", ())
-
-    @property
-    def ptx(self) -> tuple[Capability, ...]:
-        return getattr(self.spec, "ptx", ())
-
-    @property
-    def forward_compat(self) -> bool:
-        return getattr(self.spec, "forward_compat", False)
-
-    @property
-    def gpu_targets(self) -> tuple[str, ...]:
-        return getattr(self.spec, "gpu_targets", ())
-
-    @property
-    def rocm(self) -> RocmSpec | None:
-        spec = self.spec
-        return spec if isinstance(spec, RocmSpec) else None
-
-    @property
-    def cpu(self) -> CpuSpec | None:
-        spec = self.spec
-        return spec if isinstance(spec, CpuSpec) else None
-
-    @property
-    def targets(self) -> tuple[Target, ...]:
-        ptx = set(self.ptx)
-        return tuple(Target(c, c in ptx) for c in self.capabilities)
 
     @property
     def attr_path(self) -> tuple[str, ...]:

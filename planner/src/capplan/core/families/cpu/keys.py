@@ -16,6 +16,7 @@ __all__ = [
     "cpu_nix_keys",
     "cpu_plan_keys",
     "cpu_spec",
+    "cpu_table_keys",
     "gccarch_feature",
 ]
 
@@ -84,3 +85,14 @@ def cpu_job_keys(v: Variant) -> dict[str, Any]:
     if spec is None or spec.gccarch is None:
         return {}
     return {"cpu_features": list(spec.features)}
+
+
+def cpu_table_keys(v: Variant) -> dict[str, str]:
+    """``capplan plan``'s CPU table cell: the target a CPU-side build is for ("generic", a
+    target, or the levels of a glibc-hwcaps layout)."""
+    spec = cpu_spec(v)
+    if spec is None:
+        return {"cpu": "generic"}
+    if spec.target is None:
+        return {"cpu": "glibc-hwcaps: " + ", ".join(level for level, _ in spec.hwcaps)}
+    return {"cpu": spec.target}

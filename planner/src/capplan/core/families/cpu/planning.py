@@ -44,6 +44,7 @@ from capplan.core.families.base import (
     RunLevel,
     RunsOn,
 )
+from capplan.core.families.cpu.keys import cpu_spec
 from capplan.core.families.cpu.spec import CpuSpec
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import AARCH64, X86_64, system_suffix
@@ -215,7 +216,7 @@ class CpuFamily:
         for p in pick_cpu_variants(plan.variants, machine.system, cpu, self._model()):
             if p.variant is None:
                 level = RunLevel.CANNOT_RUN
-            elif p.variant.cpu is not None and p.variant.cpu.target == cpu:
+            elif _target(p.variant) == cpu:
                 level = RunLevel.NATIVE
             else:
                 level = RunLevel.COMPATIBLE
@@ -466,9 +467,8 @@ class CpuPlanning:
         levels = tuple(
             (level, v.name)
             for v in built
-            if v.cpu is not None
-            and v.cpu.target is not None
-            and (level := model.psabi_level(v.cpu.target)) is not None
+            if (target := _target(v)) is not None
+            and (level := model.psabi_level(target)) is not None
         )
         if not policy.hwcaps:
             result.decisions.append(
@@ -599,6 +599,17 @@ class CpuPick:
     reason: str
 
 
+def _target(v: Variant) -> str | None:
+    """The CPU target ``v`` is built for; None: generic code, a hwcaps output, or a GPU
+    family's variant."""
+    spec = cpu_spec(v)
+    return spec.target if spec is not None else None
+
+
+def _rank(model: CpuModel, target: str | None) -> tuple[object, ...]:
+    return model.rank(target) if target else ()
+
+
 def pick_cpu_variants(
     variants: Sequence[Variant], system: str, cpu: str, model: CpuModel
 ) -> tuple[CpuPick, ...]:
@@ -609,37 +620,34 @@ def pick_cpu_variants(
     levels: dict[str, list[Variant]] = {}
     hwcaps: dict[str, Variant] = {}
     for v in variants:
-        if v.system != system or v.cpu is None:
+        spec = cpu_spec(v)
+        if v.system != system or spec is None:
             continue
-        if v.cpu.mechanism == "hwcaps":
+        if spec.mechanism == "hwcaps":
             hwcaps[v.package] = v
-        elif v.cpu.target is not None:
+        elif spec.target is not None:
             levels.setdefault(v.package, []).append(v)
     picks: list[CpuPick] = []
     for package in sorted(levels):
         runnable = [
             v
             for v in levels[package]
-            if v.cpu is not None
-            and v.cpu.target is not None
-            and model.why_not(cpu, v.cpu.target) is None
+            if (target := _target(v)) is not None and model.why_not(cpu, target) is None
         ]
         also = f"; {hwcaps[package].name} picks by itself at load time" if package in hwcaps else ""
         if not runnable:
             whys = sorted(
-                f"{v.name}: {model.why_not(cpu, v.cpu.target)}"
+                f"{v.name}: {model.why_not(cpu, target)}"
                 for v in levels[package]
-                if v.cpu is not None and v.cpu.target is not None
+                if (target := _target(v)) is not None
             )
             reason = f"no per-level build runs here ({'; '.join(whys)})"
             picks.append(
                 CpuPick(package, None, f"{reason}: use a generic build, or add it to fleet.cpus")
             )
             continue
-        best = max(
-            runnable, key=lambda v: model.rank(v.cpu.target) if v.cpu and v.cpu.target else ()
-        )
-        target = best.cpu.target if best.cpu else None
+        best = max(runnable, key=lambda v: _rank(model, _target(v)))
+        target = _target(best)
         how = "built for it" if target == cpu else f"{cpu} runs {target} code"
         picks.append(CpuPick(package, best, f"{how}{also}"))
     return tuple(picks)

@@ -31,3 +31,10 @@ class CpuSpec(FamilySpec):
     # The instruction-set features (/proc/cpuinfo names) the build's code may use: what a CI
     # runner's CPU must have before it declares the gccarch feature.
     features: tuple[str, ...] = ()
+
+    def order(self) -> tuple[object, ...]:
+        # Beside generic builds, by name (a CPU-side package has no GPU family's variant).
+        return (0, ())
+
+    def dependency_targets(self) -> tuple[object, ...]:
+        return ()

@@ -4,12 +4,23 @@ family writes its own spec; :mod:`capplan.core.families.registry` merges every f
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from capplan.core.families.cuda.spec import CudaSpec
-from capplan.core.planning.plan import Variant
+from capplan.core.planning.plan import Plan, Variant
 
-__all__ = ["cuda_job_keys", "cuda_nix_keys", "cuda_plan_keys", "cuda_spec"]
+if TYPE_CHECKING:
+    from capplan.core.model.kb import KnowledgeBase
+
+__all__ = [
+    "cuda_job_keys",
+    "cuda_nix_keys",
+    "cuda_plan_keys",
+    "cuda_spec",
+    "cuda_table_keys",
+    "cuda_verify_targets",
+]
 
 # What a variant of another family reads as: no capabilities, no PTX, no instance settings.
 _NONE = CudaSpec(capabilities=())
@@ -55,3 +66,25 @@ def cuda_job_keys(v: Variant) -> dict[str, Any]:
         "capabilities": [c.text for c in spec.capabilities],
         "ptx": [c.text for c in spec.ptx],
     }
+
+
+def cuda_table_keys(v: Variant) -> dict[str, str]:
+    """``capplan plan``'s table cells, on every variant: the capabilities, the CUDA version
+    and the PTX capabilities."""
+    spec = cuda_spec(v)
+    return {
+        "targets": ", ".join(map(str, spec.capabilities)),
+        "toolkit": str(v.cuda),
+        "ptx": ", ".join(map(str, spec.ptx)),
+    }
+
+
+def cuda_verify_targets(
+    plan: Plan, v: Variant, kb: Callable[[], KnowledgeBase]
+) -> tuple[object, ...] | None:
+    """What a capability-dependent CUDA variant's build must hold (``capplan verify
+    --variant``): its capabilities, with PTX where planned; None for every other variant."""
+    spec = v.spec
+    if not isinstance(spec, CudaSpec) or v.independent:
+        return None
+    return spec.targets

@@ -25,6 +25,13 @@ class CudaSpec(FamilySpec):
     forward_compat: bool = False
     gpu_targets: tuple[str, ...] = ()  # torch's gpuTargets in the instance's Python set
 
+    def order(self) -> tuple[object, ...]:
+        # CUDA's (and the CPU family's) variants first, by capability list.
+        return (0, tuple(c.sort_key for c in self.capabilities))
+
+    def dependency_targets(self) -> tuple[object, ...]:
+        return self.capabilities
+
     @property
     def targets(self) -> tuple[Target, ...]:
         ptx = set(self.ptx)

@@ -4,12 +4,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from capplan.core.families.rocm.spec import RocmSpec
-from capplan.core.planning.plan import Variant
+from capplan.core.planning.plan import Plan, Variant
+from capplan.errors import InvalidInputError
 
-__all__ = ["rocm_job_keys", "rocm_nix_keys", "rocm_plan_keys", "rocm_spec"]
+if TYPE_CHECKING:
+    from capplan.core.model.kb import KnowledgeBase
+
+__all__ = [
+    "rocm_job_keys",
+    "rocm_nix_keys",
+    "rocm_plan_keys",
+    "rocm_spec",
+    "rocm_table_keys",
+    "rocm_verify_targets",
+]
 
 
 def rocm_spec(v: Variant) -> RocmSpec | None:
@@ -56,3 +68,37 @@ def rocm_job_keys(v: Variant) -> dict[str, Any]:
     if spec is None:
         return {}
     return {"vendor": v.vendor, "gfx_targets": [str(t) for t in spec.targets]}
+
+
+def rocm_table_keys(v: Variant) -> dict[str, str]:
+    """``capplan plan``'s table cells of an AMD variant: its gfx targets, and ROCm and its
+    scope in the CUDA column."""
+    spec = rocm_spec(v)
+    if spec is None:
+        return {}
+    if spec.scope_attr is not None:
+        toolkit = f"ROCm (rocmPackages.{spec.scope_attr})"
+    else:
+        toolkit = "ROCm" if spec.targets else "ROCm (default targets)"
+    return {"targets": ", ".join(map(str, spec.targets)), "toolkit": toolkit}
+
+
+def rocm_verify_targets(
+    plan: Plan, v: Variant, kb: Callable[[], KnowledgeBase]
+) -> tuple[object, ...] | None:
+    """What an AMD variant's build must hold (``capplan verify --variant``): its gfx targets;
+    a shared ROCm build, such as ``onnxruntime-rocm``, holds nixpkgs' default list
+    (``clr.gpuTargets``). None for every other variant."""
+    spec = rocm_spec(v)
+    if spec is None:
+        return None
+    amd = kb().amd
+    build = amd.builds.get(v.package) if amd is not None else None
+    if build is not None and not build.device_code:
+        raise InvalidInputError(
+            f"variant '{v.name}' holds no GPU code: {v.package}'s ROCm build compiles "
+            "none (it only links the torch of its set)",
+            hint="verify the variant it builds against, such as "
+            + (", ".join(v.needs) or "torch-gfx942"),
+        )
+    return spec.targets or plan.amd_default_targets

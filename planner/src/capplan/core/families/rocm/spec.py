@@ -29,3 +29,12 @@ class RocmSpec(FamilySpec):
     # Libraries changed inside a stack scope, for every consumer of it:
     # (("miopen", (("withComposableKernel", False),)),) where composable_kernel cannot build.
     scope_overrides: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...] = ()
+
+    def order(self) -> tuple[object, ...]:
+        # After CUDA's variants of a package, by target list.
+        return (1, self.targets)
+
+    def dependency_targets(self) -> tuple[object, ...]:
+        # A ROCm job's dependencies are built for its target or nixpkgs' default list (its
+        # shared builds): nothing to check.
+        return ()
