@@ -37,8 +37,6 @@ import subprocess
 import sys
 import time
 
-from capplan.core.families.rocm.keys import rocm_spec
-
 FLEET = ["5.0", "5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3",
          "12.0", "12.1"]  # fmt: skip
 RUNNERS = 64
@@ -148,7 +146,7 @@ def run_one(n: int, repeats: int, systems: int = 1, amd: bool = False) -> dict[s
         )
         jobs, ratio = len(plan.variants), max(p.ratio for p in matrix.pools.values())
         cudas = {str(v.cuda) for v in plan.variants if v.cuda is not None}
-        amd_jobs = sum(1 for v in plan.variants if rocm_spec(v) is not None)
+        amd_jobs = sum(1 for v in plan.variants if v.vendor == "amd")
         del plan, matrix, text  # one run's objects at a time: peak RSS is one run's
     best = min(runs, key=lambda r: r["total_s"])
     return {
