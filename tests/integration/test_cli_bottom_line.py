@@ -44,7 +44,11 @@ def test_plan_starts_with_jobs_hours_and_warnings(capplan_in: object, tmp_path: 
 
 
 def test_no_warning_is_said_as_much(capplan_in: object, tmp_path: Path) -> None:
-    (tmp_path / "capplan.toml").write_text('[fleet]\ngpus = ["A100"]\n[packages.torch]\n')
+    # torch-sm80 has a big-parallel runner to finish on (issue 40: else a runner warning).
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ngpus = ["A100"]\n[packages.torch]\n'
+        '[policy.runners_os]\n"big-parallel" = ["self-hosted", "big-parallel"]\n'
+    )
     lines = capplan_in("plan").stdout.splitlines()  # type: ignore[operator]
     head = lines[: _first_table_line(lines)]
     assert "no warnings" in head
@@ -142,3 +146,22 @@ def test_a_library_without_the_gpus_code_is_a_warning_up_front(
     excluded = [d for d in data["decisions"] if d["action"] == "excluded"]
     assert any(d["subject"] == "magma-hip:gfx942" and d["package"] == "torch" for d in excluded)
     assert "excluded: torch: magma-hip:gfx942" not in head
+
+
+def test_a_job_its_runner_cannot_finish_is_a_warning(capplan_in: object, tmp_path: Path) -> None:
+    # Issue 40: torch-sm80 takes 90 min on the knowledge base's 16-core builder, 360 on the
+    # default 4-core runner, past GitHub's 6 hours with the timeout's margin.
+    (tmp_path / "capplan.toml").write_text('[fleet]\ngpus = ["A100"]\n[packages.torch]\n')
+    lines = capplan_in("plan").stdout.splitlines()  # type: ignore[operator]
+    head = " ".join(" ".join(lines[: _first_table_line(lines)]).split())
+    assert "1 warning (the reasons follow below):" in head
+    assert (
+        "runner: torch-sm80 cannot finish: about 360 min on ubuntu-latest (4 cores), 570 with "
+        "the timeout's margin, past its 360-min limit; it needs a big-parallel runner "
+        '([policy.runners_os] "big-parallel")'
+    ) in head
+    # Where the minutes come from: a table of each package's basis and reference machine.
+    text = capplan_in("plan").stdout  # type: ignore[operator]
+    assert "Build minutes: basis" in text
+    row = next(line for line in text.splitlines() if line.startswith("torch "))
+    assert "estimate" in row and "16 cores" in row

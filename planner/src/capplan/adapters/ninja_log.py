@@ -37,6 +37,6 @@ def read_ninja_log(path: Path, limit: int = MAX_NINJA_LOG_BYTES) -> tuple[Edge, 
         line = data.count(b"\n", 0, exc.start) + 1
         raise DataError(
             f"ninja log {shorten(name)} line {line}: byte {exc.start} is not UTF-8",
-            hint="give the .ninja_log as ninja wrote it (UTF-8 paths)",
+            hint="give the .ninja_log as ninja wrote it, in UTF-8",
         ) from None
     return parse_ninja_log(text, name)

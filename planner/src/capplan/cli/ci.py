@@ -25,6 +25,7 @@ from capplan.cli.whereami import warn_without_flake
 from capplan.core.planning.config import Config
 from capplan.core.planning.failures import KnownFailures
 from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix
+from capplan.core.planning.summary import runner_warnings
 from capplan.core.planning.workflow import (
     GITHUB_HOSTED_LIMIT_MINUTES,
     GITHUB_OUTPUT_LIMIT_BYTES,
@@ -247,13 +248,24 @@ def github(
             "the plan does not fit one GitHub Actions run: " + "; ".join(problems),
             hint=_ENGINES,
         )
-
+    # A job that cannot finish on its runner (core/planning/runners.py) would be written with
+    # a timeout it cannot meet: no workflow, the jobs and the runner they need instead (issue 40).
+    stuck = runner_warnings(matrix.costs)
+    if stuck:
+        raise InfeasibleError(
+            f"{len(stuck)} job{'s' if len(stuck) > 1 else ''} cannot finish on the runner "
+            f"{'they are' if len(stuck) > 1 else 'it is'} scheduled on: "
+            + "; ".join(text for _, text in stuck[:3])
+            + (
+                f"; and {len(stuck) - 3} more ('capplan plan' lists them)" if len(stuck) > 3 else ""
+            ),
+            hint="give such jobs a runner in capplan.toml, then rerun",
+        )
     for row in over_hosted_limit(rows):
+        # Only a job without a cost on its runner comes here (every planned job has one).
         _say(
             f"warning: {row['name']} is estimated at {row['estimated_minutes']:g} min, more than "
-            f"GitHub-hosted runners allow ({GITHUB_HOSTED_LIMIT_MINUTES} min): give it a "
-            "self-hosted runner with [policy.runners_os] "
-            '"big-parallel" = ["self-hosted", "big-parallel"] (or the system\'s key)'
+            f"GitHub-hosted runners allow ({GITHUB_HOSTED_LIMIT_MINUTES} min)"
         )
     for name in sorted(
         n for n in (*CONFIG_ENV, "CAPPLAN_CONFIG", "CAPPLAN_KB_DIR") if n in os.environ
