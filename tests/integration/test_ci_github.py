@@ -258,6 +258,13 @@ def test_a_job_its_runner_cannot_finish_is_refused(capplan_in: Any, tmp_path: Pa
     assert "magma-fat cannot finish: about 680 min on ubuntu-latest (4 cores)" in line
     assert "past its 360-min limit" in line and "; and 8 more ('capplan plan' lists them)" in line
     assert 'it needs a big-parallel runner ([policy.runners_os] "big-parallel")' in line
+    # The workflow's plan job (a plan that moved on since the workflow was written) stops too:
+    # its rows would be the build jobs' timeouts.
+    for fmt in ("github-output", "github"):
+        moved = capplan_in("matrix", "--format", fmt, "--offline")
+        assert moved.exit_code == 7 and moved.stdout == "", (fmt, moved.stderr)
+        assert "11 jobs cannot finish on the runner they are scheduled on" in moved.stderr
+    assert capplan_in("matrix", "--format", "json").exit_code == 0  # a listing says, not stops
     plan = capplan_in("plan")
     assert plan.exit_code == 0
     assert "runner: torch-fat cannot finish: about 1200 min" in " ".join(plan.stdout.split())

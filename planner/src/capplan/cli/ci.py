@@ -64,6 +64,25 @@ def _say(text: str) -> None:
     err_console().print(text, markup=False, highlight=False, soft_wrap=True)
 
 
+def _refuse_unfinishable(matrix: Matrix, names: set[str] | None = None) -> None:
+    """Exit 7 when a job (of ``names``; default every job) cannot finish on its runner."""
+    costs = matrix.costs
+    if names is not None:
+        costs = {name: cost for name, cost in costs.items() if name in names}
+    stuck = runner_warnings(costs)
+    if not stuck:
+        return
+    several = len(stuck) > 1
+    more = len(stuck) - 3
+    raise InfeasibleError(
+        f"{len(stuck)} job{'s' if several else ''} cannot finish on the runner "
+        f"{'they are' if several else 'it is'} scheduled on: "
+        + "; ".join(text for _, text in stuck[:3])
+        + (f"; and {more} more ('capplan plan' lists them)" if more > 0 else ""),
+        hint="give such jobs a runner in capplan.toml, then rerun",
+    )
+
+
 def print_github_matrix(
     full: Matrix,
     config: Config,
@@ -110,6 +129,10 @@ def print_github_matrix(
             hint="regenerate the workflow with 'capplan ci github ... --output FILE' and commit it",
         )
     kept = without_cached(rows, set(cached) | (known.dropped if known else set()))
+    # The rows are the timeouts the build jobs get: none a job cannot meet (issue 40). The
+    # workflow was written when every job could finish; a plan that moved on since (a new
+    # knowledge base, a new fleet) stops its plan job here with the jobs and the runner needed.
+    _refuse_unfinishable(full, {str(row["name"]) for row in kept})
     if fmt == "github-output":
         lines = github_output_lines(layout, kept, _ONE_LINE.encode)
         size = output_bytes(lines)
@@ -250,17 +273,7 @@ def github(
         )
     # A job that cannot finish on its runner (core/planning/runners.py) would be written with
     # a timeout it cannot meet: no workflow, the jobs and the runner they need instead (issue 40).
-    stuck = runner_warnings(matrix.costs)
-    if stuck:
-        raise InfeasibleError(
-            f"{len(stuck)} job{'s' if len(stuck) > 1 else ''} cannot finish on the runner "
-            f"{'they are' if len(stuck) > 1 else 'it is'} scheduled on: "
-            + "; ".join(text for _, text in stuck[:3])
-            + (
-                f"; and {len(stuck) - 3} more ('capplan plan' lists them)" if len(stuck) > 3 else ""
-            ),
-            hint="give such jobs a runner in capplan.toml, then rerun",
-        )
+    _refuse_unfinishable(matrix)
     for row in over_hosted_limit(rows):
         # Only a job without a cost on its runner comes here (every planned job has one).
         _say(

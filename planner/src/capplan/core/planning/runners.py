@@ -146,38 +146,77 @@ def on_runner(
     return scaled, parallel, None
 
 
-def _job(
+class _Placer:
+    """Places jobs; jobs alike (same minutes, measured figures, size, system and needs) get
+    one shared answer: a plan of 40,000 jobs has a few hundred distinct ones."""
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        sizes: RunnerSizes,
+        runners_os: Mapping[str, Sequence[str]] | None,
+    ) -> None:
+        self.kb, self.sizes, self.runners_os = kb, sizes, runners_os
+        self.runners: dict[tuple[str, str | None], tuple[Runner, Runner | None]] = {}
+        self.placed: dict[tuple[object, ...], JobCost] = {}
+
+    def _runners(self, system: str, feature: str | None) -> tuple[Runner, Runner | None]:
+        found = self.runners.get((system, feature))
+        if found is None:
+            os_ = self.runners_os
+            labels = (gccarch_runner(system, feature, os_) if feature else None) or runner_labels(
+                system, False, os_
+            )
+            std, big = self.sizes.standard, self.sizes.big
+            standard = Runner(
+                "standard", labels, std.cores, std.memory_mb, self.sizes.standard_disk_mb
+            )
+            # A CPU-level job goes only to runners declared for its gccarch feature.
+            big_labels = big_parallel_labels(system, os_) if feature is None else None
+            bigger = None
+            if big_labels is not None:
+                bigger = Runner(
+                    BIG_PARALLEL, big_labels, big.cores, big.memory_mb, self.sizes.big_disk_mb
+                )
+            found = self.runners[(system, feature)] = (standard, bigger)
+        return found
+
+    def job(self, v: Variant) -> JobCost:
+        reference: int | None = REFERENCE_CORES
+        peak, critical = None, None
+        info = self.kb.packages.get(v.package) if v.cuda is not None else None
+        if info is not None and info.kind == "capability-independent":
+            # A prebuilt redistributable: fetched, unpacked and patched, not compiled.
+            reference = None
+        elif info is not None:
+            # Only nvcc's peak and units are measured: a ROCm or CPU build is not.
+            reference = info.cost.reference_cores
+            peak = info.cost.peak_mb_per_compile
+            critical = info.cost.longest_unit(len(v.capabilities) + len(v.ptx))
+        feature = gccarch_feature(v) if v.cpu is not None else None
+        key = (v.minutes, reference, peak, critical, v.size_mb, v.big_parallel, v.system, feature)
+        found = self.placed.get(key)
+        if found is None:
+            standard, big = self._runners(v.system, feature)
+            found = self.placed[key] = _place(v, reference, peak, critical, standard, big)
+        return found
+
+
+def _place(
     v: Variant,
-    kb: KnowledgeBase,
-    sizes: RunnerSizes,
-    runners_os: Mapping[str, Sequence[str]] | None,
+    reference: int | None,
+    peak: float | None,
+    critical: float | None,
+    standard: Runner,
+    big: Runner | None,
 ) -> JobCost:
-    reference: int | None = REFERENCE_CORES
-    peak, critical = None, None
-    info = kb.packages.get(v.package) if v.cuda is not None else None
-    if info is not None and info.kind == "capability-independent":
-        # A prebuilt redistributable: fetched, unpacked and patched, not compiled.
-        reference = None
-    elif info is not None:
-        # Only nvcc's peak and units are measured: a ROCm or CPU build of the package is not.
-        reference = info.cost.reference_cores
-        peak = info.cost.peak_mb_per_compile
-        critical = info.cost.longest_unit(len(v.capabilities) + len(v.ptx))
-    feature = gccarch_feature(v) if v.cpu is not None else None
-    labels = (gccarch_runner(v.system, feature, runners_os) if feature else None) or runner_labels(
-        v.system, False, runners_os
-    )
-    std = sizes.standard
-    standard = Runner("standard", labels, std.cores, std.memory_mb, sizes.standard_disk_mb)
+    runner = standard
     minutes, parallel, problem = on_runner(
-        v.minutes, reference, standard, peak_mb=peak, critical=critical, size_mb=v.size_mb
+        v.minutes, reference, runner, peak_mb=peak, critical=critical, size_mb=v.size_mb
     )
     needs_big = v.big_parallel or parallel < standard.cores or problem is not None
-    runner = standard
-    big_labels = big_parallel_labels(v.system, runners_os) if feature is None else None
-    if needs_big and big_labels is not None:
-        big = sizes.big
-        runner = Runner(BIG_PARALLEL, big_labels, big.cores, big.memory_mb, sizes.big_disk_mb)
+    if needs_big and big is not None:
+        runner = big
         minutes, parallel, problem = on_runner(
             v.minutes, reference, runner, peak_mb=peak, critical=critical, size_mb=v.size_mb
         )
@@ -209,4 +248,5 @@ def job_costs(
     runners_os: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, JobCost]:
     """Job name -> its cost on the runner it is scheduled on, for every job of ``plan``."""
-    return {v.name: _job(v, kb, sizes, runners_os) for v in plan.variants}
+    job = _Placer(kb, sizes, runners_os).job
+    return {v.name: job(v) for v in plan.variants}
