@@ -30,6 +30,9 @@ def test_the_basis_follows_the_field_not_the_text() -> None:
         "cpu": "Intel Xeon (Ice Lake server class), 125 GB",
     }
     assert bases["magma"].to_json()["reference"] == {"cores": 16, "cpu": None}
+    # A prebuilt redistributable is fetched, not compiled: its minutes hold on any runner.
+    assert bases["cublas"].to_json()["reference"] == {"cores": None, "cpu": None}
+    assert bases["cublas"].reference == "any runner (prebuilt)"
     # The same plan with llama-cpp's basis an estimate: nothing is measured, whatever the
     # source's text says.
     info = kb.packages["llama-cpp"]

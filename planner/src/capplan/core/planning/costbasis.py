@@ -32,7 +32,9 @@ class CostBasis(NamedTuple):
     measured: bool
     source: str
     independent: bool  # only capability-independent jobs: no per-target compile to measure
-    reference_cores: int = REFERENCE_CORES  # the machine the minutes are stated for
+    # The machine the minutes are stated for; None: a prebuilt redistributable, fetched and
+    # patched, not compiled, whose minutes hold on any runner (core/planning/runners.py).
+    reference_cores: int | None = REFERENCE_CORES
     reference_cpu: str | None = None  # its CPU class, where the figures name it
 
     @property
@@ -41,6 +43,8 @@ class CostBasis(NamedTuple):
 
     @property
     def reference(self) -> str:
+        if self.reference_cores is None:
+            return "any runner (prebuilt)"
         cpu = f" of {self.reference_cpu}" if self.reference_cpu else ""
         return f"{self.reference_cores} cores{cpu}"
 
@@ -54,7 +58,7 @@ class CostBasis(NamedTuple):
         }
 
 
-_Entry = tuple[str, str, tuple[int, str | None]]  # basis, source, (cores, cpu)
+_Entry = tuple[str, str, tuple[int | None, str | None]]  # basis, source, (cores, cpu)
 
 
 def _sources(kb: KnowledgeBase) -> dict[str, dict[str, _Entry]]:
@@ -64,7 +68,14 @@ def _sources(kb: KnowledgeBase) -> dict[str, dict[str, _Entry]]:
     costs could move behind its FamilyPlanning once it has a cost-source lookup of its own."""
     tables: dict[str, dict[str, _Entry]] = {
         "nvidia": {
-            name: (p.cost.basis, p.cost.source, (p.cost.reference_cores, p.cost.reference_cpu))
+            name: (
+                p.cost.basis,
+                p.cost.source,
+                (
+                    None if p.kind == "capability-independent" else p.cost.reference_cores,
+                    p.cost.reference_cpu,
+                ),
+            )
             for name, p in kb.packages.items()
         }
     }
