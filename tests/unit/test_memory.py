@@ -13,7 +13,7 @@ import pytest
 from capplan.adapters.kb import load_kb
 from capplan.core.planning.config import config_from_mapping
 from capplan.core.planning.matrix import build_matrix
-from capplan.core.planning.memory import RunnerSize, compile_fit, compile_fits
+from capplan.core.planning.memory import RunnerSize, compile_fit
 from capplan.core.planning.planner import make_plan
 from capplan.core.planning.runners import RunnerSizes, job_costs
 from capplan.errors import ConfigError
@@ -49,11 +49,11 @@ def test_the_measured_peak_holds_a_small_runner_to_its_memory() -> None:
     )
     assert peak == math.ceil(max(run["peak_mb"] for run in data["runs"]))
     plan = make_plan(kb, config_from_mapping(CONFIG, origin="test"))
-    fits = compile_fits(kb, plan, RunnerSize(8, 2048))
-    # magma's peak is not measured: its jobs keep every core and get no entry.
-    assert set(fits) == {"llama-cpp-sm86"}
-    assert (fits["llama-cpp-sm86"].parallel, fits["llama-cpp-sm86"].memory_bound) == (3, True)
     costs = job_costs(kb, plan, _sizes(8, 2048))
+    # magma's peak is not measured: its jobs keep every core.
+    assert {name for name, c in costs.items() if c.peak_mb is not None} == {"llama-cpp-sm86"}
+    assert (costs["llama-cpp-sm86"].parallel, costs["llama-cpp-sm86"].memory_bound) == (3, True)
+    assert (costs["magma-sm86"].parallel, costs["magma-sm86"].memory_bound) == (8, False)
     jobs = {j["name"]: j for j in build_matrix(plan, 4, costs).jobs()}
     llama = jobs["llama-cpp-sm86"]
     assert llama["parallel_compiles"] == 3 and llama["peak_mb_per_compile"] == peak
@@ -83,8 +83,6 @@ def _sizes(cores: int, memory_mb: float) -> RunnerSizes:
 def test_a_runner_too_small_for_one_compile_is_refused() -> None:
     kb = load_kb()
     plan = make_plan(kb, config_from_mapping(CONFIG, origin="test"))
-    with pytest.raises(ConfigError, match=r"llama-cpp-sm86: one compile of llama-cpp peaks at"):
-        compile_fits(kb, plan, RunnerSize(4, 512))
     # Without a big-parallel runner the job stays on the small one: refused, the key named.
     with pytest.raises(ConfigError, match=r"llama-cpp-sm86: .*\(\[policy\] runner_memory_gb\)"):
         job_costs(kb, plan, _sizes(4, 512))
