@@ -180,8 +180,7 @@ def plan_with_settings(
 
 def planned_matrix(planned: Planned, plan: Plan | None = None) -> Matrix:
     """The schedule of ``plan`` (default: the planned one) on the configured runners, each
-    memory-measured job's compiles at once held to the runner's memory ([policy]
-    runner_cores, runner_memory_gb; core/planning/memory.py)."""
+    job's minutes those of the runner it is scheduled on (:func:`planned_costs`)."""
     from capplan.core.planning.matrix import build_matrix
 
     plan = planned.plan if plan is None else plan

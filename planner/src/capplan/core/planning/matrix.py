@@ -79,7 +79,8 @@ class Matrix:
                     job["parallel_compiles"] = cost.parallel
                 if cost.needs_big and not v.big_parallel and v.cpu is None:
                     # Memory holds its compiles below the runner's cores, or the runner
-                    # cannot finish it: a bigger runner builds it (faster).
+                    # cannot finish it: a bigger runner builds it (faster). A CPU-level job
+                    # goes only to the runners of its gccarch feature, whatever it needs.
                     job["required_system_features"].append("big-parallel")
                 if cost.problem is not None:
                     job["cannot_finish"] = cost.problem
