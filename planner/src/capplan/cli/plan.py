@@ -124,6 +124,7 @@ def _print(
         minutes=b.plan_minutes,
         extra=[line] if line else [],
         more_warnings=runner_warnings(on_runners or {}),
+        on_runners=round(sum(c.minutes for c in on_runners.values()), 2) if on_runners else None,
     )
     console.print()
     # [fleet.count]'s effect where it is set: how many GPUs of each model a build serves.
