@@ -14,7 +14,8 @@ big_parallel_cores / _memory_gb / _disk_gb) when its package needs one (torch), 
 holds it below the standard runner's cores, or when it cannot finish on the standard runner;
 without such a runner it stays on the standard one, and a job that cannot finish there says so
 (``problem``): a timeout with the workflow's margin past the runner's limit (GitHub-hosted:
-360 min), one compile past its memory, or outputs past its free disk.
+360 min), or outputs past its free disk. A runner that cannot hold one compile is refused
+(exit 5, naming the [policy] key: a setting to fix, not a plan to warn about).
 """
 
 from __future__ import annotations
