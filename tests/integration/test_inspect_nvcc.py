@@ -362,6 +362,20 @@ def test_verify_passes_on_exact_targets(built: dict[str, Path]) -> None:
     assert code == 0
 
 
+def test_verify_prints_a_path_holding_brackets_as_it_is(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
+    """verify's CUDA lines are plain text: rich markup read "[bold]" in a path as a tag and
+    dropped it (issue 41)."""
+    folder = tmp_path / "[bold]x"
+    folder.mkdir()
+    copy = folder / "[red]multi.o"
+    copy.write_bytes(built["multi.o"].read_bytes())
+    code, out, err = _run(["verify", str(copy), "--expect", "8.6,9.0+PTX"])
+    assert code == 0, err
+    assert f"ok: {copy} holds exactly" in out
+
+
 def test_verify_lists_missing_and_extra(built: dict[str, Path]) -> None:
     code, out, err = _run(["verify", str(built["multi.o"]), "--expect", "8.6,8.9,9.0", "--json"])
     assert code == ExitCode.VERIFY_FAILED

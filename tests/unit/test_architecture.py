@@ -215,7 +215,7 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "core/binaries/fatbin.py": {"cuda.capability"},
     "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
     "core/export/common.py": {"cuda.capability", "cuda.compat", "rocm.target"},
-    "core/export/conda.py": {"cuda.capability", "cuda.version"},
+    "core/export/conda.py": {"cuda.capability"},
     # Adapters that read a family's files (the fatbin reader, the KB loader: AMD's and the CPU
     # package file, archspec's loader) and
     # the Jetson device tree (a capability).

@@ -32,14 +32,16 @@ def test_a_and_f_targets_are_stated_by_their_base_and_said() -> None:
     p = plan()
     base = p.variant("torch-sm90")
     assert base is not None
-    a = base._replace(capabilities=(Capability.parse("9.0a"),))
-    _, properties, notes = _nvidia(p, a)
-    assert properties["nvidia"]["sm_arch"] == ["90_real"]
-    assert any("sm_90a is stated as 90_real" in n for n in notes)
-    f = base._replace(capabilities=(Capability.parse("10.0f"),))
-    _, properties, notes = _nvidia(p, f)
+    a = base._replace(capabilities=(Capability.parse("10.0a"),))
+    _, properties, notes = _nvidia(p, a, frozenset())
     assert properties["nvidia"]["sm_arch"] == ["100_real"]
-    assert any("later minors of major 10" in n for n in notes)
+    # The nvidia provider offers 100_real to a 10.3 GPU too, where sm_100a code does not run.
+    assert any("sm_100a is stated as 100_real" in n and "10.3" in n for n in notes)
+    f = base._replace(capabilities=(Capability.parse("10.0f"),))
+    _, properties, notes = _nvidia(p, f, frozenset())
+    assert properties["nvidia"]["sm_arch"] == ["100_real"]
+    # Family code runs on the later minors the provider offers 100_real to: nothing to say.
+    assert not any("100f" in n for n in notes)
 
 
 def test_a_label_past_16_characters_ends_in_a_digest() -> None:
@@ -68,3 +70,33 @@ def test_two_builds_named_alike_with_other_properties_get_two_labels() -> None:
     assert all(LABEL.fullmatch(label) for label in labels.values())
     props = {e["label"]: e["properties"] for e in result.entries}
     assert props[labels["torch-fat"]] != props[labels["torch-fat-aarch64"]]
+    # The aarch64 fat build has the properties of x86_64's sm90 build: one label for both
+    # (their wheels differ in the platform tag), never two labels installers would refuse.
+    assert labels["torch-fat-aarch64"] == labels["torch-sm90"]
+    # The x86_64 fat build states only what ranks below the single-target wheels.
+    assert props[labels["torch-fat"]]["nvidia"]["sm_arch"] == ["90_virtual"]
+
+
+def caps(*texts: str) -> tuple[Capability, ...]:
+    return tuple(Capability.parse(t) for t in texts)
+
+
+def test_cuda_arch_spec_says_where_each_kind_of_code_runs() -> None:
+    from capplan.core.export.conda import cuda_arch_spec
+
+    assert cuda_arch_spec(caps("8.6"), ()) == ">=8.6,<9"  # SASS: its major's later minors
+    assert cuda_arch_spec(caps("8.0", "8.6", "9.0"), ()) == ">=8.0,<9|>=9.0,<10"
+    assert cuda_arch_spec(caps("12.0"), caps("12.0")) == ">=12.0"  # PTX: every later GPU
+    assert cuda_arch_spec(caps("8.0", "9.0"), caps("9.0")) == ">=8.0,<9|>=9.0"
+    assert cuda_arch_spec(caps("10.0a"), ()) == "==10.0"  # arch-specific: that GPU alone
+    assert cuda_arch_spec(caps("10.0", "10.0a"), ()) == ">=10.0,<11"  # held by the wider part
+
+
+def test_amdgpu_arch_is_the_isa_version_py_rattler_reports() -> None:
+    from capplan.core.export.conda import amdgpu_arch
+
+    assert amdgpu_arch("gfx942") == "9.4.2"
+    assert amdgpu_arch("gfx90a") == "9.0.10"
+    assert amdgpu_arch("gfx1100") == "11.0.0"
+    assert amdgpu_arch("gfx90a:xnack+") == "9.0.10"  # the ISA, whatever its features
+    assert amdgpu_arch("gfx9-4-generic") is None  # a generic target names no one ISA

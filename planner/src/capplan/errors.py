@@ -41,8 +41,10 @@ MESSAGE_LIMIT = 1000
 # window-title and screen-clearing sequences; CR rewrites the line; LF starts a new one, where
 # GitHub Actions reads "::error::" as a workflow command), DEL, C1 controls (CSI and OSC as one
 # byte), the Unicode line and paragraph separators, and the bidirectional overrides that make
-# text read differently from what it holds.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# text read differently from what it holds. Lone surrogates too: a path's non-UTF-8 byte as
+# Python's surrogateescape holds it (U+DC80-U+DCFF for bytes 0x80-0xFF) would go out raw (0x9B
+# is CSI on an 8-bit terminal) or fail to encode; it is written as the byte, \xNN.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -52,6 +54,8 @@ def _escaped(match: re.Match[str]) -> str:
     if named is not None:
         return named
     code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:
+        code -= 0xDC00  # the byte surrogateescape stands for
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 

@@ -6,6 +6,7 @@ the working directory or the nearest parent; ``[tool.capplan]`` of the nearest p
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -99,22 +100,23 @@ def _quote(text: str, limit: int = 200) -> str:
 
 
 def _parse_toml(path: Path) -> dict[str, Any]:
+    shown = shorten(os.fsdecode(path))  # a path is echoed cut and escaped, like every value
     try:
         raw = read_bounded(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         raise ConfigError(
-            f"config file not found: {path}", hint="pass an existing file to --config"
+            f"config file not found: {shown}", hint="pass an existing file to --config"
         ) from None
     except OSError as error:
         raise ConfigError(
-            f"cannot read config file {path}: {error.strerror or error}",
+            f"cannot read config file {shown}: {error.strerror or error}",
             hint="pass a readable TOML file",
         ) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ConfigError(
-            f"{path} is not UTF-8 text: byte 0x{raw[error.start]:02x} at offset {error.start}",
+            f"{shown} is not UTF-8 text: byte 0x{raw[error.start]:02x} at offset {error.start}",
             hint="save it as UTF-8 TOML",
         ) from None
     try:
@@ -122,11 +124,11 @@ def _parse_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as error:
         # tomllib's message ends with "(at line L, column C)".
         raise ConfigError(
-            f"{path}: invalid TOML: {error}", hint="fix the TOML syntax there"
+            f"{shown}: invalid TOML: {error}", hint="fix the TOML syntax there"
         ) from None
     except RecursionError:
         raise ConfigError(
-            f"{path}: invalid TOML: nested too deeply", hint="flatten the nested arrays or tables"
+            f"{shown}: invalid TOML: nested too deeply", hint="flatten the nested arrays or tables"
         ) from None
 
 
@@ -137,7 +139,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         section = tool.get("capplan") if isinstance(tool, dict) else None
         if not isinstance(section, dict):
             raise ConfigError(
-                f"{path} has no [tool.capplan] table", hint="add one, or use a capplan.toml"
+                f"{shorten(os.fsdecode(path))} has no [tool.capplan] table",
+                hint="add one, or use a capplan.toml",
             )
         return section
     return data

@@ -139,10 +139,31 @@ class ArchspecCpuModel:
                     return flag[len(prefix) :]
         return target
 
+    def gcc_names(self) -> dict[str, str]:
+        """Each target capplan plans for (its label, ``zen4``), to GCC's name (``znver4``)."""
+        return {self.label(name): self.gcc_arch(name) for name in self._accepted()}
+
+    def gcc_arches(self) -> dict[str, frozenset[str]]:
+        """Every GCC name of a target capplan plans for (the ``gccarch-<arch>`` features its
+        jobs can require), to the Nix systems whose CPUs run it."""
+        systems = {"x86_64": "x86_64-linux", "aarch64": "aarch64-linux"}
+        found: dict[str, set[str]] = {}
+        for name in self._accepted():
+            system = systems.get(self.arch(name))
+            if system is not None:
+                found.setdefault(self.gcc_arch(name), set()).add(system)
+        return {arch: frozenset(where) for arch, where in found.items()}
+
     def features(self, target: str) -> tuple[str, ...]:
         """The instruction-set features (as /proc/cpuinfo names them) code built for the
         target may use."""
         return tuple(sorted(self._get(target).features))
+
+    def generic(self, target: str) -> str:
+        """The most specific generic target code for ``target`` also is (archspec's
+        ``generic``): its x86-64 psABI level (``x86-64-v4`` for zen4), its Arm architecture
+        version (``armv9.0a`` for neoverse_v2), or the family itself."""
+        return self._canonical(str(self._get(target).generic.name))
 
     def psabi_level(self, target: str) -> str | None:
         return target if target in _PSABI else None

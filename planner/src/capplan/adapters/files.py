@@ -12,7 +12,12 @@ in the same folder, fsync, then a rename. What may be replaced is decided once, 
   created in its existing folder, and the link stays a link, as ``sed -i --follow-symlinks``,
   editors and the shell's ``>`` do; a symlink loop is refused;
 - anything else (a folder, a FIFO, a character or block device, a socket) is refused: a rename
-  would put a regular file in its place, and whatever read the FIFO or device gets nothing.
+  would put a regular file in its place, and whatever read the FIFO or device gets nothing;
+- a name for capplan's own open streams (``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``,
+  ``/proc/self/fd/N``, or a symlink to one) is written *to the stream*, never renamed over:
+  ``matrix --rows /dev/stdout >> "$GITHUB_OUTPUT"`` appends as the shell's ``>>`` asked, where
+  a rename would replace the file the shell redirected into (and wipe what earlier steps
+  wrote to it).
 
 The new file gets the mode a normal file would get (0666 minus the umask, so 0644 under umask
 022), or keeps the mode of the file it replaces. Any failure (a folder that is a file, /proc, a
@@ -21,6 +26,9 @@ the old file is left as it was. SIGTERM and SIGHUP during the write remove the t
 before the process ends, as an exception does. A writer killed outright (``kill -9``, a lost
 runner) cannot remove its temporary file, so each writer holds an ``flock`` on its own
 temporary file, and the next write to the same file removes the ones no live writer holds.
+Temporary names are unmistakable (``.<name>.capplan-tmp-XXXXXXXX``, :func:`temporary_name`):
+a user's ``.flake.nix.backup01.tmp`` is never taken for one, and only a regular file of this
+user, with one link, that no writer locks is removed.
 
 Reads (:func:`open_regular`, :func:`read_bounded`): every file capplan reads from a user (a
 config, a job list, a knowledge-base folder, /proc and sysfs, an environment's metadata) is
@@ -36,6 +44,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import signal
 import stat
 import tempfile
@@ -45,7 +54,7 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
-from capplan.errors import InvalidInputError, WriteError
+from capplan.errors import InvalidInputError, WriteError, shorten
 
 __all__ = [
     "INT_DIGITS_MESSAGE",
@@ -57,10 +66,13 @@ __all__ = [
     "open_regular",
     "output_folder",
     "output_target",
+    "path_kind",
     "read_bounded",
     "read_input_bytes",
     "remove_stale_temporaries",
     "special_kind",
+    "stream_fd",
+    "temporary_name",
 ]
 
 # The default limit of :func:`read_bounded`: far above any config, source or metadata file
@@ -115,13 +127,98 @@ def _new_mode(path: Path) -> int:
         return 0o666 & ~mask
 
 
-def _fail(path: Path, error: OSError | str) -> WriteError:
-    reason = error if isinstance(error, str) else (error.strerror or str(error))
+def _reason(error: OSError) -> str:
+    if error.errno == errno.ENAMETOOLONG:
+        return "a name longer than the file system allows (NAME_MAX, 255 bytes a name)"
+    if error.errno == errno.ELOOP:
+        return "a symlink loop"
+    return error.strerror or str(error)
+
+
+def _fail(path: Path | str, error: OSError | str) -> WriteError:
+    reason = error if isinstance(error, str) else _reason(error)
     return WriteError(
-        f"cannot write {path}: {reason}",
+        f"cannot write {shorten(os.fsdecode(path))}: {reason}",
         hint="choose a writable path: a regular file, or a new name in an existing folder "
         "(the old file, if any, is unchanged)",
     )
+
+
+# /dev/stdout, /dev/stderr and /dev/stdin are links to these (Linux); /proc/self is a link
+# to /proc/<pid>, which the folder's realpath gives.
+_FD_PATH = re.compile(
+    r"/(?:dev/fd|proc/(?:self|thread-self|[0-9]+(?:/task/[0-9]+)?)/fd)/([0-9]{1,9})"
+)
+_STD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _fd_of(where: str) -> int | None:
+    known = _STD_STREAMS.get(where)
+    if known is not None:
+        return known
+    match = _FD_PATH.fullmatch(where)
+    if match is None:
+        return None
+    pid = re.match(r"/proc/([0-9]+)/", where)
+    return None if pid is not None and int(pid.group(1)) != os.getpid() else int(match.group(1))
+
+
+def stream_fd(path: Path | str) -> int | None:
+    """The file descriptor ``path`` names when it is one of this process's open streams
+    (``/dev/stdout``, ``/dev/fd/3``, ``/proc/self/fd/1``, or a symlink to one); None for any
+    other path. Followed link by link, as the kernel would, never through the stream's own
+    link in /proc (which names the file or pipe behind it)."""
+    try:
+        where = os.path.abspath(os.fsdecode(path))
+        for _ in range(40):  # Linux follows at most 40 links in one lookup (ELOOP past it)
+            fd = _fd_of(where)
+            if fd is not None:
+                return fd
+            where = os.path.join(os.path.realpath(os.path.dirname(where)), os.path.basename(where))
+            fd = _fd_of(where)
+            if fd is not None:
+                return fd
+            if not os.path.islink(where):
+                return None
+            where = os.path.normpath(os.path.join(os.path.dirname(where), os.readlink(where)))
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def path_kind(path: Path | str) -> str:
+    """What ``path`` is, for a message: "a FIFO (named pipe)", "a dangling symlink (to 'x')",
+    "a symlink loop", "capplan's standard output", "a folder", "a regular file", "missing"."""
+    fd = stream_fd(path)
+    if fd is not None:
+        return {0: "capplan's standard input", 1: "capplan's standard output"}.get(
+            fd, "capplan's standard error" if fd == 2 else f"capplan's open file descriptor {fd}"
+        )
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError as error:
+        return f"unreadable ({_reason(error)})"
+    if stat.S_ISLNK(mode):
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            try:
+                to = os.readlink(path)
+            except OSError:
+                to = "?"
+            return f"a dangling symlink (to '{shorten(os.fsdecode(to), 100)}')"
+        except OSError as error:
+            return _reason(error) if error.errno == errno.ELOOP else f"a symlink ({_reason(error)})"
+        return f"a symlink to {_what(mode)}"
+    return _what(mode)
+
+
+def _what(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a regular file" if stat.S_ISREG(mode) else _kind(mode)
 
 
 def output_target(path: Path, *, make_parents: bool = False) -> Path:
@@ -133,7 +230,8 @@ def output_target(path: Path, *, make_parents: bool = False) -> Path:
     """
     if not path.name or path.name in (".", ".."):
         raise WriteError(
-            f"cannot write '{path}': not a file name", hint="give a file path with --output"
+            f"cannot write '{shorten(os.fsdecode(path))}': not a file name",
+            hint="give a file path with --output",
         )
     try:
         mode = os.lstat(path).st_mode
@@ -149,8 +247,7 @@ def output_target(path: Path, *, make_parents: bool = False) -> Path:
         except FileNotFoundError:
             return _new_file(target, False)  # the link's file is new: created through it
         except OSError as error:
-            why = "a symlink loop" if error.errno == errno.ELOOP else error.strerror or str(error)
-            raise _fail(path, why) from None
+            raise _fail(path, error) from None
     if stat.S_ISDIR(mode):
         raise _fail(path, "a folder, not a regular file")
     if not stat.S_ISREG(mode):
@@ -158,26 +255,60 @@ def output_target(path: Path, *, make_parents: bool = False) -> Path:
     return target
 
 
-def output_folder(path: Path) -> Path:
+def output_folder(
+    given: Path | str, *, make_parents: bool = False, option: str = "--output"
+) -> Path:
     """``path`` as a folder to write files into (``export --output DIR``): kept when it is one,
     made when it is missing and its parent is a folder (as ``mkdir DIR`` would), never with
-    missing parents, the rule of a typed ``--output``; a WriteError otherwise."""
-    if path.is_dir():
-        return path
-    if path.exists():
+    missing parents, the rule of a typed ``--output`` (``make_parents``: as ``mkdir -p``, for
+    ``init DIRECTORY``); a WriteError otherwise, saying what the path is (a FIFO, a device, a
+    dangling symlink, a loop, capplan's own stdout)."""
+    hint = f"give {option} a folder (it is made when missing)"
+    if not os.fsdecode(given):  # Path("") is ".": an empty argument must not mean here
+        raise WriteError(f"{option} is empty, which names no folder", hint=hint)
+    path = Path(given)
+    shown = shorten(os.fsdecode(path))
+    if stream_fd(path) is not None:
         raise WriteError(
-            f"cannot write into {path}: it is a file, not a folder",
-            hint="give --output a folder (it is made when missing)",
-        )
-    if not path.parent.is_dir():
-        raise WriteError(
-            f"cannot write into {path}: no folder {path.parent} (create it first)",
-            hint="give --output a folder whose parent exists",
+            f"cannot write into {shown}: it is {path_kind(path)}, not a folder", hint=hint
         )
     try:
-        path.mkdir()
+        mode: int | None = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None  # missing, or below a file: mkdir says which
     except OSError as error:
-        raise _fail(path, error) from None
+        raise WriteError(f"cannot write into {shown}: {_reason(error)}", hint=hint) from None
+    if mode is not None:
+        if stat.S_ISDIR(mode):
+            return path
+        raise WriteError(
+            f"cannot write into {shown}: it is {path_kind(path)}, not a folder", hint=hint
+        )
+    if os.path.islink(path):
+        raise WriteError(f"cannot write into {shown}: it is {path_kind(path)}", hint=hint)
+    if not make_parents:
+        parent = path.parent
+        try:
+            parent_mode: int | None = os.stat(parent).st_mode
+        except FileNotFoundError:
+            parent_mode = None
+        except OSError as error:
+            raise WriteError(f"cannot write into {shown}: {_reason(error)}", hint=hint) from None
+        if parent_mode is None or not stat.S_ISDIR(parent_mode):
+            where = shorten(os.fsdecode(parent))
+            what = (
+                f"no folder {where}"
+                if parent_mode is None
+                else f"{where} is {path_kind(parent)}, not a folder"
+            )
+            raise WriteError(
+                f"cannot write into {shown}: {what} (create it first)",
+                hint=f"give {option} a folder whose parent exists",
+            )
+    try:
+        path.mkdir(parents=make_parents)
+    except OSError as error:
+        raise WriteError(f"cannot create {shown}: {_reason(error)}", hint=hint) from None
     return path
 
 
@@ -199,24 +330,40 @@ def _new_file(path: Path, make_parents: bool) -> Path:
             parent.mkdir(parents=True, exist_ok=True)
         is_dir = stat.S_ISDIR(os.stat(parent).st_mode)
     except FileNotFoundError:
-        raise _fail(path, f"no folder {parent} (create it first)") from None
+        raise _fail(path, f"no folder {shorten(os.fsdecode(parent))} (create it first)") from None
     except OSError as error:
         raise _fail(path, error) from None
     if not is_dir:
-        raise _fail(path, f"{parent} is not a folder")
+        raise _fail(path, f"{shorten(os.fsdecode(parent))} is {path_kind(parent)}, not a folder")
     return path
 
 
-# tempfile.mkstemp's names: the prefix, 8 characters of this alphabet, the suffix.
+# A temporary file's name: the target's name (cut so the whole stays under NAME_MAX, 255
+# bytes), this tag, tempfile.mkstemp's 8 random characters and ".tmp". The tag makes it
+# unmistakable: a user's ".flake.nix.backup01.tmp" has the shape of mkstemp's old names.
+_TEMP_TAG = ".capplan-tmp-"
+_TEMP_SUFFIX = ".tmp"
+_TEMP_NAME_BYTES = 200
 _TEMP_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
+def _temp_prefix(target: str) -> str:
+    cut = os.fsencode(target)[:_TEMP_NAME_BYTES]
+    return "." + os.fsdecode(cut) + _TEMP_TAG
+
+
+def temporary_name(target: str) -> str:
+    """The pattern of a temporary file of a write to the file named ``target``: what
+    :func:`remove_stale_temporaries` looks for (``XXXXXXXX`` stands for the random part)."""
+    return _temp_prefix(target) + "XXXXXXXX" + _TEMP_SUFFIX
+
+
 def _is_temp_of(name: str, target: str) -> bool:
-    prefix = f".{target}."
-    middle = name[len(prefix) : -len(".tmp")]
+    prefix = _temp_prefix(target)
+    middle = name[len(prefix) : -len(_TEMP_SUFFIX)]
     return (
         name.startswith(prefix)
-        and name.endswith(".tmp")
+        and name.endswith(_TEMP_SUFFIX)
         and len(middle) == 8
         and set(middle) <= _TEMP_CHARS
     )
@@ -239,7 +386,8 @@ def remove_stale_temporaries(target: Path) -> int:
             continue
         try:
             held = os.fstat(fd)
-            if not stat.S_ISREG(held.st_mode):
+            # Only what a writer of this user leaves: a regular file with one name, its own.
+            if not stat.S_ISREG(held.st_mode) or held.st_nlink != 1 or held.st_uid != os.geteuid():
                 continue
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             now = os.lstat(where)
@@ -256,7 +404,9 @@ def remove_stale_temporaries(target: Path) -> int:
 def _locked_temporary(target: Path) -> tuple[int, str]:
     """A new temporary file beside ``target``, open and locked (so no cleaner removes it)."""
     while True:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(
+            prefix=_temp_prefix(target.name), suffix=_TEMP_SUFFIX, dir=target.parent
+        )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError:
@@ -268,7 +418,12 @@ def _locked_temporary(target: Path) -> tuple[int, str]:
 
 def atomic_write_text(path: Path, text: str, *, make_parents: bool = False) -> None:
     """Replace ``path`` (or the file its symlink points to) with ``text`` so readers see the
-    old or the new file, never a mix; ``make_parents`` as :func:`output_target`."""
+    old or the new file, never a mix; ``make_parents`` as :func:`output_target`. A name for
+    one of capplan's open streams (/dev/stdout) is written to that stream instead."""
+    fd = stream_fd(path)
+    if fd is not None:
+        _write_stream(path, fd, text)
+        return
     target = output_target(path, make_parents=make_parents)
     mode = _new_mode(target)
     remove_stale_temporaries(target)
@@ -292,6 +447,26 @@ def atomic_write_text(path: Path, text: str, *, make_parents: bool = False) -> N
         raise _fail(path, error) from None
     except _Terminated as stop:
         raise SystemExit(128 + stop.signum) from None
+
+
+def _write_stream(path: Path, fd: int, text: str) -> None:
+    """``text`` written to the open stream ``fd``, after what capplan printed there already:
+    appended where the shell opened it with ``>>``, never replacing the file behind it."""
+    import sys
+
+    data = memoryview(text.encode("utf-8"))
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()
+        while data:
+            data = data[os.write(fd, data) :]
+    except BrokenPipeError:
+        if fd == 1:
+            raise  # the reader of stdout went away: capplan ends quietly, as for its output
+        raise _fail(path, "the stream's reader has gone (a closed pipe)") from None
+    except OSError as error:
+        raise _fail(path, error) from None
 
 
 def special_kind(path: Path | str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from capplan.adapters.config import CONFIG_ENV
-from capplan.adapters.files import atomic_write_text
+from capplan.adapters.files import MAX_INPUT_BYTES, atomic_write_text
 from capplan.cli.output import check_committed, emit_json, err_console
 from capplan.cli.planning import config_option, plan_with_settings, planned_matrix
 from capplan.cli.whereami import warn_without_flake
@@ -33,6 +33,7 @@ from capplan.core.planning.workflow import (
     build_workflow,
     check_cache_name,
     check_cache_url,
+    check_named_path,
     check_ref_name,
     check_relative_path,
     generator_command,
@@ -57,6 +58,9 @@ DEFAULT_OUTPUT = Path(".github/workflows/cuda-cache.yml")
 # One-line JSON for $GITHUB_OUTPUT values (name=value lines cannot hold a newline).
 # What --expect-shards takes: layout_text's own spelling (shards per stage), or "none".
 _LAYOUT = re.compile(r"none|[1-9][0-9]{0,6}(?:,[1-9][0-9]{0,6})*")
+# The most a committed CI file --check reads: a workflow of GitHub's 256 jobs a shard is far
+# smaller; a larger file is stale without reading it.
+_CI_FILE_BYTES = MAX_INPUT_BYTES
 _ONE_LINE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
@@ -244,6 +248,8 @@ def github(
         raise InvalidInputError(
             "--check needs the committed file", hint=f"add --output {DEFAULT_OUTPUT}"
         )
+    if output is not None:
+        check_named_path(output.as_posix(), "--output")
 
     planned = plan_with_settings(config_path)
     matrix = planned_matrix(planned)
@@ -302,7 +308,7 @@ def github(
         sys.stdout.flush()
     else:
         _write(output, text)
-        _say(f"wrote {output}")
+        _say(f"wrote {shorten(os.fsdecode(output))}")
     stages = len({s.stage for s in layout})
     _say(
         f"{len(rows)} build jobs in {stages} stages, {len(layout)} shard jobs "
@@ -334,13 +340,15 @@ def _emit(text: str, output: Path | None, check: bool, command: str) -> None:
     if check:
         if output is None:
             raise InvalidInputError("--check needs the committed file", hint="add --output FILE")
-        check_committed(output, text, fix=f"run '{command}' and commit the result")
+        check_committed(
+            output, text, fix=f"run '{command}' and commit the result", limit=_CI_FILE_BYTES
+        )
     elif output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
         _write(output, text)
-        _say(f"wrote {output}")
+        _say(f"wrote {shorten(os.fsdecode(output))}")
 
 
 @ci.command("hydra")
@@ -401,6 +409,9 @@ def buildbot_nix(config_path: Path | None, output: Path | None, check: bool) -> 
     """Write buildbot-nix.toml: buildbot-nix evaluates the flake's hydraJobs, not its checks."""
     from capplan.core.planning.engines import buildbot_nix_toml
 
+    for path, option in ((config_path, "--config"), (output, "--output")):
+        if path is not None:
+            check_named_path(path.as_posix(), option)
     jobs = _plan_jobs(config_path)
     argv = ["capplan", "ci", "buildbot-nix"]
     argv += ["--config", config_path.as_posix()] if config_path is not None else []
@@ -415,7 +426,10 @@ def buildbot_nix(config_path: Path | None, output: Path | None, check: bool) -> 
 
 def _check(output: Path, text: str) -> None:
     check_committed(
-        output, text, fix="run the 'capplan ci github' command in its header and commit the result"
+        output,
+        text,
+        fix="run the 'capplan ci github' command in its header and commit the result",
+        limit=_CI_FILE_BYTES,
     )
 
 

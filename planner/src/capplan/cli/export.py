@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from capplan.cli.planning import config_option, flag_layer, plan_with_settings, policy_options
-from capplan.errors import InvalidInputError
+from capplan.errors import InvalidInputError, shorten
 
 if TYPE_CHECKING:
     from capplan.core.export import Export
@@ -20,20 +21,18 @@ __all__ = ["export"]
 
 FORMATS = ("conda", "spack", "wheel-variants")
 _ROCM_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
-# x86-64 psABI levels, highest first: the level a microarchitecture build is stated as.
-_LEVELS = ("x86-64-v4", "x86-64-v3", "x86-64-v2")
 
 
 def _version(text: str | None) -> str | None:
     if text is None:
         return None
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     try:
         return str(Version(text))
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past Python's 4,300 digits
         raise InvalidInputError(
-            f"--version '{text[:100]}' is not a valid Python package version",
+            f"--version '{shorten(text, 100)}' is not a valid Python package version",
             hint="give the version the builds carry, like 2.9.0",
         ) from None
 
@@ -47,35 +46,40 @@ def _wheel_name(text: str | None, package: str) -> str | None:
         name, _, _, _ = parse_wheel_filename(text)
     except InvalidWheelFilename as error:
         raise InvalidInputError(
-            f"--wheel-name '{text[:100]}' is not a wheel file name ({error})",
+            f"--wheel-name '{shorten(text, 100)}' is not a wheel file name "
+            f"({shorten(str(error), 100)})",
+            hint="give the non-variant wheel's name, like torch-2.9.0-cp312-cp312-"
+            "manylinux_2_28_x86_64.whl",
+        ) from None
+    except ValueError:  # a version or build number past Python's 4,300 digits
+        raise InvalidInputError(
+            f"--wheel-name '{shorten(text, 100)}' holds a number too long to read",
             hint="give the non-variant wheel's name, like torch-2.9.0-cp312-cp312-"
             "manylinux_2_28_x86_64.whl",
         ) from None
     if name != canonicalize_name(package):
         raise InvalidInputError(
-            f"--wheel-name '{text[:100]}' is a wheel of '{name}', not of '{package}'",
-            hint=f"give a wheel name of {package}",
+            f"--wheel-name '{shorten(text, 100)}' is a wheel of '{shorten(name, 100)}', not "
+            f"of '{shorten(package, 100)}'",
+            hint=f"give a wheel name of {shorten(package, 100)}",
         )
     return text
 
 
-def _cpu_level(plan: Plan, package: str) -> Callable[[str], str | None]:
-    """target -> the x86-64 psABI level it is stated as: the level itself, or the highest
-    level a microarchitecture runs (archspec's features); only loaded for CPU builds."""
+def _cpu_generic(plan: Plan, package: str) -> Callable[[str], tuple[str, tuple[str, ...]] | None]:
+    """target -> its generic target (x86-64 level, Arm version) and that target's features,
+    from archspec; only loaded for CPU builds."""
     if not any(v.cpu is not None for v in plan.variants_of(package)):
         return lambda target: None
     from capplan.adapters.cpu_archspec import load_cpu_model
 
     model = load_cpu_model()
 
-    def level(target: str) -> str | None:
-        if model.psabi_level(target) is not None:
-            return target
-        if model.arch(target) != "x86_64":
-            return None
-        return next((lv for lv in _LEVELS if model.why_not(target, lv) is None), None)
+    def generic(target: str) -> tuple[str, tuple[str, ...]]:
+        found = model.generic(target)
+        return found, model.features(found)
 
-    return level
+    return generic
 
 
 @click.command()
@@ -86,7 +90,8 @@ def _cpu_level(plan: Plan, package: str) -> Callable[[str], str | None]:
     "--output",
     "output",
     required=True,
-    type=click.Path(path_type=Path),
+    # A str: click's Path("") would be ".", and an empty --output must not mean here.
+    type=click.Path(path_type=str),
     help="The folder to write into (made when missing).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
@@ -98,7 +103,7 @@ def _cpu_level(plan: Plan, package: str) -> Callable[[str], str | None]:
 @click.option(
     "--rocm-version",
     default=None,
-    help="wheel-variants: the ROCm release AMD builds use (amd :: rocm_version).",
+    help="wheel-variants: the ROCm release AMD builds use (amd :: rocm_version, as major.minor).",
 )
 @config_option
 @policy_options
@@ -106,7 +111,7 @@ def export(
     format_name: str,
     package: str,
     version: str | None,
-    output: Path,
+    output: str,
     as_json: bool,
     wheel_name: str | None,
     rocm_version: str | None,
@@ -118,26 +123,28 @@ def export(
     gpus: tuple[str, ...],
     rocm_scope: str | None,
 ) -> None:
-    """Write the plan of one package as PEP 825 wheel variants, a conda-forge
-    conda_build_config.yaml or a Spack environment.
+    """Write the plan of one package as PEP 825 wheel variants, a rattler-build recipe.yaml
+    with its variants.yaml, or a Spack environment.
 
     FORMAT is wheel-variants, conda or spack; docs/other-ecosystems.md says what each
     format cannot express (every such case is a note on the entry it concerns)."""
     checked = _version(version)
     if rocm_version is not None and not _ROCM_VERSION.fullmatch(rocm_version):
         raise InvalidInputError(
-            f"--rocm-version '{rocm_version[:100]}' is not a ROCm release",
+            f"--rocm-version '{shorten(rocm_version, 100)}' is not a ROCm release",
             hint="write it as MAJOR.MINOR[.PATCH], like 6.4 or 7.2.3",
         )
     named = _wheel_name(wheel_name, package)
     flags = flag_layer(cuda, share, fat, ptx, gpus, rocm_scope=rocm_scope)
     plan = plan_with_settings(config_path, flags).plan
     result = _render(format_name, plan, package, checked, named, rocm_version)
-    _write(output, result)
+    _write(output, result, f"{format_name} {package}")
     if as_json:
         from capplan.cli.output import emit_json
 
-        emit_json({**result.to_json(), "output": str(output)})
+        # JSON text is UTF-8: a non-UTF-8 byte of the path is written as \xNN.
+        shown = os.fsencode(output).decode("utf-8", "backslashreplace")
+        emit_json({**result.to_json(), "output": shown})
         return
     _print(output, result)
 
@@ -157,7 +164,7 @@ def _render(
             plan,
             package,
             version or "0",
-            cpu_level=_cpu_level(plan, package),
+            cpu_generic=_cpu_generic(plan, package),
             rocm_version=rocm_version,
             wheel_name=wheel_name,
         )
@@ -177,26 +184,119 @@ def _render(
 
         info = current_kb().packages.get(package)
         torch_like = info is not None and info.ptx in ("gpu-targets", "inherited")
-        return conda_config(plan, package, version or "", torch_like=torch_like)
+        conda = conda_config(plan, package, version or "", torch_like=torch_like)
+        if version is None:
+            from capplan.cli.output import err_console
+
+            err_console().print(
+                "capplan: no --version: recipe.yaml says version 0 "
+                "(give the version the packages carry)",
+                markup=False,
+                highlight=False,
+            )
+        return conda
     from capplan.core.export.spack import spack_environment
 
     return spack_environment(plan, package, version or "")
 
 
-def _write(output: Path, result: Export) -> None:
+def _write(output: str, result: Export, made_by: str) -> None:
     from capplan.adapters.files import atomic_write_text, output_folder
 
     folder = output_folder(output)
     for item in result.files:
         # Below the output folder the layout is export's own (variants/<label>/), made as needed.
         atomic_write_text(folder.joinpath(*item.path.split("/")), item.text, make_parents=True)
+    _forget_stale(folder, made_by, {item.path: item.text for item in result.files})
 
 
-def _print(output: Path, result: Export) -> None:
+# What each export into a folder wrote there (each file's SHA-256), so a re-export removes the
+# variants/<label>/ files a previous one made and the plan no longer has: only those, only
+# while they hold what capplan wrote (a file the user edited or put there is never removed),
+# and only under variants/ (the index files of other versions are an index's own).
+MANIFEST = ".capplan-export.json"
+_MADE = "variants/"
+_MANIFEST_BYTES = 4 * 1024 * 1024
+
+
+def _digest(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_manifest(folder: Path) -> dict[str, dict[str, str]]:
+    import json
+
+    from capplan.adapters.files import read_bounded
+
+    try:
+        data = json.loads(read_bounded(folder / MANIFEST, _MANIFEST_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return {}  # none, or not one capplan wrote: nothing is known to be ours
+    made = data.get("made") if isinstance(data, dict) else None
+    if not isinstance(made, dict):
+        return {}
+    return {
+        str(key): {p: d for p, d in files.items() if _ours(p) and isinstance(d, str)}
+        for key, files in made.items()
+        if isinstance(files, dict)
+    }
+
+
+def _forget_stale(folder: Path, made_by: str, written: dict[str, str]) -> None:
+    import json
+    import os
+
+    from capplan.adapters.files import atomic_write_text, read_bounded
+
+    made = _read_manifest(folder)
+    now = {p: _digest(text.encode("utf-8")) for p, text in written.items() if _ours(p)}
+    still = {p for key, files in made.items() if key != made_by for p in files} | set(now)
+    for stale, digest in sorted(made.get(made_by, {}).items()):
+        if stale in still:
+            continue
+        where = folder.joinpath(*stale.split("/"))
+        try:
+            # Never through a link: a variants/<label> that leads out of the folder is not ours.
+            if os.path.realpath(where) != os.path.join(os.path.realpath(folder), *stale.split("/")):
+                continue
+            if _digest(read_bounded(where, _MANIFEST_BYTES)) != digest:
+                continue
+            where.unlink()
+            for parent in where.parents:
+                if parent == folder:
+                    break
+                parent.rmdir()  # only an empty folder goes; OSError ends the walk up
+        except OSError:
+            continue
+    if now:
+        made[made_by] = dict(sorted(now.items()))
+    else:
+        made.pop(made_by, None)
+    if made or os.path.lexists(folder / MANIFEST):
+        text = json.dumps({"format": "capplan-export", "made": made}, indent=2, sort_keys=True)
+        atomic_write_text(folder / MANIFEST, text + "\n")
+
+
+def _ours(path: object) -> bool:
+    """A path export writes under variants/: relative, plain names, nothing hidden or '..'."""
+    if not isinstance(path, str) or not path.startswith(_MADE):
+        return False
+    parts = path.split("/")
+    return all(part and not part.startswith(".") and "\\" not in part for part in parts)
+
+
+def _print(output: str, result: Export) -> None:
+    shown = shorten(output)
     for item in result.files:
-        click.echo(f"wrote {output / item.path}")
+        click.echo(f"wrote {shown}/{item.path}")
     for entry in result.entries:
-        name = entry.get("label") or entry.get("group") or f"priority {entry.get('priority')}"
+        name = (
+            entry.get("label")
+            or entry.get("group")
+            or (f"priority {entry['priority']}" if "priority" in entry else "(not in the index)")
+        )
         made_from = ", ".join(entry["variants"]) or "(fat fallback)"
         click.echo(f"{name}: {made_from}" + (f" -> {entry['wheel']}" if "wheel" in entry else ""))
         for note in entry["notes"]:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
-from capplan.adapters.files import atomic_write_text
+from capplan.adapters.files import atomic_write_text, output_folder, path_kind
 from capplan.cli.output import err_console
-from capplan.errors import WriteError
+from capplan.errors import shorten
 
 __all__ = ["TEMPLATE_FILES", "init", "template_text"]
 
@@ -30,36 +30,38 @@ def _say(text: str) -> None:
     err_console().print(text, markup=False, highlight=False, soft_wrap=True)
 
 
+def _there(path: Path) -> bool:
+    """Whether ``path`` is taken (a dangling link too: the writer would create its file, which
+    is a reason to keep it without --force); the writer says what is wrong with the rest."""
+    return path_kind(path) != "missing"
+
+
 @click.command()
 @click.argument(
     "directory",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("."),
+    # What DIRECTORY is (a file, a FIFO, a dangling link) is said by output_folder, exit 15.
+    type=click.Path(path_type=str),
+    default=".",
     required=False,
 )
 @click.option("--force", is_flag=True, help="Replace flake.nix, capplan.toml or README.md there.")
-def init(directory: Path, force: bool) -> None:
+def init(directory: str, force: bool) -> None:
     """Start a fleet repository in DIRECTORY (default: here): flake.nix, capplan.toml, README.md.
 
     The same files as `nix flake init -t <capplan>`: a flake that takes capplan and nixpkgs
     as inputs and builds the plan `capplan generate` writes (overlays/plan.json). A file that
     is already there is kept (your capplan.toml gets the flake beside it); --force replaces it."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise WriteError(
-            f"cannot create {directory}: {error.strerror or error}",
-            hint="pick a folder you can write to",
-        ) from None
-    kept = [name for name in TEMPLATE_FILES if not force and (directory / name).exists()]
+    folder = output_folder(directory, make_parents=True, option="DIRECTORY")
+    kept = [name for name in TEMPLATE_FILES if not force and _there(folder / name)]
     wrote = [name for name in TEMPLATE_FILES if name not in kept]
     for name in wrote:
-        atomic_write_text(directory / name, template_text(name))
+        atomic_write_text(folder / name, template_text(name))
+    shown = shorten(directory)
     if kept:
-        _say(f"kept {', '.join(kept)} in {directory} (already there; --force replaces them)")
+        _say(f"kept {', '.join(kept)} in {shown} (already there; --force replaces them)")
     if not wrote:
         return
-    _say(f"wrote {', '.join(wrote)} in {directory}")
+    _say(f"wrote {', '.join(wrote)} in {shown}")
     _say(
         "next: set inputs.capplan.url in flake.nix to where you take capplan from, list your "
         "GPUs in capplan.toml, run 'capplan generate', 'git add' the files, then "

@@ -133,6 +133,17 @@ class _Group(click.Group):
             raise SystemExit(0) from None
         except KeyboardInterrupt:
             raise SystemExit(130) from None
+        except MemoryError:
+            # Not a bug of capplan's: an input too large for the memory this process may use
+            # (ulimit -v, a cgroup limit). Said in one line like a nesting too deep.
+            fail(
+                DataError(
+                    "out of memory: the input is too large for the memory capplan may use here",
+                    hint="give a smaller input, or raise the memory limit (ulimit -v, the "
+                    "container's limit)",
+                ),
+                debug=debug,
+            )
         except RecursionError:
             fail(
                 DataError(

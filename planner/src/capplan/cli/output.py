@@ -364,29 +364,111 @@ class AsciiIntRange(click.IntRange):
 MAX_COMMITTED_BYTES = 512 * 1024 * 1024
 
 
-def check_committed(output: Path, text: str, *, fix: str) -> None:
+# The part of each side that --check diffs: difflib holds about 80 times what it compares,
+# so a whole 60 MB file would take gigabytes; the diff shows the first difference, this much
+# of each side from a few lines before it.
+DIFF_WINDOW_BYTES = 256 * 1024
+_CONTEXT_LINES = 3
+_CHUNK = 1024 * 1024
+_HUNK = re.compile(r"@@ -(\d+)((?:,\d+)?) \+(\d+)((?:,\d+)?) @@")
+
+
+def check_committed(output: Path, text: str, *, fix: str, limit: int = MAX_COMMITTED_BYTES) -> None:
     """``--check`` for a generated file: exit 11 (StaleError) with a unified diff when the file
-    at ``output`` differs from ``text``, is missing or cannot be read; ``fix`` says how to
-    regenerate it (``run 'capplan generate' and commit the result``)."""
-    from capplan.adapters.files import read_bounded
-    from capplan.errors import StaleError
+    at ``output`` differs from ``text``, is missing, cannot be read or is larger than ``limit``;
+    ``fix`` says how to regenerate it (``run 'capplan generate' and commit the result``).
 
+    The file is compared as bytes, a chunk at a time, and only a window around the first
+    difference is diffed (:data:`DIFF_WINDOW_BYTES` of each side), so memory stays bounded
+    whatever the committed file's size."""
+    from capplan.adapters.files import open_regular
+    from capplan.errors import StaleError, shorten
+
+    shown = shorten(os.fsdecode(output))
+    expected = text.encode("utf-8")
     try:
-        current = read_bounded(output, MAX_COMMITTED_BYTES).decode("utf-8")
+        with open_regular(output) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > max(limit, len(expected)):
+                raise StaleError(
+                    f"{shown} is stale: it is {size:,} bytes, larger than the {limit:,} bytes "
+                    "--check reads",
+                    hint=fix,
+                )
+            offset = _first_difference(handle, expected)
+            if offset is None:
+                err_console().print(f"{shown} is up to date", markup=False, highlight=False)
+                return
+            start = _window_start(expected, offset)
+            handle.seek(start)
+            committed = handle.read(DIFF_WINDOW_BYTES)
+            more = bool(handle.read(1))
     except FileNotFoundError:
-        raise StaleError(f"{output} is missing", hint=fix) from None
-    except (OSError, UnicodeDecodeError) as error:
-        why = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
-        raise StaleError(f"{output} cannot be read: {why or error}", hint=fix) from None
-    if current != text:
-        import difflib  # only for --check's diff
+        raise StaleError(f"{shown} is missing", hint=fix) from None
+    except OSError as error:
+        raise StaleError(f"{shown} cannot be read: {error.strerror or error}", hint=fix) from None
+    planned = expected[start : start + DIFF_WINDOW_BYTES]
+    more = more or len(expected) > start + DIFF_WINDOW_BYTES
+    first_line = expected.count(b"\n", 0, start)
+    _print_diff(shown, committed, planned, first_line, cut=more)
+    raise StaleError(f"{shown} is stale", hint=fix)
 
-        diff = difflib.unified_diff(
-            current.splitlines(keepends=True),
-            text.splitlines(keepends=True),
-            fromfile=f"{output} (committed)",
-            tofile=f"{output} (from the plan)",
+
+def _first_difference(handle: Any, expected: bytes) -> int | None:
+    """The offset of the first byte where the open file and ``expected`` differ (the shorter's
+    end when one is the other's start); None when they are equal."""
+    offset = 0
+    while True:
+        chunk = handle.read(_CHUNK)
+        want = expected[offset : offset + len(chunk)] if chunk else b""
+        if chunk != want:
+            return offset + next(
+                (i for i, (a, b) in enumerate(zip(chunk, want, strict=False)) if a != b),
+                min(len(chunk), len(want)),
+            )
+        if not chunk:
+            return None if offset == len(expected) else offset
+        offset += len(chunk)
+
+
+def _window_start(expected: bytes, offset: int) -> int:
+    """Where the diffed window starts: the whole file when it is small, else a few lines before
+    the first difference (both sides agree up to ``offset``)."""
+    if len(expected) <= DIFF_WINDOW_BYTES and offset <= DIFF_WINDOW_BYTES:
+        return 0
+    start = offset
+    for _ in range(_CONTEXT_LINES + 1):
+        found = expected.rfind(b"\n", 0, max(start - 1, 0))
+        if found < 0:
+            return 0
+        start = found + 1
+    return start
+
+
+def _print_diff(shown: str, committed: bytes, planned: bytes, first_line: int, cut: bool) -> None:
+    import difflib  # only for --check's diff
+
+    def lines(data: bytes) -> list[str]:
+        if cut and b"\n" in data:
+            data = data[: data.rindex(b"\n") + 1]  # whole lines only
+        return data.decode("utf-8", errors="replace").splitlines(keepends=True)
+
+    def renumber(match: re.Match[str]) -> str:
+        old, new = int(match.group(1)) + first_line, int(match.group(3)) + first_line
+        return f"@@ -{old}{match.group(2)} +{new}{match.group(4)} @@"
+
+    diff = difflib.unified_diff(
+        lines(committed),
+        lines(planned),
+        fromfile=f"{shown} (committed)",
+        tofile=f"{shown} (from the plan)",
+    )
+    for line in diff:
+        click.echo(_HUNK.sub(renumber, line, count=1) if line.startswith("@@") else line, nl=False)
+    if cut:
+        err_console().print(
+            f"capplan: the diff shows {shown} from line {first_line + 1}, at most "
+            f"{DIFF_WINDOW_BYTES // 1024} KiB of each side; the files may differ further on",
+            markup=False,
+            highlight=False,
         )
-        click.echo("".join(diff), nl=False)
-        raise StaleError(f"{output} is stale", hint=fix)
-    err_console().print(f"{output} is up to date", markup=False, highlight=False)

@@ -168,7 +168,14 @@ def plan_with_settings(
             soft_wrap=True,
         )
     kb = current_kb()
-    plan = make_plan(kb, config, cpu=_cpu_model(kb, config))
+    cpu = _cpu_model(kb, config)
+    if any("gccarch-" in key for key in config.policy.runners_os):
+        from capplan.adapters.cpu_archspec import load_cpu_model
+        from capplan.core.planning.workflow import check_gccarch_keys
+
+        model = cpu or load_cpu_model()
+        check_gccarch_keys(config.policy.runners_os, model.gcc_arches(), model.gcc_names())
+    plan = make_plan(kb, config, cpu=cpu)
     if config.dispatch.fallback != "error":
         from capplan.core.planning.dispatch import resolve_fallback
 

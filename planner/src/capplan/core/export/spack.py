@@ -2,91 +2,193 @@
 
 Read from Spack's documentation ("Environments (spack.yaml)": ``spack: specs:``,
 ``definitions:``, ``concretizer: unify:``; "CI Pipelines": ``spack ci generate`` reads the
-environment's ``ci: pipeline-gen``) and its CI stacks (spack/spack-packages,
-stacks/ml-linux-x86_64-cuda/spack.yaml: one stack per vendor and architecture, ``+cuda
-cuda_arch=80`` / ``+rocm amdgpu_target=...`` / ``target=x86_64_v3``). Spack's ``cuda_arch`` and
-``amdgpu_target`` are multi-valued variants (``cuda_arch=80,86``). The several builds of one
-package cannot be unified into one concretization, so ``unify: false``.
+environment's ``ci: pipeline-gen``), its spec grammar (spack/spack,
+lib/spack/spack/spec_parser.py: a node is ``name@version %compiler variants``, and ``^`` starts a
+dependency node, so what follows ``^cuda@12.9`` constrains cuda) and spack-packages' CI stack
+``stacks/ml-linux-x86_64/spack.yaml`` (one stack for the CPU, CUDA and ROCm builds, each group
+requiring ``target=x86_64_v3`` with ``+cuda cuda_arch=80`` or ``+rocm amdgpu_target=gfx90a``).
+
+The packages and their variants are spack-packages' recipes
+(repos/spack_repo/builtin/packages/<name>/package.py at commit
+1e8cf059e35d55c4fe1142fed41785bedf6c7246): a spec names only variants its package has
+(CudaPackage gives ``cuda`` and ``cuda_arch``, ROCmPackage ``rocm`` and ``amdgpu_target``).
+The several builds of one package cannot be unified into one concretization: ``unify: false``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from capplan.core.export.common import Export, ExportFile, export_variants, yaml_string
 from capplan.core.planning.plan import Plan, Variant
+from capplan.errors import InvalidInputError
 
-__all__ = ["spack_environment", "spack_name"]
-
-
-def spack_name(package: str, attr: str) -> str:
-    """Spack's package name: its Python packages are ``py-<name>`` (py-torch), the rest keep
-    nixpkgs' name (magma, nccl, gromacs)."""
-    return f"py-{package}" if attr.startswith("python3Packages.") else package
+__all__ = ["SPACK_PACKAGES", "SpackPackage", "spack_environment"]
 
 
-def _target(text: str) -> str:
+@dataclass(frozen=True, slots=True)
+class SpackPackage:
+    """A spack-packages recipe: its name, whether it has CudaPackage's and ROCmPackage's
+    variants, and the package carrying them when it has none (py-torchvision builds its CUDA
+    code through py-torch's)."""
+
+    name: str
+    cuda: bool = False
+    rocm: bool = False
+    via: str | None = None
+
+
+# capplan package -> spack-packages recipe (the commit in the module docstring).
+SPACK_PACKAGES: dict[str, SpackPackage] = {
+    "torch": SpackPackage("py-torch", cuda=True, rocm=True),
+    "torchvision": SpackPackage("py-torchvision", via="torch"),
+    "magma": SpackPackage("magma", cuda=True, rocm=True),
+    "magma-hip": SpackPackage("magma", cuda=True, rocm=True),
+    "nccl": SpackPackage("nccl", cuda=True),
+    "cupy": SpackPackage("py-cupy", cuda=True, rocm=True),
+    "jaxlib": SpackPackage("py-jaxlib", cuda=True, rocm=True),
+    "llama-cpp": SpackPackage("llama-cpp", cuda=True, rocm=True),
+    "ollama": SpackPackage("ollama", cuda=True),
+    "onnxruntime": SpackPackage("py-onnxruntime", cuda=True, rocm=True),
+    "tensorflow": SpackPackage("py-tensorflow", cuda=True, rocm=True),
+    "gromacs": SpackPackage("gromacs", cuda=True),
+    "openblas": SpackPackage("openblas"),
+    "numpy": SpackPackage("py-numpy"),
+    "onednn": SpackPackage("onednn"),
+    "miopen": SpackPackage("miopen-hip"),
+    "composable_kernel": SpackPackage("composable-kernel"),
+    "hipblaslt": SpackPackage("hipblaslt"),
+    "hipsparselt": SpackPackage("hipsparselt", rocm=True),
+    "aotriton": SpackPackage("aotriton"),
+}
+# ROCm libraries whose recipe has amdgpu_target without ROCmPackage's rocm variant.
+_AMDGPU_TARGET_ONLY = frozenset({"miopen-hip", "composable-kernel", "hipblaslt"})
+
+
+def _generic(system: str) -> str:
+    """Spack's generic target of a system's family (``x86_64``, ``aarch64``): the CPU code
+    nixpkgs' GPU builds carry."""
+    return system.split("-", 1)[0]
+
+
+def _level(text: str) -> str:
     """archspec's names are Spack's targets; capplan spells the x86-64 levels with hyphens."""
     return text.replace("-", "_") if text.startswith("x86-64") else text
 
 
-def _cuda(plan: Plan, v: Variant, name: str) -> tuple[str, list[str]]:
+def _cuda(v: Variant, recipe: SpackPackage, version: str) -> tuple[str, list[str]]:
     notes = []
-    spec = f"{name} +cuda ~rocm cuda_arch={','.join(c.cmake for c in v.capabilities)}"
-    spec += f" ^cuda@{v.cuda}"
+    archs = ",".join(c.cmake for c in v.capabilities)
+    target = f"target={_generic(v.system)}"
+    gpu = f"+cuda cuda_arch={archs}"
+    if recipe.cuda:
+        rocm = " ~rocm" if recipe.rocm else ""
+        spec = f"{recipe.name}{version} {gpu}{rocm} {target} ^cuda@{v.cuda}"
+    else:
+        carrier = SPACK_PACKAGES[recipe.via or ""]
+        rocm = " ~rocm" if carrier.rocm else ""
+        spec = f"{recipe.name}{version} {target} ^{carrier.name} {gpu}{rocm} ^cuda@{v.cuda}"
+        notes.append(
+            f"{recipe.name} has no cuda variant: the CUDA targets are {carrier.name}'s, which "
+            "it builds its CUDA code with"
+        )
     if v.ptx:
         notes.append(
             "cuda_arch has no PTX choice: Spack's CudaPackage flags decide what PTX "
             f"is embedded, not the plan's compute_{max(v.ptx).cmake}"
         )
+    notes.append(
+        f"target={_generic(v.system)}: the plan's GPU builds carry generic CPU code (Spack's "
+        "own ML stack pins x86_64_v3 instead)"
+    )
     return spec, notes
 
 
-def _rocm(plan: Plan, v: Variant, name: str) -> tuple[str, list[str]]:
+def _rocm(plan: Plan, v: Variant, recipe: SpackPackage, version: str) -> tuple[str, list[str]]:
     assert v.rocm is not None
-    targets = v.rocm.targets or plan.amd_default_targets
-    return f"{name} ~cuda +rocm amdgpu_target={','.join(str(t) for t in targets)}", []
+    targets = ",".join(str(t) for t in (v.rocm.targets or plan.amd_default_targets))
+    target = f"target={_generic(v.system)}"
+    notes = []
+    carrier = recipe
+    if not recipe.rocm and recipe.via is not None:
+        carrier = SPACK_PACKAGES[recipe.via]
+        notes.append(
+            f"{recipe.name} has no rocm variant: the gfx targets are {carrier.name}'s, which "
+            "it builds its GPU code with"
+        )
+    gpu = []
+    if carrier.cuda:
+        gpu.append("~cuda")
+    if carrier.rocm:
+        gpu.append("+rocm")
+    if carrier.rocm or carrier.name in _AMDGPU_TARGET_ONLY:
+        gpu.append(f"amdgpu_target={targets}")
+    else:
+        notes.append(f"{carrier.name} has no amdgpu_target variant: Spack builds its own targets")
+    if carrier is recipe:
+        return " ".join([f"{recipe.name}{version}", *gpu, target]), notes
+    return f"{recipe.name}{version} {target} ^{carrier.name} {' '.join(gpu)}", notes
 
 
-def _cpu(plan: Plan, v: Variant, name: str) -> tuple[str, list[str]]:
+def _cpu(v: Variant, recipe: SpackPackage, version: str) -> tuple[list[str], list[str]]:
+    off = " ~cuda" if recipe.cuda else ""
+    off += " ~rocm" if recipe.rocm else ""
+    head = f"{recipe.name}{version}{off}"
     if v.cpu is None:
-        return f"{name} target={v.system.split('-', 1)[0]}", []
+        return [f"{head} target={_generic(v.system)}"], []
     if v.cpu.target is None:
-        return " | ".join(f"{name} target={_target(level)}" for level, _ in v.cpu.hwcaps), [
+        return [f"{head} target={_level(level)}" for level, _ in v.cpu.hwcaps], [
             "a glibc-hwcaps layout has no Spack spelling: one spec per level it holds"
         ]
-    return f"{name} target={_target(v.cpu.target)}", []
+    return [f"{head} target={_level(v.cpu.target)}"], []
 
 
-# Each target family's spec and its stack (Spack's CI splits stacks the same way).
-_FAMILIES: dict[str | None, tuple[str, Callable[[Plan, Variant, str], tuple[str, list[str]]]]] = {
-    "nvidia": ("cuda", _cuda),
-    "amd": ("rocm", _rocm),
-    None: ("cpu", _cpu),
+def _gpu_cuda(plan: Plan, v: Variant, recipe: SpackPackage, at: str) -> tuple[list[str], list[str]]:
+    spec, notes = _cuda(v, recipe, at)
+    return [spec], notes
+
+
+def _gpu_rocm(plan: Plan, v: Variant, recipe: SpackPackage, at: str) -> tuple[list[str], list[str]]:
+    spec, notes = _rocm(plan, v, recipe, at)
+    return [spec], notes
+
+
+def _cpu_side(plan: Plan, v: Variant, recipe: SpackPackage, at: str) -> tuple[list[str], list[str]]:
+    return _cpu(v, recipe, at)
+
+
+Render = Callable[[Plan, Variant, SpackPackage, str], tuple[list[str], list[str]]]
+# Each target family's specs and its group (Spack's CI stack splits its groups the same way).
+_FAMILIES: dict[str | None, tuple[str, Render]] = {
+    "nvidia": ("cuda", _gpu_cuda),
+    "amd": ("rocm", _gpu_rocm),
+    None: ("cpu", _cpu_side),
 }
 
 
-def _spec(plan: Plan, v: Variant) -> tuple[str, str, list[str]]:
-    """(group, specs joined by ' | ', notes)."""
-    arch = v.system.split("-", 1)[0]
+def _specs(plan: Plan, v: Variant, version: str) -> tuple[str, list[str], list[str]]:
+    """(group, specs, notes)."""
     group, render = _FAMILIES[v.vendor]
-    spec, notes = render(plan, v, spack_name(v.package, v.attr))
-    if group != "cpu" and v.system != plan.system:
-        spec += f" target={arch}"
-    return f"{group}_{arch}", spec, notes
+    specs, notes = render(plan, v, SPACK_PACKAGES[v.package], f"@{version}" if version else "")
+    return f"{group}_{_generic(v.system)}", specs, notes
 
 
 def spack_environment(plan: Plan, package: str, version: str) -> Export:
-    """``spack.yaml``: one definition per vendor and architecture (as Spack's CI stacks are
-    split), one spec per planned build."""
+    """``spack.yaml``: one definition per vendor and architecture (as the groups of Spack's CI
+    stack are split), one spec per planned build."""
+    variants = export_variants(plan, package)
+    if package not in SPACK_PACKAGES:
+        raise InvalidInputError(
+            f"package '{package}' has no spack-packages recipe capplan knows",
+            hint="export it as wheel-variants or conda "
+            f"(known: {', '.join(sorted(SPACK_PACKAGES))})",
+        )
     groups: dict[str, list[str]] = {}
     entries: list[dict[str, Any]] = []
-    for v in export_variants(plan, package):
-        group, joined, notes = _spec(plan, v)
-        if version:
-            joined = " | ".join(s.replace(" ", f"@{version} ", 1) for s in joined.split(" | "))
-        specs = joined.split(" | ")
+    for v in variants:
+        group, specs, notes = _specs(plan, v, version)
         for spec in specs:
             if spec not in groups.setdefault(group, []):
                 groups[group].append(spec)

@@ -7,6 +7,7 @@ ranks: an exact name or alias, then entries holding every word of the query, the
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
@@ -236,6 +237,15 @@ def check_device_text(text: str) -> None:
             raise InvalidInputError(
                 f"device '{shorten(stripped)}' repeats '{' '.join(words[:size])}' "
                 f"{len(words) // size} times: it names one device once",
+                hint="give each GPU once; a fleet lists each model once, whatever its count",
+            )
+    # A word said twice in a row ('rtx 4090 4090') is a slip: word matching read it as an RTX
+    # 4090. No name or alias in the knowledge base repeats a word in a row (a kb test checks).
+    for first, second in itertools.pairwise(words):
+        if first == second:
+            raise InvalidInputError(
+                f"device '{shorten(stripped)}' repeats '{shorten(first, 40)}': it names one "
+                "device once",
                 hint="give each GPU once; a fleet lists each model once, whatever its count",
             )
 

@@ -115,6 +115,16 @@ def _cpu_key(label: str) -> str:
     return _gpu_key(label).replace("-", "_")
 
 
+def _first_key(table: dict[str, Any], label: str, last: str) -> str:
+    """The key of ``table`` before ``last`` that names ``label`` (for the "twice" message)."""
+    for key in table:
+        if key == last:
+            break
+        if _gpu_key(key) == _gpu_key(label) or _cpu_key(key) == _cpu_key(label):
+            return key
+    return label
+
+
 def _fleet_list(values: tuple[str, ...], what: str, key: Callable[[str], str]) -> tuple[str, ...]:
     """A fleet list refusing repeats, spelled alike or not ("A100" and "a100" are one GPU listed
     twice), in one order whatever the file's: the plan is a function of the fleet, not of the
@@ -175,8 +185,31 @@ class FleetConfig(_Strict):
     def _positive(cls, value: dict[str, int]) -> dict[str, int]:
         for name, n in value.items():
             if n < 1:
-                raise ValueError(f"count for '{name}' must be >= 1, got {n}")
+                raise ValueError(f"count for '{shorten(name)}' must be >= 1, got {n}")
         return value
+
+    @model_validator(mode="after")
+    def _count_names(self) -> FleetConfig:
+        """``[fleet.count]`` and ``[fleet.systems]`` keys name fleet entries as the lists do:
+        case and runs of blanks do not matter ("rtx  3090" counts "RTX 3090"), and for CPUs '-'
+        against '_'. Each key is stored as the list spells the entry, so every lookup by
+        label finds it; one entry named by two keys is refused like a list naming it twice."""
+        spelled = {_gpu_key(g): g for g in self.gpus}
+        cpus = {_cpu_key(c): c for c in self.cpus}
+        for field in ("count", "systems"):
+            table: dict[str, Any] = getattr(self, field)
+            renamed: dict[str, Any] = {}
+            for key, value in table.items():
+                label = spelled.get(_gpu_key(key)) or cpus.get(_cpu_key(key)) or key
+                if label in renamed:
+                    raise ValueError(
+                        f"fleet.{field} names '{shorten(label)}' twice (as "
+                        f"'{shorten(_first_key(table, label, key), 60)}' and "
+                        f"'{shorten(key, 60)}'): give each entry once"
+                    )
+                renamed[label] = value
+            object.__setattr__(self, field, renamed)  # frozen: set once, while validating
+        return self
 
 
 class PackageConfig(_Strict):

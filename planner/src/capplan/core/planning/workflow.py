@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capplan.core.model.systems import DEFAULT_RUNNERS_OS
-from capplan.errors import ConfigError, InvalidInputError, shorten
+from capplan.errors import ConfigError, InvalidInputError, printable, shorten
 
 __all__ = [
     "BIG_PARALLEL",
@@ -41,8 +41,10 @@ __all__ = [
     "build_workflow",
     "check_cache_name",
     "check_cache_url",
+    "check_gccarch_keys",
     "check_label",
     "check_matches",
+    "check_named_path",
     "check_ref_name",
     "check_relative_path",
     "gccarch_runner",
@@ -230,6 +232,24 @@ def check_ref_name(branch: str) -> str:
     return branch
 
 
+def check_named_path(path: str, option: str) -> str:
+    """``path`` when the generated file may name it (its header's regenerating command): no
+    control character (a newline in a comment line starts a live YAML or TOML line: a
+    top-level ``env:``, a ``flake_dir``) and UTF-8 (the file is UTF-8 text); else exit 4."""
+    if printable(path) != path:
+        what = (
+            "bytes that are not UTF-8"
+            if any("\udc80" <= c <= "\udcff" for c in path)
+            else "a control character"
+        )
+        raise InvalidInputError(
+            f"{option} '{shorten(path)}' holds {what}, which the generated file's header "
+            "would have to name",
+            hint=f"give {option} a path of printable UTF-8 characters",
+        )
+    return path
+
+
 def check_relative_path(path: str) -> str:
     if not _PATH.fullmatch(path) or ".." in path.split("/"):
         raise InvalidInputError(
@@ -255,6 +275,41 @@ def runner_labels(
         if table.get(key):
             return tuple(table[key])
     return DEFAULT_RUNNERS_OS.get(system, DEFAULT_RUNNERS_OS["x86_64-linux"])
+
+
+def check_gccarch_keys(
+    runners_os: Mapping[str, Sequence[str]],
+    gcc_arches: Mapping[str, frozenset[str]],
+    gcc_names: Mapping[str, str],
+) -> None:
+    """Refuse (exit 5) a ``[policy.runners_os]`` key no CPU-level job can ever ask for: the
+    feature is ``gccarch-<gcc.arch>``, GCC's name (make-derivation.nix), so ``gccarch-zen4``
+    never matches (zen4 is ``znver4`` to GCC), nor does an x86-64 name under aarch64-linux.
+    ``gcc_arches``: every GCC name capplan plans for, to the systems it runs on;
+    ``gcc_names``: each target's name (zen4), to its GCC name (znver4)."""
+    for key in sorted(runners_os):
+        system, _, feature = key.rpartition("/")
+        if not feature.startswith(GCCARCH):
+            continue
+        arch = feature[len(GCCARCH) :]
+        systems = gcc_arches.get(arch)
+        if systems is None:
+            from difflib import get_close_matches
+
+            named = gcc_names.get(arch) or gcc_names.get(arch.replace("_", "-"))
+            close = [named] if named else get_close_matches(arch, sorted(gcc_arches), 1, 0.6)
+            raise ConfigError(
+                f"policy.runners_os key '{shorten(key)}' can never match: no CPU level capplan "
+                f"plans has the GCC name '{shorten(arch)}' (the feature is gccarch-<gcc.arch>)",
+                hint=(f"did you mean '{GCCARCH}{close[0]}'? " if close else "")
+                + "'capplan plan' names each CPU-level job's gccarch feature",
+            )
+        if system and system not in systems:
+            raise ConfigError(
+                f"policy.runners_os key '{shorten(key)}' can never match: {arch} code runs on "
+                f"{' and '.join(sorted(systems))}, not {system}",
+                hint=f"write it as '{GCCARCH}{arch}' or '{sorted(systems)[0]}/{GCCARCH}{arch}'",
+            )
 
 
 def gccarch_runner(

@@ -205,5 +205,7 @@ class CudaVerifier:
             what="the planned device code",
             hint=f"expected {','.join(str(t) for t in outcome.expected)}; rebuild with exactly "
             "these targets",
-            markup=True,
+            # Plain text: a path holding "[...]" (a file name, a problem) is printed as it is;
+            # rich markup would read it as a tag and drop it.
+            markup=False,
         )
