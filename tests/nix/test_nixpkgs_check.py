@@ -244,3 +244,65 @@ def test_unchecked_where_the_pin_is_not_at_hand(project: Path, tmp_path: Path) -
     assert stamp["locked"]["rev"] == lock["nodes"]["nixpkgs"]["locked"]["rev"]
     assert "not in the store" in result.stderr and "recorded as unchecked" in result.stderr
     assert capplan(project, "generate", "--check").returncode == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 41: every recipe fact is asked; any answer is a drift line or agreement; odd paths work
+
+
+def test_a_pin_without_cpu_arch_dynamic_dispatch_drifts(project: Path, tmp_path: Path) -> None:
+    # capplan plans llama-cpp as one generic build because its recipe dispatches CPU code at
+    # run time (cpuArchDynamicDispatch ? true); NixOS/nixpkgs' b5760 recipe has no such
+    # argument (kb/cpu_packages.json's source), and a pin like it must not pass in silence.
+    drifted = standin_copy(tmp_path, "no-dynamic-dispatch")
+    plant(drifted / "llama-cpp.nix", r"(?<![.\w])cpuArchDynamicDispatch(?!\w)", "allVariants")
+    result = capplan(project, "nixpkgs", "check", "--nixpkgs", str(drifted))
+    assert result.returncode == 17, result.stdout + result.stderr
+    (line,) = result.stdout.splitlines()
+    assert line.startswith(
+        "llama-cpp: recipe argument cpuArchDynamicDispatch of llama-cpp: knowledge base says it "
+        "takes it; nixpkgs says its arguments are ["
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("[ 86 ]", "[86] (a list, not what this fact is)"),
+        ('"8.6"', '"8.6" (a string, not what this fact is)'),
+        ('[ "8.6\\n::error::planted" ]', '["8.6\\n::error::planted"] (a list'),
+        ('[ (builtins.concatStringsSep "" (builtins.genList (_: "xxxxxxxxxx") 1000000)) ]',
+         '["xxxxxxxxxx'),
+    ],
+    ids=["number", "string", "workflow-command", "10MB"],
+)  # fmt: skip
+def test_an_answer_of_the_wrong_type_is_one_drift_line(
+    project: Path, tmp_path: Path, value: str, shown: str
+) -> None:
+    # torch's passthru.cudaCapabilities is a list of capability strings in nixpkgs; whatever a
+    # pin holds there is one drift line, escaped and cut, never exit 1 or 4.
+    drifted = standin_copy(tmp_path, "odd-capabilities")
+    plant(
+        drifted / "torch.nix",
+        r"cudaCapabilities = if cudaSupport then supportedCudaCapabilities else \[ \];",
+        f"cudaCapabilities = {value};",
+    )
+    result = capplan(project, "nixpkgs", "check", "--nixpkgs", str(drifted))
+    assert result.returncode == 17, result.stdout + result.stderr
+    (line,) = result.stdout.splitlines()
+    assert line.startswith("torch: capability allowlist on CUDA ") and shown in line, line
+    assert len(line) < 1200 and "\x1b" not in line
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("name", ["np?x=1", "np#x", "np%20x", b"np\xff\xfe"], ids=repr)
+def test_a_checkout_whose_path_is_no_flake_reference_works(
+    project: Path, tmp_path: Path, name: str | bytes
+) -> None:
+    folder = os.fsdecode(os.path.join(os.fsencode(tmp_path), os.fsencode(name)))
+    shutil.copytree(STANDIN, folder)
+    result = capplan(project, "nixpkgs", "check", "--nixpkgs", folder, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["agrees"] is True
+    assert data["source"]["path"] == os.fsencode(folder).decode("utf-8", "backslashreplace")

@@ -14,8 +14,13 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import signal
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,3 +142,68 @@ def test_no_other_module_starts_programs() -> None:
         text = path.read_text(encoding="utf-8")
         offenders += [f"{path.relative_to(src)}: {s}" for s in starters if s in text]
     assert offenders == []
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (a zombie waiting for init to reap it has ended too)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return fields[0] in ("Z", "X")
+
+
+def _wait_for(check: Any, what: str, seconds: float = 60.0) -> None:
+    end = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError(f"{what}: not within {seconds:g} s")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("signum", "status"),
+    [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGHUP, -signal.SIGHUP), (signal.SIGINT, 130)],
+    ids=["SIGTERM", "SIGHUP", "SIGINT"],
+)
+def test_a_signal_to_capplan_ends_the_program_it_runs(
+    tmp_path: Path, signum: int, status: int
+) -> None:
+    # A CI cancel sends SIGTERM to capplan; its `nix eval` (in a session of its own, so the
+    # signal does not reach it) and that program's children must end with it.
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    _script(tmp_path / "bin", "nix",
+            f'echo $$ > {pids}/nix\nsleep 600 &\necho $! > {pids}/sleep\nwait\n')  # fmt: skip
+    (tmp_path / "nixpkgs").mkdir()
+    (tmp_path / "nixpkgs" / "default.nix").write_text("{ ... }: { }\n")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    capplan = subprocess.Popen(
+        [sys.executable, "-m", "capplan", "nixpkgs", "check", "--nixpkgs", "nixpkgs"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: (pids / "sleep").is_file() and (pids / "sleep").read_text(), "nix")
+        started = [int((pids / name).read_text()) for name in ("nix", "sleep")]
+        capplan.send_signal(signum)
+        _, stderr = capplan.communicate(timeout=60)
+    finally:
+        capplan.kill()
+    assert capplan.returncode == status, stderr
+    assert b"Traceback" not in stderr
+    _wait_for(lambda: all(_gone(pid) for pid in started), "nix and its child ended", 10)
+
+
+def test_nix_eval_has_a_time_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capplan_in: Any
+) -> None:
+    from capplan.adapters import nix
+
+    _script(tmp_path / "bin", "nix", "sleep 600 &\nwait\n")
+    (tmp_path / "nixpkgs").mkdir()
+    (tmp_path / "nixpkgs" / "default.nix").write_text("{ ... }: { }\n")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setattr(nix, "NIX_EVAL_SECONDS", 0.5)
+    result = capplan_in("nixpkgs", "check", "--nixpkgs", str(tmp_path / "nixpkgs"))
+    assert result.exit_code == 14, result.stderr
+    assert "nix eval did not finish within 0.5 s" in result.stderr

@@ -16,10 +16,13 @@ from capplan.core.planning.failures import (
     FailureRecord,
     check_drv,
     check_time,
+    import_failures,
     known_failures,
+    log_line,
     log_tail,
     parse_record,
     record_schema,
+    utc_text,
 )
 from capplan.errors import DataError, InvalidInputError
 
@@ -263,3 +266,66 @@ def test_check_drv_reads_store_paths_as_the_narinfo_reader_does(path: str) -> No
     except InvalidInputError:
         got = False
     assert got == expected, path
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(st.floats(min_value=0, max_value=253_402_300_799.999))
+@example(0.0)
+@example(951_782_400.0)  # 2000-02-29T00:00:00Z
+@example(253_402_300_799.0)
+def test_utc_text_is_the_calendar_second(seconds: float) -> None:
+    expected = datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert utc_text(seconds) == expected
+    assert check_time(expected) == expected
+
+
+@pytest.mark.parametrize(
+    "seconds", [float("inf"), float("-inf"), float("nan"), 1e18, -1.0, 253_402_300_800.0]
+)
+def test_utc_text_refuses_what_no_record_can_say(seconds: float) -> None:
+    # issue 41: buildbot-nix's timestamp is any float; outside 1970-9999 it is no record time.
+    assert utc_text(seconds) is None
+
+
+def test_add_all_is_each_add_in_turn() -> None:
+    drvs = [f"/nix/store/{c * 32}-x.drv" for c in "abcd"]
+    start = FailureRecord().add(drvs[0], "x86_64-linux.a", "x86_64-linux", "2025-01-01T00:00:00Z")
+    items = [
+        (drvs[0], "x86_64-linux.a", "x86_64-linux", "2025-02-01T00:00:00Z", ("late",)),
+        (drvs[1], "x86_64-linux.b", "x86_64-linux", "2025-01-02T00:00:00Z", ()),
+        (drvs[2], "x86_64-linux.c", "aarch64-linux", "2025-01-03T00:00:00Z", ("one", "two")),
+    ]
+    one_by_one = start
+    for item in items:
+        one_by_one = one_by_one.add(*item)
+    assert start.add_all(items) == one_by_one
+    assert start.add_all(items).failures[drvs[0]].count == 2
+
+
+def test_a_log_line_is_one_short_line() -> None:
+    line = log_line("buildbot-nix: https://b/\\n" + "9" * 2000 + "\n::error::x\x1b[31m")
+    assert "\n" not in line and "\x1b" not in line and len(line) == LOG_LINE_CHARS + 3
+
+
+def test_import_failures_leaves_out_what_no_record_can_hold() -> None:
+    drvs = [f"/nix/store/{c * 32}-x.drv" for c in "abcde"]
+    jobs = {d: (f"x86_64-linux.{i}", "x86_64-linux") for i, d in enumerate(drvs[:4])}
+    old = FailureRecord().add(drvs[2], "x86_64-linux.2", "x86_64-linux", "2025-11-24T16:00:00Z")
+    rows = [
+        (drvs[0], 1764000000.5, "https://b/" + "9" * 1000),
+        (drvs[0], 1764000100.0, "https://b/later"),  # listed twice: the latest counts
+        (drvs[1], float("inf"), ""),
+        (drvs[2], 1764000000.0, ""),  # recorded already, at the same second
+        (drvs[3], 1764000000.0, ""),
+        (drvs[4], 1764000000.0, ""),  # another evaluation's
+    ]
+    done = import_failures(old, rows, jobs, source="buildbot-nix")
+    assert done.added == 2
+    assert done.left_out == (
+        (drvs[1], "its timestamp inf is no time from 1970 to 9999"),
+        (drvs[4], None),
+    )
+    assert done.record.failures[drvs[0]].log_tail == ("buildbot-nix: https://b/later",)
+    assert done.record.failures[drvs[0]].last == "2025-11-24T16:01:40Z"
+    assert done.record.failures[drvs[3]].log_tail == ()
+    assert done.record.failures[drvs[2]] == old.failures[drvs[2]]

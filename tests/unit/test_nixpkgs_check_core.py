@@ -4,10 +4,12 @@ flake.lock and --nixpkgs (adapters/nixpkgs.py); tests/nix runs it against real N
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import Cli, unprivileged
 
 from capplan.adapters.kb import load_kb, load_kb_file
 from capplan.adapters.nixpkgs import LockedNixpkgs, locked_nixpkgs, nixpkgs_reference
@@ -34,8 +36,11 @@ def request_for(gpus: list[str], packages: dict[str, Any], **policy: Any) -> dic
 def agreeing_answer(request: dict[str, Any]) -> dict[str, Any]:
     """What a nixpkgs that is exactly as the knowledge base says would answer."""
     rocm = request.get("rocm")
+    taken: dict[str, list[str]] = {}
+    for f in request["arguments"]:  # one recipe may be asked several arguments
+        taken.setdefault(".".join(f["attr"]), ["stdenv"]).append(f["argument"])
     answer: dict[str, Any] = {
-        "arguments": {".".join(f["attr"]): [f["argument"], "stdenv"] for f in request["arguments"]},
+        "arguments": taken,
         "cuda_sets": list(request["cuda_sets"]),
         "default_cuda": request["default_cuda"],
         "torch_broken": {n: n.startswith("cudaPackages_13") for n in request.get("torch_cuda", [])},
@@ -98,6 +103,26 @@ def test_cpu_arguments_come_from_the_cpu_knowledge_base() -> None:
     assert {"package": "gromacs", "attr": ["gromacs"], "argument": "cpuAcceleration"} in request[
         "arguments"
     ]
+    # issue 41: every recipe argument the plan relies on is asked: what a per-level build
+    # always sets (gromacs' enableCuda = false) and what a verdict rests on (llama-cpp is one
+    # generic build because of cpuArchDynamicDispatch ? true).
+    assert {"package": "gromacs", "attr": ["gromacs"], "argument": "enableCuda"} in request[
+        "arguments"
+    ]
+    llama = nixpkgs_request(
+        KB, {"system": "x86_64-linux", "variants": {"l": {"package": "llama-cpp"}}}, CPU
+    )
+    assert {
+        "package": "llama-cpp",
+        "attr": ["llama-cpp"],
+        "argument": "cpuArchDynamicDispatch",
+    } in llama["arguments"]
+    answer = agreeing_answer(llama)
+    answer["arguments"]["llama-cpp"].remove("cpuArchDynamicDispatch")  # a b5760-era pin
+    assert [d.line() for d in compare(KB, llama, answer)] == [
+        "llama-cpp: recipe argument cpuArchDynamicDispatch of llama-cpp: knowledge base says it "
+        "takes it; nixpkgs says its arguments are [rocmGpuTargets, stdenv]"
+    ]
 
 
 def test_an_agreeing_nixpkgs_gives_no_drift() -> None:
@@ -116,7 +141,8 @@ def test_each_disagreement_is_one_drift() -> None:
     answer["rocm"]["scope_packages"]["gfx942.composable_kernel"] = False
     drifts = compare(KB, request, answer)
     facts = [(d.package, d.fact) for d in drifts]
-    assert facts == sorted(facts) and len(facts) == 6, facts
+    # llama-cpp's recipe lost two arguments the plan relies on: two facts
+    assert facts == sorted(facts) and len(facts) == 7, facts
     lines = [d.line() for d in drifts]
     assert (
         "llama-cpp: recipe argument rocmGpuTargets of llama-cpp: knowledge base says it takes it; "
@@ -209,6 +235,15 @@ def test_bad_flake_lock(
         locked_nixpkgs(lock)
 
 
+def test_a_flake_lock_that_is_no_file_is_refused_at_once(tmp_path: Path) -> None:
+    # issue 41: a FIFO flake.lock would block a plain read forever; /dev/zero never ends.
+    os.mkfifo(tmp_path / "flake.lock")
+    with pytest.raises(DataError, match=r"cannot read .*flake\.lock: a FIFO \(named pipe\)"):
+        locked_nixpkgs(tmp_path / "flake.lock")
+    with pytest.raises(DataError, match="cannot read /dev/zero: a character device"):
+        locked_nixpkgs(Path("/dev/zero"))
+
+
 def test_nixpkgs_reference(tmp_path: Path) -> None:
     (tmp_path / "default.nix").write_text("{ }: { }")
     assert nixpkgs_reference(str(tmp_path)) == f"path:{tmp_path}"
@@ -236,3 +271,109 @@ def test_policy_request_resolves_the_policy_as_the_planner_does() -> None:
     assert default == nixpkgs_request(KB, plan, CPU, resolve_cuda_policy(KB, None))
     with pytest.raises(InvalidInputError, match=r"policy\.cuda"):
         policy_request(KB, plan, CPU, ["99.9"])
+
+
+# issue 41: --nixpkgs names that are no checkout get one line (exit 4) saying what they are.
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda p: (p.mkdir(), os.mkfifo(p / "default.nix")),
+         "its default.nix is a FIFO (named pipe), not a file"),
+        (lambda p: (p.mkdir(), (p / "default.nix").symlink_to("/dev/null")),
+         "its default.nix is a character device, not a file"),
+        (lambda p: (p.mkdir(), (p / "default.nix").symlink_to("default.nix")),
+         "cannot read its default.nix: Too many levels of symbolic links"),
+        (lambda p: p.symlink_to("/dev/null"), "not a folder (a character device)"),
+        (lambda p: p.symlink_to(p.name), "Too many levels of symbolic links"),
+        (lambda p: p.write_text(""), "not a folder (a file)"),
+        (None, "File name too long"),
+    ],
+    ids=["fifo", "device", "loop-inside", "device-folder", "loop", "file", "name_max"],
+)  # fmt: skip
+def test_a_nixpkgs_that_is_no_checkout_is_one_line(
+    capplan_in: Any, tmp_path: Path, make: Any, says: str
+) -> None:
+    target = tmp_path / ("n" * 300 if make is None else "nixpkgs")
+    if make is not None:
+        make(target)
+    result = capplan_in("nixpkgs", "check", "--nixpkgs", str(target))
+    assert result.exit_code == 4, result.stderr
+    err = result.stderr.strip()
+    assert err.startswith("capplan: error: --nixpkgs ") and "\n" not in err, err
+    assert says in err
+
+
+def test_a_nixpkgs_in_a_folder_nobody_may_search(open_tmp: Path) -> None:
+    closed = open_tmp / "closed"
+    (closed / "nixpkgs").mkdir(parents=True)
+    (closed / "nixpkgs" / "default.nix").write_text("{ ... }: { }\n")
+    closed.chmod(0o600)
+    run = Cli(open_tmp)
+    run("nixpkgs", "check", "--nixpkgs", str(open_tmp / "none"))  # imports what it needs
+    code, stderr = unprivileged(
+        lambda: (lambda r: (r.exit_code, r.stderr))(
+            run("nixpkgs", "check", "--nixpkgs", str(closed / "nixpkgs"))
+        )
+    )
+    assert code == 4, stderr
+    assert "Permission denied" in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_answers_of_the_wrong_type_are_one_drift_each() -> None:
+    # issue 41: `gpuTargets = 5`, `cudaCapabilities = [ 86 ]` and odd types elsewhere are drifts
+    # of their facts, never an exception (exit 1), exit 4, or "agrees".
+    request = request_for(*MIXED, rocm_scope="stack")
+    answer = agreeing_answer(request)
+    answer["rocm"]["default_targets"] = 5
+    answer["torch_capabilities"] = {"requested": ["8.6", "8.9"], "kept": [86]}
+    answer["torch_broken"]["cudaPackages_12_9"] = "no"
+    answer["arguments"]["llama-cpp"] = {"cpuArchDynamicDispatch": True}
+    answer["rocm"]["scopes"]["gfx9"] = "gfx942"
+    answer["rocm"]["scope_packages"]["gfx942.miopen"] = 1
+    request["torch_capabilities"] = ["8.6", "8.9"]
+    lines = [d.line() for d in compare(KB, request, answer)]
+    said = sorted(line.split("; nixpkgs says ", 1)[1] for line in lines)
+    assert said == sorted(
+        [
+            "1 (a number, not what this fact is)",
+            '{"cpuArchDynamicDispatch": true} (an attrset, not what this fact is)',
+            '{"cpuArchDynamicDispatch": true} (an attrset, not what this fact is)',
+            "5 (a number, not what this fact is)",
+            '"gfx942" (a string, not what this fact is)',
+            "[86] (a list, not what this fact is)",
+            '"no" (a string, not what this fact is)',
+        ]
+    ), lines
+
+
+@pytest.mark.parametrize(
+    "fleet",
+    [
+        '[fleet]\ngpus = ["MI300X", "RTX 4090"]\ncpus = ["x86-64-v3", "sapphirerapids"]\n'
+        "[packages.torch]\n[packages.gromacs]\n[packages.llama-cpp]\n[packages.openblas]\n"
+        '[packages.magma]\n[policy]\nsystem = "x86_64-linux"\n',
+        '[fleet]\ngpus = ["Radeon RX 7900 XTX", "MI300X"]\n[packages.torch]\n[packages.magma]\n'
+        '[packages.llama-cpp]\n[policy]\nrocm_scope = "stack"\n',
+    ],
+    ids=["mixed-cpu", "rocm-stack"],
+)
+def test_every_argument_the_plan_sets_is_asked(tmp_path: Path, fleet: str) -> None:
+    # issue 41: what plan.json makes the overlays pass to a recipe (a CPU level's override and
+    # always arguments, a ROCm variant's target argument, a scope's library arguments) is asked
+    # of the pinned nixpkgs, so a pin whose recipe lost one drifts instead of failing to build.
+    from capplan.cli.planning import plan_with_settings
+
+    (tmp_path / "capplan.toml").write_text(fleet)
+    data = plan_json(plan_with_settings(tmp_path / "capplan.toml").plan)
+    request = policy_request(KB, data, CPU, None)
+    asked = {(f["package"], f["argument"]) for f in request["arguments"]}
+    sets: set[tuple[str, str]] = set()
+    for variant in data["variants"].values():
+        rocm, cpu = variant.get("rocm") or {}, variant.get("cpu") or {}
+        for package in rocm.get("overrides") or {}:
+            sets.add((package, (rocm.get("arguments") or {}).get(package, "gpuTargets")))
+        for library, arguments in (rocm.get("scope_overrides") or {}).items():
+            sets.update((library, argument) for argument in arguments)
+        sets.update((variant["package"], argument) for argument in cpu.get("override") or {})
+    assert sets, "the plan sets no recipe argument: the test would prove nothing"
+    assert sets <= asked, sorted(sets - asked)

@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from capplan.adapters.files import (
     link_target,
     numbered_lines,
     open_regular,
+    special_kind,
 )
 from capplan.core.planning.failures import (
     FailureRecord,
@@ -36,7 +38,7 @@ from capplan.core.planning.failures import (
     log_tail,
     parse_record,
 )
-from capplan.errors import DataError, InvalidInputError, WriteError
+from capplan.errors import DataError, InvalidInputError, WriteError, shorten
 
 __all__ = [
     "MAX_LOG_BYTES",
@@ -262,41 +264,133 @@ class BuildbotFailure:
     """One row of buildbot-nix's failed-build list."""
 
     drv: str
-    timestamp: float  # seconds since 1970, UTC
+    timestamp: float  # seconds since 1970, UTC, as buildbot-nix stored it (any float)
     url: str
+
+
+# How much of a buildbot database capplan reads. buildbot-nix keeps one row per failed
+# derivation (a busy farm: thousands); a `failed_builds` that is a view can be endless (a
+# recursive view), so the query is bounded in rows, in time (SQLite's progress handler) and in
+# memory (temporary tables kept in memory under a heap limit, never in a file under /var/tmp).
+MAX_BUILDBOT_ROWS = 500_000
+BUILDBOT_SECONDS = 30.0
+_BUILDBOT_HEAP = 256 * 1024 * 1024
+_BUILDBOT_VALUE = 64 * 1024  # buildbot-nix's columns are String(512) and String(1024)
+
+
+def _database_uri(path: Path) -> str:
+    """A read-only SQLite URI naming exactly ``path``: every byte but the unreserved ones
+    percent-escaped, so ``#``, ``?`` and ``%`` in a name are part of it, not a fragment, a
+    query or an escape (https://www.sqlite.org/uri.html: the path is percent-decoded), and a
+    name that is not UTF-8 keeps its bytes."""
+    from urllib.parse import quote
+
+    return "file:" + quote(os.fsencode(os.path.abspath(path)), safe="/") + "?mode=ro"
+
+
+def _buildbot_file(path: Path) -> None:
+    """Refuse, with one line, a ``--db`` that is no regular file capplan can open."""
+    hint = "give buildbot's SQLite database (the master's state.sqlite)"
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InvalidInputError(f"no such buildbot database: {path}", hint=hint) from None
+    except OSError as exc:
+        # ENAMETOOLONG, EACCES on a folder above it, ELOOP, ENOTDIR: the OS's reason says which
+        raise InvalidInputError(
+            f"cannot open buildbot database {path}: {exc.strerror}", hint=hint
+        ) from None
+    if stat.S_ISDIR(mode):
+        raise InvalidInputError(f"{path} is a folder, not a buildbot database", hint=hint)
+    if not stat.S_ISREG(mode):
+        raise InvalidInputError(
+            f"{path} is {special_kind(path)}, not a buildbot database file", hint=hint
+        )
+
+
+def _heap_limit(limit: int) -> int | None:
+    """Set SQLite's hard heap limit (the whole process's: every connection's memory together,
+    past which a query fails with SQLITE_NOMEM) and return the one it replaces; None where the
+    C function cannot be reached. ``PRAGMA hard_heap_limit`` can only lower the limit, never
+    put it back (https://www.sqlite.org/pragma.html#pragma_hard_heap_limit), so the read sets
+    and restores it through sqlite3_hard_heap_limit64, which the sqlite3 module links."""
+    import ctypes
+
+    try:
+        import _sqlite3
+
+        setter = ctypes.CDLL(_sqlite3.__file__).sqlite3_hard_heap_limit64
+    except (ImportError, OSError, AttributeError):
+        return None
+    setter.restype = ctypes.c_int64
+    setter.argtypes = [ctypes.c_int64]
+    return int(setter(limit))
 
 
 def read_buildbot_failures(path: Path) -> list[BuildbotFailure]:
     """buildbot-nix's failed-build list: the ``failed_builds`` table (``derivation`` primary
     key, ``timestamp`` float, ``url``; buildbot_nix/db/failed_builds.py, nix-community/
-    buildbot-nix commit e446e345) of its buildbot database, a SQLite file, read only."""
+    buildbot-nix commit e446e345) of its buildbot database, a SQLite file, read only; sorted by
+    derivation."""
     import sqlite3
+    import time
 
-    if not path.is_file():
-        raise InvalidInputError(
-            f"no such buildbot database: {path}",
-            hint="give buildbot's SQLite database (the master's state.sqlite)",
-        )
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)) as db:
-            rows = db.execute(
-                "SELECT derivation, timestamp, url FROM failed_builds ORDER BY derivation"
-            ).fetchall()
-    except sqlite3.Error as exc:
-        raise DataError(
-            f"{path}: cannot read buildbot-nix's failed builds: {exc}",
+    _buildbot_file(path)
+
+    def bad(why: str) -> DataError:
+        return DataError(
+            f"{path}: cannot read buildbot-nix's failed builds: {why}",
             hint="give buildbot-nix's master database (it has the table failed_builds)",
-        ) from None
+        )
+
+    deadline = time.monotonic() + BUILDBOT_SECONDS
+    rows: list[tuple[object, object, object]] = []
+    heap = _heap_limit(_BUILDBOT_HEAP)
+    try:
+        with contextlib.closing(sqlite3.connect(_database_uri(path), uri=True)) as db:
+            # Text that is not UTF-8 is read with replacement characters (then refused as no
+            # .drv, or kept in a URL) instead of failing the whole read.
+            db.text_factory = lambda raw: raw.decode("utf-8", "replace")
+            db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _BUILDBOT_VALUE)
+            db.execute("PRAGMA temp_store = MEMORY")
+            db.execute("PRAGMA cache_size = -16384")  # KiB: 16 MiB of page cache
+            if heap is None:  # no C entry point: the pragma, which only ever lowers it
+                db.execute(f"PRAGMA hard_heap_limit = {int(_BUILDBOT_HEAP)}")
+            db.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+            # No ORDER BY: sorting in SQLite would read every row before the first (an endless
+            # view never returns); the rows are sorted here, after the limit.
+            cursor = db.execute("SELECT derivation, timestamp, url FROM failed_builds")
+            while len(rows) <= MAX_BUILDBOT_ROWS:
+                chunk = cursor.fetchmany(4096)
+                if not chunk:
+                    break
+                rows.extend(chunk)
+    except MemoryError:
+        raise bad(f"the query needs more than {_BUILDBOT_HEAP >> 20} MiB") from None
+    except sqlite3.Error as exc:
+        if time.monotonic() > deadline:
+            raise bad(f"no answer within {BUILDBOT_SECONDS:g} s (an endless view?)") from None
+        raise bad(shorten(str(exc))) from None
+    finally:
+        if heap is not None:
+            _heap_limit(heap)
+    if len(rows) > MAX_BUILDBOT_ROWS:
+        raise bad(f"more than {MAX_BUILDBOT_ROWS:,} rows (an endless view?)")
     out = []
     for drv, timestamp, url in rows:
         if not isinstance(drv, str) or not isinstance(timestamp, int | float):
-            raise DataError(f"{path}: a failed_builds row is not (text, number, text): {drv!r}")
+            raise DataError(
+                f"{path}: a failed_builds row is not (text, number, text): {shorten(repr(drv))}"
+            )
         try:
             check_drv(drv)
         except InvalidInputError:
-            raise DataError(f"{path}: failed_builds holds {drv[:200]!r}, not a .drv") from None
-        out.append(BuildbotFailure(drv, float(timestamp), str(url or "")))
-    return out
+            raise DataError(
+                f"{path}: failed_builds holds {shorten(repr(drv))}, not a .drv"
+            ) from None
+        link = url if isinstance(url, str) else "" if url is None else repr(url)
+        out.append(BuildbotFailure(drv, float(timestamp), link))
+    return sorted(out, key=lambda row: row.drv)
 
 
 # Given the flake's legacyPackages, { <attr> = { drv; outputs; } } for the requested attrs (null

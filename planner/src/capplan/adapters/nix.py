@@ -20,6 +20,7 @@ from capplan.errors import CapplanError, NixError
 from capplan.runtime.selector import Unusable, run_bounded
 
 __all__ = [
+    "NIX_EVAL_SECONDS",
     "NIX_FEATURES",
     "PARAMS_ENV",
     "current_system",
@@ -32,6 +33,10 @@ NIX_FEATURES = "nix-command flakes"
 # for, every planned variant's output paths, is a few MB; past this nix is unusable here.
 NIX_OUTPUT_LIMIT = 64 * 1024 * 1024
 PARAMS_ENV = "CAPPLAN_NIX_PARAMS"
+# How long one nix eval may run: the largest capplan asks for (nixpkgs check of a real nixpkgs:
+# torch on each CUDA set, every ROCm scope) takes minutes on a cold evaluation cache; a nix
+# that hangs (a wedged daemon, a fetch that never ends) is stopped here, not by CI's timeout.
+NIX_EVAL_SECONDS = 1200.0
 
 # Given the flake's `legacyPackages` attrset (where capplan's flake keeps its variants, as
 # nixpkgs does, so that `nix flake show` never forces them), return
@@ -105,8 +110,10 @@ def nix_eval_json(
 ) -> Any:
     """Run ``nix eval --json ARGS`` and return the decoded JSON.
 
-    Raises NixError with nix's first error line when it fails, or when nix is not installed.
+    Raises NixError with nix's first error line when it fails, or when nix is not installed,
+    or does not finish within ``timeout`` seconds (default :data:`NIX_EVAL_SECONDS`).
     """
+    timeout = NIX_EVAL_SECONDS if timeout is None else timeout
     command = ["nix", "--extra-experimental-features", NIX_FEATURES, "eval", "--json", *args]
     done = run_bounded(
         command,
@@ -120,7 +127,7 @@ def nix_eval_json(
             raise NixError("nix not found", hint="install nix-bin (Debian) or Nix")
         if done.kind == "timeout":
             raise NixError(
-                f"nix eval did not finish within {timeout or 0:g} s",
+                f"nix eval did not finish within {timeout:g} s",
                 hint="check the flake evaluates",
             )
         raise NixError(f"nix eval is unusable: {done}", hint="check the Nix installation")

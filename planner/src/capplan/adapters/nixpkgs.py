@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,16 @@ from urllib.parse import quote
 from capplan.adapters.nix import PARAMS_ENV, nix_eval_json
 from capplan.errors import DataError, InvalidInputError, NixError
 
-__all__ = ["LockedNixpkgs", "evaluate_nixpkgs", "locked_nixpkgs", "nixpkgs_reference"]
+__all__ = [
+    "FOLDER_ENV",
+    "LockedNixpkgs",
+    "evaluate_nixpkgs",
+    "locked_nixpkgs",
+    "nixpkgs_folder",
+    "nixpkgs_reference",
+]
+
+FOLDER_ENV = "CAPPLAN_NIXPKGS_FOLDER"
 
 # Everything is read through `or` (a missing attribute is not catchable) and tryEval (a throw
 # or meta.broken is): one failing fact never hides the others.
@@ -27,10 +38,13 @@ _CHECK_EXPR = """
 let
   params = builtins.fromJSON (builtins.getEnv "CAPPLAN_NIX_PARAMS");
   request = params.request;
-  # A checkout is imported where it is (no copy of nixpkgs into the store); a flake
-  # reference is fetched and locked by getFlake.
+  # A checkout is imported where it is (no copy of nixpkgs into the store); its path comes
+  # as the bytes of its own variable (a name that is not UTF-8, or holds '?', is no flake
+  # reference and no JSON string). A flake reference is fetched and locked by getFlake.
   source =
-    if params ? path then { outPath = /. + params.path; } else builtins.getFlake params.flake;
+    if params.folder
+    then { outPath = /. + builtins.getEnv "CAPPLAN_NIXPKGS_FOLDER"; }
+    else builtins.getFlake params.flake;
   system = request.system;
   nixpkgsWith = config: import source.outPath { inherit system config; };
   pkgs = nixpkgsWith { allowUnfree = true; };
@@ -96,7 +110,6 @@ in
     rev = source.rev or null;
     narHash = source.narHash or null;
     lastModified = source.lastModified or null;
-    path = params.path or null;
     version = (pkgs.lib or { }).version or null;
   };
   arguments = builtins.listToAttrs (map (f: {
@@ -178,9 +191,12 @@ def _query(params: Mapping[str, str | None]) -> str:
 
 def locked_nixpkgs(lock_file: Path) -> LockedNixpkgs:
     """The ``nixpkgs`` input recorded in ``lock_file``; DataError when it has none."""
+    from capplan.adapters.files import read_bounded
+
     label = str(lock_file)
     try:
-        data = json.loads(lock_file.read_text(encoding="utf-8"))
+        # Bounded and never blocking: a flake.lock that is a FIFO or /dev/zero is refused.
+        data = json.loads(read_bounded(lock_file).decode("utf-8"))
         nodes = data["nodes"]
         name = nodes[data.get("root", "root")]["inputs"]["nixpkgs"]
         if not isinstance(name, str):
@@ -192,7 +208,11 @@ def locked_nixpkgs(lock_file: Path) -> LockedNixpkgs:
             f"no flake.lock at {label}",
             hint="run in the flake's folder, or pass --nixpkgs PATH|FLAKEREF",
         ) from exc
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except OSError as exc:
+        raise DataError(
+            f"cannot read {label}: {exc.strerror or exc}", hint="pass --nixpkgs PATH|FLAKEREF"
+        ) from exc
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise DataError(
             f"{label} names no nixpkgs input capplan can read ({type(exc).__name__}: {exc})",
             hint="pass --nixpkgs PATH|FLAKEREF",
@@ -215,51 +235,105 @@ def locked_nixpkgs(lock_file: Path) -> LockedNixpkgs:
     return LockedNixpkgs(ref, rev, nar_hash)
 
 
-def nixpkgs_reference(given: str) -> str:
-    """A flake reference for ``--nixpkgs``: a folder becomes ``path:<absolute folder>``; text
-    with a scheme (``github:``, ``path:``, ``git+https:``) is passed to Nix as it is."""
+def _shown(path: str) -> str:
+    """A path as text any output takes: bytes that are not UTF-8 written as ``\\xff``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def nixpkgs_folder(given: str) -> Path | None:
+    """The nixpkgs checkout ``--nixpkgs`` names (absolute, its bytes kept), or None when
+    ``given`` is a flake reference; InvalidInputError (one line) for anything else."""
     path = Path(given).expanduser()
-    if path.exists() or ("/" in given and ":" not in given.split("/", 1)[0]):
-        if not path.is_dir():
+    hint = "give a nixpkgs checkout (a folder with default.nix) or a flake reference"
+    try:
+        mode: int | None = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except OSError as exc:  # a name past NAME_MAX, a folder above it nobody may search, a loop
+        raise InvalidInputError(f"--nixpkgs {given}: {exc.strerror}", hint=hint) from None
+    if mode is None and not ("/" in given and ":" not in given.split("/", 1)[0]):
+        if ":" not in given:
             raise InvalidInputError(
-                f"--nixpkgs {given}: not a folder",
-                hint="give a nixpkgs checkout (a folder with default.nix) or a flake reference",
+                f"--nixpkgs {given}: neither a folder nor a flake reference",
+                hint="give a nixpkgs checkout or a flake reference such as "
+                "github:NixOS/nixpkgs/<rev>",
             )
-        if not (path / "default.nix").is_file():
-            raise InvalidInputError(
-                f"--nixpkgs {given}: no default.nix in that folder, so it is not nixpkgs",
-                hint="give a nixpkgs checkout or a flake reference (github:NixOS/nixpkgs/<rev>)",
-            )
-        return f"path:{path.resolve()}"
-    if ":" not in given:
-        raise InvalidInputError(
-            f"--nixpkgs {given}: neither a folder nor a flake reference",
-            hint="give a nixpkgs checkout or a flake reference such as github:NixOS/nixpkgs/<rev>",
+        return None
+    if mode is None or not stat.S_ISDIR(mode):
+        what = "not a folder " + (
+            "(nothing is there)" if mode is None else f"({_kind(path, mode)})"
         )
-    return given
+        raise InvalidInputError(f"--nixpkgs {given}: {what}", hint=hint)
+    try:
+        inside: int | None = os.stat(path / "default.nix").st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        inside = None
+    except OSError as exc:
+        raise InvalidInputError(
+            f"--nixpkgs {given}: cannot read its default.nix: {exc.strerror}", hint=hint
+        ) from None
+    if inside is None:
+        raise InvalidInputError(
+            f"--nixpkgs {given}: no default.nix in that folder, so it is not nixpkgs",
+            hint="give a nixpkgs checkout or a flake reference (github:NixOS/nixpkgs/<rev>)",
+        )
+    if not stat.S_ISREG(inside):
+        raise InvalidInputError(
+            f"--nixpkgs {given}: its default.nix is {_kind(path / 'default.nix', inside)}, "
+            "not a file, so it is not nixpkgs",
+            hint=hint,
+        )
+    return Path(os.path.realpath(path))
+
+
+def _kind(path: Path, mode: int) -> str:
+    from capplan.adapters.files import special_kind
+
+    return (
+        "a folder"
+        if stat.S_ISDIR(mode)
+        else "a file"
+        if stat.S_ISREG(mode)
+        else (special_kind(path))
+    )
+
+
+def nixpkgs_reference(given: str) -> str:
+    """A flake reference for ``--nixpkgs``: a folder becomes ``path:<absolute folder>`` (as
+    shown: pass the folder itself, :func:`nixpkgs_folder`, to :func:`evaluate_nixpkgs`); text
+    with a scheme (``github:``, ``path:``, ``git+https:``) is passed to Nix as it is."""
+    folder = nixpkgs_folder(given)
+    return given if folder is None else f"path:{_shown(str(folder))}"
 
 
 def evaluate_nixpkgs(
     reference: str,
     request: Mapping[str, Any],
     *,
+    folder: Path | None = None,
     offline: bool = False,
     timeout: float | None = None,
 ) -> dict[str, Any]:
-    """nixpkgs' answers to ``request`` (core/planning/nixpkgs_check.py), with one ``nix eval``."""
-    where = (
-        {"path": reference.removeprefix("path:")}
-        if reference.startswith("path:/") and "?" not in reference
-        else {"flake": reference}
-    )
+    """nixpkgs' answers to ``request`` (core/planning/nixpkgs_check.py), with one ``nix eval``:
+    of the checkout ``folder`` when given (:func:`nixpkgs_folder`), else of the flake
+    ``reference``."""
+    env = {}
+    if folder is None and reference.startswith("path:/") and "?" not in reference:
+        folder = Path(reference.removeprefix("path:"))  # a lock's path input: where it is
+    if folder is not None:
+        env[FOLDER_ENV] = str(folder)
+    where = {"folder": folder is not None, "flake": None if folder is not None else reference}
     params = json.dumps({**where, "request": request}, sort_keys=True)
     args = ["--impure", "--expr", _CHECK_EXPR]
     if offline:
         args.insert(0, "--offline")
-    answer = nix_eval_json(args, env={PARAMS_ENV: params}, timeout=timeout)
+    answer = nix_eval_json(args, env={PARAMS_ENV: params, **env}, timeout=timeout)
     if not isinstance(answer, dict):
         raise NixError(
             f"nix eval of the nixpkgs check returned {type(answer).__name__}, not an attrset",
             hint="report this bug",
         )
+    source = answer.get("source")
+    if isinstance(source, dict):
+        source["path"] = None if folder is None else _shown(str(folder))
     return answer

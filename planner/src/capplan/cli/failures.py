@@ -276,28 +276,20 @@ def import_buildbot_nix(record: Path, db_path: Path, jobs_file: Path) -> None:
         read_record,
         write_record,
     )
+    from capplan.core.planning.failures import import_failures
 
     rows = read_buildbot_failures(db_path)
-    by_drv = {job.drv: job for job in read_job_derivations(jobs_file).values()}
-    added = 0
+    jobs = {job.drv: (job.attr, job.system) for job in read_job_derivations(jobs_file).values()}
     with locked(record):
         old = read_record(record, missing_ok=True)
-        new = old
-        for row in rows:
-            job = by_drv.get(row.drv)
-            if job is None:
-                _say(f"left out {row.drv}: no job of {jobs_file} has it (another evaluation)")
-                continue
-            when = _utc(datetime.fromtimestamp(int(row.timestamp), UTC))
-            known = new.failures.get(row.drv)
-            if known is not None and known.last >= when:
-                continue  # imported before, or recorded since
-            log = (f"buildbot-nix: {row.url}",) if row.url else ()
-            new = new.add(row.drv, job.attr, job.system, when, log)
-            added += 1
-        if added:
-            write_record(record, new)
-    _say(f"imported {added} of {len(rows)} failed build(s) from {db_path} into {record}")
+        imported = import_failures(
+            old, [(row.drv, row.timestamp, row.url) for row in rows], jobs, source="buildbot-nix"
+        )
+        for drv, why in imported.left_out:
+            _say(f"left out {drv}: {why or f'no job of {jobs_file} has it (another evaluation)'}")
+        if imported.added:
+            write_record(record, imported.record)
+    _say(f"imported {imported.added} of {len(rows)} failed build(s) from {db_path} into {record}")
 
 
 @failures.command("schema")

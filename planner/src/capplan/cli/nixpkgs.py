@@ -20,10 +20,11 @@ def check_against(
     plan_data: dict[str, Any],
     cuda: Sequence[str] | None,
     *,
+    folder: Path | None = None,
     offline: bool = False,
 ) -> tuple[dict[str, Any], tuple[Any, ...]]:
     """(what nixpkgs says of its own revision, the disagreements) for a plan's data; ``cuda``:
-    the config's policy.cuda."""
+    the config's policy.cuda; ``folder``: the checkout ``reference`` names, if it is one."""
     from capplan.adapters.kb import load_cpu_packages
     from capplan.adapters.nixpkgs import evaluate_nixpkgs
     from capplan.core.planning.nixpkgs_check import compare, policy_request
@@ -31,7 +32,7 @@ def check_against(
     kb = current_kb()
     cpu = load_cpu_packages(kb_directory())
     request = policy_request(kb, plan_data, cpu, cuda)
-    answer = evaluate_nixpkgs(reference, request, offline=offline)
+    answer = evaluate_nixpkgs(reference, request, folder=folder, offline=offline)
     source = answer.get("source") if isinstance(answer.get("source"), dict) else {}
     return dict(source or {}), compare(kb, request, answer)
 
@@ -57,18 +58,21 @@ def check(config_path: Path | None, given: str | None, as_json: bool) -> None:
     recipe takes, torch's CUDA versions and capability allowlist, the CUDA package sets, the
     default ROCm targets and per-target scopes, and whether composable_kernel and MIOpen
     evaluate in each planned scope. Exit 0 when all agree, 17 when something drifted."""
-    from capplan.adapters.nixpkgs import locked_nixpkgs, nixpkgs_reference
+    from capplan.adapters.nixpkgs import locked_nixpkgs, nixpkgs_folder, nixpkgs_reference
     from capplan.core.planning.matrix import plan_json
-    from capplan.errors import NixpkgsDriftError
+    from capplan.errors import NixpkgsDriftError, shorten
 
+    folder = None
     if given is None:
         reference = locked_nixpkgs(Path.cwd() / "flake.lock").reference
     else:
+        folder = nixpkgs_folder(given)
         reference = nixpkgs_reference(given)
     planned = plan_with_settings(config_path)
     data = plan_json(planned.plan)
-    source, drifts = check_against(reference, data, planned.config.policy.cuda)
-    revision = source.get("rev") or source.get("narHash") or reference
+    source, drifts = check_against(reference, data, planned.config.policy.cuda, folder=folder)
+    # What nixpkgs says of itself is echoed like any value: escaped and cut.
+    revision = shorten(str(source.get("rev") or source.get("narHash") or reference))
     if as_json:
         emit_json(
             {

@@ -560,17 +560,98 @@ def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} bytes"
 
 
+# The signals that end capplan (a CI cancel sends SIGTERM, a closed terminal SIGHUP, Ctrl-C
+# SIGINT). The child runs in a session of its own (so that a kill reaches its whole group), which
+# also keeps these signals from reaching it: while it runs they kill its group first, then act
+# on capplan as they would have.
+_STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
+
+
+class _Stopped(BaseException):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Stops:
+    """While active (main thread only: Python runs handlers there), a stop signal raises
+    :class:`_Stopped` once a child is started, and is held until then."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.pending: int | None = None
+        self.previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        first = self.pending is None
+        self.pending = self.pending or signum
+        # Raised once: a second signal (a CI that cancels twice) must not cut short the
+        # cleanup the first started, which kills the child's group.
+        if self.started and first:
+            raise _Stopped(signum)
+
+    def __enter__(self) -> _Stops:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for name in _STOP_SIGNALS:
+                number = getattr(signal, name, None)
+                # An ignored signal (nohup's SIGHUP) stays ignored; a handler set outside
+                # Python (None) cannot be put back, so it is left alone.
+                held = None if number is None else signal.getsignal(number)
+                if number is not None and held is not None and held is not signal.SIG_IGN:
+                    self.previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def child_started(self) -> None:
+        self.started = True
+        if self.pending is not None:
+            raise _Stopped(self.pending)
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+        signum = self.pending
+        if signum is not None:
+            # The child's group is dead: now the signal does to capplan what it would have
+            # (its previous handler: a pending atomic write's cleanup, KeyboardInterrupt, or
+            # the default, death by that signal).
+            signal.raise_signal(signum)
+
+
 def run_bounded(
     argv: list[str],
     *,
-    timeout: float | None,
+    timeout: float,
     limit: int,
     cwd: str | None = None,
     env: dict[str, str] | None = None,
 ) -> Finished | Unusable:
     """Run ``argv`` (stdin closed); the finished program, or why it is unusable (one line: not
     found, not executable, no answer within ``timeout`` seconds, more than ``limit`` bytes of
-    output on stdout and stderr together). Nothing past ``limit`` is ever held in memory."""
+    output on stdout and stderr together). Nothing past ``limit`` is ever held in memory, and
+    SIGTERM, SIGHUP or SIGINT to capplan kills the program's process group before it acts."""
+    with _Stops() as stops:
+        try:
+            return _run_bounded(argv, stops, timeout=timeout, limit=limit, cwd=cwd, env=env)
+        except _Stopped as stopped:
+            stops.pending = stopped.signum  # acted on as the block ends, the child dead
+    # Reached only when the signal's own handler let capplan go on.
+    return Unusable(f"{argv[0]}: stopped by signal {stops.pending}", "failed")
+
+
+def _run_bounded(
+    argv: list[str],
+    stops: _Stops,
+    *,
+    timeout: float,
+    limit: int,
+    cwd: str | None,
+    env: dict[str, str] | None,
+) -> Finished | Unusable:
     import selectors
     import subprocess
     import time
@@ -596,15 +677,16 @@ def run_bounded(
     out: dict[int, list[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
     total = 0
     why: Unusable | None = None
-    deadline = None if timeout is None else time.monotonic() + timeout
-    late = Unusable(f"{program} did not answer within {timeout or 0:g} s", "timeout")
+    deadline = time.monotonic() + timeout
+    late = Unusable(f"{program} did not answer within {timeout:g} s", "timeout")
     try:
+        stops.child_started()
         with selectors.DefaultSelector() as chooser:
             for fd in out:
                 chooser.register(fd, selectors.EVENT_READ)
             while chooser.get_map() and why is None:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     why = late
                     break
                 for key, _ in chooser.select(left):
@@ -622,8 +704,7 @@ def run_bounded(
                         break
         if why is None:
             try:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                proc.wait(left)
+                proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 why = late
     finally:

@@ -25,20 +25,26 @@ from capplan.core.model.identifiers import check_identifier
 from capplan.errors import DataError, InvalidInputError
 
 __all__ = [
+    "FIRST_SECOND",
     "FORMAT",
+    "LAST_SECOND",
     "LOG_LINES",
     "LOG_LINE_CHARS",
     "MAX_COUNT",
     "VERSION",
     "Failure",
     "FailureRecord",
+    "Imported",
     "KnownFailures",
     "check_drv",
     "check_time",
+    "import_failures",
     "known_failures",
+    "log_line",
     "log_tail",
     "parse_record",
     "record_schema",
+    "utc_text",
 ]
 
 FORMAT = "capplan-failures"
@@ -92,6 +98,41 @@ def check_drv(path: str) -> str:
             hint="give the drvPath nix-eval-jobs prints: /nix/store/<hash>-<name>.drv",
         )
     return path
+
+
+def log_line(text: str) -> str:
+    """``text`` as one line of a log tail: colours and control characters removed (a newline
+    too), cut to ``LOG_LINE_CHARS``, so a record holding it reads back (a longer line is
+    refused by :func:`parse_record`)."""
+    line = _CONTROL.sub("", _ANSI.sub("", text.replace("\n", " "))).strip()
+    return line if len(line) <= LOG_LINE_CHARS else line[:LOG_LINE_CHARS] + "..."
+
+
+# The first and last second a record's four-digit years can say (check_time).
+FIRST_SECOND = 0  # 1970-01-01T00:00:00Z: buildbot-nix's timestamps are time.time()
+LAST_SECOND = 253_402_300_799  # 9999-12-31T23:59:59Z
+
+
+def utc_text(seconds: float) -> str | None:
+    """Seconds since 1970 as record time (``2026-11-24T20:27:42Z``, the second it falls in);
+    None for what is no such time from 1970 to 9999 (NaN, infinities, 1e18, negatives)."""
+    if not FIRST_SECOND <= seconds < LAST_SECOND + 1:  # False for NaN too
+        return None
+    days, second = divmod(int(seconds), 86_400)
+    # civil_from_days (Howard Hinnant, "chrono-Compatible Low-Level Date Algorithms"): the
+    # proleptic Gregorian date of a day count since 1970-01-01, without a clock module (core/).
+    z = days + 719_468
+    era, day_of_era = divmod(z, 146_097)
+    year_of_era = (
+        day_of_era - day_of_era // 1460 + day_of_era // 36_524 - day_of_era // 146_096
+    ) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    shifted = (5 * day_of_year + 2) // 153  # months from March
+    day = day_of_year - (153 * shifted + 2) // 5 + 1
+    month = shifted + 3 if shifted < 10 else shifted - 9
+    year = year_of_era + era * 400 + (month <= 2)
+    hour, rest = divmod(second, 3600)
+    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{rest // 60:02d}:{rest % 60:02d}Z"
 
 
 def log_tail(text: str, lines: int = LOG_LINES) -> tuple[str, ...]:
@@ -182,6 +223,19 @@ class FailureRecord:
         old = self.failures.get(drv)
         return self._with(new if old is None else old.merged(new))
 
+    def add_all(
+        self, failures: Iterable[tuple[str, str, str, str, Sequence[str]]]
+    ) -> FailureRecord:
+        """This record plus each ``(drv, attr, system, when, log)`` failure, as :meth:`add`
+        adds one, in one pass (adding 80,000 one by one copies the mapping each time)."""
+        out = dict(self.failures)
+        for drv, attr, system, when, log in failures:
+            one = FailureRecord({drv: out[drv]} if drv in out else {}).add(
+                drv, attr, system, when, log
+            )
+            out[drv] = one.failures[drv]
+        return FailureRecord(out)
+
     def merge(self, *others: FailureRecord) -> FailureRecord:
         """All records in one: the same derivation's entries add their counts (so merge each
         per-job file once), keep the first ``since``, the latest ``last`` and its log."""
@@ -210,6 +264,50 @@ class FailureRecord:
 
     def _with(self, failure: Failure) -> FailureRecord:
         return FailureRecord({**self.failures, failure.drv: failure})
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What :func:`import_failures` made: the new record, how many failures it added, and each
+    derivation left out with why (None: no job of the current evaluation has it)."""
+
+    record: FailureRecord
+    added: int
+    left_out: tuple[tuple[str, str | None], ...]
+
+
+def import_failures(
+    record: FailureRecord,
+    rows: Iterable[tuple[str, float, str]],
+    jobs: Mapping[str, tuple[str, str]],
+    *,
+    source: str,
+) -> Imported:
+    """``record`` plus another CI's failed builds: ``(drv, seconds since 1970, url)`` rows,
+    ``jobs`` giving each derivation of the current evaluation its ``(attr, system)``. A row no
+    job has, or whose time is no record time (1970-9999), is left out; one the record holds as
+    recent is not counted again; a derivation listed twice counts its latest row. The URL is
+    the entry's one log line (``<source>: <url>``), cut as every log line is, so the record is
+    one every later command reads."""
+    adding: dict[str, tuple[str, str, str, str, tuple[str, ...]]] = {}
+    left_out: list[tuple[str, str | None]] = []
+    for drv, seconds, url in rows:
+        job = jobs.get(drv)
+        if job is None:
+            left_out.append((drv, None))
+            continue
+        when = utc_text(seconds)
+        if when is None:
+            left_out.append((drv, f"its timestamp {seconds!r} is no time from 1970 to 9999"))
+            continue
+        known = record.failures.get(drv)
+        if known is not None and known.last >= when:
+            continue  # imported before, or recorded since
+        if drv in adding and adding[drv][3] >= when:
+            continue  # a view may list a derivation twice: its latest failure counts
+        log = (log_line(f"{source}: {url}"),) if url else ()
+        adding[drv] = (drv, job[0], job[1], when, log)
+    return Imported(record.add_all(adding.values()), len(adding), tuple(left_out))
 
 
 def _unicode(text: str) -> bool:

@@ -21,6 +21,7 @@ from capplan.core.families.cuda.inputs import NIXPKGS_DEFAULT_CUDA, resolve_cuda
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.model.kb import KnowledgeBase
+from capplan.errors import MESSAGE_LIMIT, CapplanError, shorten
 
 __all__ = ["Drift", "compare", "nixpkgs_request"]
 
@@ -37,6 +38,12 @@ class Drift:
     fact: str
     kb: str
     nixpkgs: str
+
+    def __post_init__(self) -> None:
+        # What nixpkgs says is echoed like any outside value: control characters escaped (a
+        # "::error::" after a newline is a GitHub workflow command), a 10 MB name cut.
+        for name in ("package", "fact", "kb", "nixpkgs"):
+            object.__setattr__(self, name, shorten(str(getattr(self, name)), MESSAGE_LIMIT))
 
     def line(self) -> str:
         says = f"knowledge base says {self.kb}; nixpkgs says {self.nixpkgs}"
@@ -91,7 +98,10 @@ def _argument_facts(
             if entry.package != name:
                 continue
             attr = tuple(entry.attr.split("."))
-            for argument in (*entry.arguments, *(rule.argument for rule in entry.overrides)):
+            # Every argument a per-level build sets (overrides and always) and every one its
+            # verdict relies on: a pin whose recipe lost one drifts, never silently.
+            relied = (*entry.arguments, *entry.always, *entry.relies_on)
+            for argument in (*relied, *(rule.argument for rule in entry.overrides)):
                 facts.add((name, attr, argument))
     return [{"package": p, "attr": list(a), "argument": arg} for p, a, arg in sorted(facts)]
 
@@ -163,18 +173,59 @@ def _words(items: Sequence[str]) -> str:
     return "[" + ", ".join(items) + "]" if items else "none"
 
 
+# Nix answers whatever the pinned nixpkgs holds: `gpuTargets = 5`, `cudaCapabilities = [ 86 ]`,
+# an attrset where a list belongs. Each answer is read through these, and an answer of another
+# type is a drift of its own fact (never an exception, never "agrees").
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _strings(value: Any) -> list[str] | None:
+    """``value`` when it is a list of strings, else None."""
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
+    return None
+
+
+def _odd(value: Any) -> str:
+    """An answer of the wrong type, as the drift line shows it."""
+    import json
+
+    kinds = {dict: "an attrset", list: "a list", str: "a string", bool: "a boolean"}
+    kind = "null" if value is None else kinds.get(type(value), "a number")
+    try:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):  # pragma: no cover - decoded JSON always encodes
+        text = repr(value)
+    return f"{shorten(text)} ({kind}, not what this fact is)"
+
+
+def _capabilities(value: Any) -> list[Capability] | None:
+    """A list of capability strings nixpkgs spells (``"8.6"``), parsed; None for anything else
+    (``[ 86 ]``, ``"8.6"``, an unknown capability)."""
+    names = _strings(value)
+    if names is None:
+        return None
+    try:
+        return [Capability.parse(name) for name in names]
+    except (CapplanError, ValueError):
+        return None
+
+
 def compare(
     kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, Any]
 ) -> tuple[Drift, ...]:
     """Every disagreement between what ``request`` assumed and what nixpkgs ``answer``ed."""
     found: list[Drift] = []
-    args: Mapping[str, Any] = answer.get("arguments", {})
+    args = _mapping(answer.get("arguments"))
     for fact in request["arguments"]:
         key = ".".join(fact["attr"])
         taken = args.get(key)
         where = f"recipe argument {fact['argument']} of {key}"
         if taken is None:
             found.append(Drift(fact["package"], where, "it takes it", f"there is no {key}"))
+        elif _strings(taken) is None:
+            found.append(Drift(fact["package"], where, "it takes it", _odd(taken)))
         elif fact["argument"] not in taken:
             found.append(
                 Drift(
@@ -184,16 +235,29 @@ def compare(
                     f"its arguments are {_words(sorted(taken))}",
                 )
             )
-    sets = sorted(answer.get("cuda_sets", []))
-    if sets != list(request["cuda_sets"]):
+    sets = _strings(answer.get("cuda_sets"))
+    if sets is None:
         found.append(
-            Drift("cudaPackages", "CUDA package sets", _words(request["cuda_sets"]), _words(sets))
+            Drift(
+                "cudaPackages",
+                "CUDA package sets",
+                _words(request["cuda_sets"]),
+                _odd(answer.get("cuda_sets")),
+            )
+        )
+    elif sorted(sets) != list(request["cuda_sets"]):
+        found.append(
+            Drift(
+                "cudaPackages",
+                "CUDA package sets",
+                _words(request["cuda_sets"]),
+                _words(sorted(sets)),
+            )
         )
     default = answer.get("default_cuda")
     if default != request["default_cuda"]:
-        found.append(
-            Drift("cudaPackages", "default CUDA version", request["default_cuda"], str(default))
-        )
+        said = default if isinstance(default, str) else _odd(default)
+        found.append(Drift("cudaPackages", "default CUDA version", request["default_cuda"], said))
     found.extend(_torch(kb, request, answer))
     found.extend(_rocm(kb, request, answer))
     return tuple(sorted(set(found)))
@@ -204,55 +268,71 @@ def _torch(kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, A
     if "torch_cuda" not in request:
         return found
     torch = kb.package("torch")
-    broken: Mapping[str, Any] = answer.get("torch_broken", {})
+    broken = _mapping(answer.get("torch_broken"))
     for name in request["torch_cuda"]:
         version = CudaVersion.parse(name.removeprefix("cudaPackages_").replace("_", "."))
         accepted = torch.limits.cuda is None or version in torch.limits.cuda
         got = broken.get(name)
+        say = {True: "it is meta.broken there", False: "it builds there"}
         if got is None:
             found.append(Drift("torch", f"torch on {name}", "it evaluates", f"there is no {name}"))
-        elif bool(got) == accepted:
-            say = {True: "it is meta.broken there", False: "it builds there"}
-            found.append(
-                Drift("torch", f"torch on CUDA {version}", say[not accepted], say[bool(got)])
-            )
+        elif not isinstance(got, bool):
+            found.append(Drift("torch", f"torch on CUDA {version}", say[not accepted], _odd(got)))
+        elif got == accepted:
+            found.append(Drift("torch", f"torch on CUDA {version}", say[not accepted], say[got]))
     kept = answer.get("torch_capabilities")
-    if isinstance(kept, dict):
-        table = list(kept.get("requested", []))
-        lacking = [c for c in request["torch_capabilities"] if c not in table]
-        if lacking:
-            found.append(
-                Drift(
-                    "cudaPackages",
-                    f"capability table (_cuda.db) on CUDA {request['default_cuda']}",
-                    f"it supports {_words(lacking)} too",
-                    f"it supports {_words(table)}",
-                )
+    table_fact = f"capability table (_cuda.db) on CUDA {request['default_cuda']}"
+    allowlist_fact = f"capability allowlist on CUDA {request['default_cuda']}"
+    if "torch_capabilities" not in request or kept is None:
+        return found
+    if not isinstance(kept, Mapping):
+        return [*found, Drift("torch", allowlist_fact, "a list per CUDA version", _odd(kept))]
+    table = _strings(kept.get("requested"))
+    if table is None:
+        found.append(
+            Drift("cudaPackages", table_fact, "a list of capabilities", _odd(kept.get("requested")))
+        )
+        return found
+    lacking = [c for c in request["torch_capabilities"] if c not in table]
+    if lacking:
+        found.append(
+            Drift(
+                "cudaPackages",
+                table_fact,
+                f"it supports {_words(lacking)} too",
+                f"it supports {_words(table)}",
             )
-    if isinstance(kept, dict) and kept.get("kept") is None and kept.get("requested"):
+        )
+    got_kept = kept.get("kept")
+    if got_kept is None and table:
         found.append(
             Drift(
                 "torch",
-                f"capability allowlist on CUDA {request['default_cuda']}",
-                f"torch evaluates for {_words(kept['requested'])}",
+                allowlist_fact,
+                f"torch evaluates for {_words(table)}",
                 "it does not evaluate for them",
             )
         )
-    elif isinstance(kept, dict) and kept.get("kept") is not None:
-        asked = [Capability.parse(c) for c in kept.get("requested", [])]
+    elif got_kept is not None:
+        asked = _capabilities(table)
+        have = _capabilities(got_kept)
+        if asked is None or have is None:
+            wrong = got_kept if have is None else table
+            found.append(Drift("torch", allowlist_fact, "a list of capabilities", _odd(wrong)))
+            return found
         want = [
             str(c)
             for c in sorted(asked)
             if cuda_limits_reason(kb, "torch", torch.limits, c, None) is None
         ]
-        got_caps = [str(c) for c in sorted(Capability.parse(c) for c in kept.get("kept", []))]
+        got_caps = [str(c) for c in sorted(have)]
         if want != got_caps:
             more = [c for c in got_caps if c not in want]
             less = [c for c in want if c not in got_caps]
             found.append(
                 Drift(
                     "torch",
-                    f"capability allowlist on CUDA {request['default_cuda']}",
+                    allowlist_fact,
                     f"it keeps {_words(want)}",
                     f"it keeps {_words(got_caps)} (more: {_words(more)}; fewer: {_words(less)})",
                 )
@@ -268,36 +348,37 @@ def _rocm(kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, An
         return found
     if not isinstance(got, Mapping):
         return [
-            Drift("rocmPackages", "ROCm package set", "nixpkgs has rocmPackages", "it has none")
-        ]
-    default = list(got.get("default_targets") or [])
-    if default != asked["default_targets"]:
-        found.append(
             Drift(
                 "rocmPackages",
-                "default targets (clr.gpuTargets)",
-                _words(asked["default_targets"]),
-                _words(default),
+                "ROCm package set",
+                "nixpkgs has rocmPackages",
+                "it has none" if got is None else _odd(got),
             )
+        ]
+    fact = "default targets (clr.gpuTargets)"
+    raw_default = got.get("default_targets")
+    default = [] if raw_default is None else _strings(raw_default)
+    if default is None:
+        found.append(
+            Drift("rocmPackages", fact, _words(asked["default_targets"]), _odd(raw_default))
         )
-    scopes: Mapping[str, Any] = got.get("scopes", {})
+    elif default != asked["default_targets"]:
+        found.append(Drift("rocmPackages", fact, _words(asked["default_targets"]), _words(default)))
+    scopes = _mapping(got.get("scopes"))
     for name, targets in asked["scopes"].items():
         there = scopes.get(name)
         fact = f"per-target scope rocmPackages.{name}"
+        builds = f"it builds for {_words(targets)}"
         if there is None:
-            found.append(
-                Drift("rocmPackages", fact, f"it builds for {_words(targets)}", "there is none")
-            )
+            found.append(Drift("rocmPackages", fact, builds, "there is none"))
+        elif _strings(there) is None:
+            found.append(Drift("rocmPackages", fact, builds, _odd(there)))
         elif sorted(there) != targets:
             found.append(
-                Drift(
-                    "rocmPackages",
-                    fact,
-                    f"it builds for {_words(targets)}",
-                    f"it builds for {_words(sorted(there))}",
-                )
+                Drift("rocmPackages", fact, builds, f"it builds for {_words(sorted(there))}")
             )
-    for name in sorted(set(got.get("scope_names", [])) - set(asked["scopes"])):
+    names = _strings(got.get("scope_names")) or []
+    for name in sorted(set(names) - set(asked["scopes"])):
         found.append(
             Drift(
                 "rocmPackages",
@@ -306,21 +387,25 @@ def _rocm(kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, An
                 "it exists",
             )
         )
-    evaluates: Mapping[str, Any] = got.get("scope_packages", {})
+    evaluates = _mapping(got.get("scope_packages"))
     for item in asked["scope_packages"]:
         scope, package = item["scope"], item["package"]
         targets = asked["planned_scopes"][scope]
         check = kb.amd.packages[package].check(package, tuple(AmdTarget.parse(t) for t in targets))
         expected = check.outcome not in ("broken", "throw")
         actual = evaluates.get(f"{scope}.{package}")
-        if actual is None or bool(actual) != expected:
+        if actual is None or not isinstance(actual, bool) or actual != expected:
             say = {True: "it evaluates", False: "it does not evaluate"}
             found.append(
                 Drift(
                     package,
                     f"rocmPackages.{scope}.{package}",
                     say[expected] + ("" if expected else f" ({check.reason})"),
-                    "it is missing" if actual is None else say[bool(actual)],
+                    "it is missing"
+                    if actual is None
+                    else say[actual]
+                    if isinstance(actual, bool)
+                    else _odd(actual),
                 )
             )
     return found

@@ -54,6 +54,10 @@ class CpuPackageEntry(Record):
     # (gromacs' enableCuda = false: its recipe reads `enableCuda ? config.cudaSupport`, so a
     # CPU-level build in a CUDA-enabled set would otherwise be a CUDA gromacs).
     always: dict[str, bool] = field(default_factory=dict)
+    # Recipe arguments the entry's verdict relies on without setting them (llama-cpp's
+    # `cpuArchDynamicDispatch ? true`, which makes it a runtime-dispatch build): `capplan
+    # nixpkgs check` asks the pinned nixpkgs that its recipe still takes each.
+    relies_on: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _non_empty(self, "package", "attr", "reason", "source")
