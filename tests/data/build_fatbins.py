@@ -121,6 +121,14 @@ ARTIFACTS: tuple[Artifact, ...] = (
         sass=("sm_86", "sm_120a"),
         shared=True,
     ),
+    # A PTX-only shared library: nvcc 13 puts an empty fatbin container (a 16-byte header that
+    # declares no entries) into .nv_fatbin before the real one. Valid, not corrupt (issue 38).
+    Artifact(
+        "libptx.so",
+        ("-shared", "-Xcompiler", "-fPIC", *_gencode("compute_80", "compute_80")),
+        ptx=("compute_80",),
+        shared=True,
+    ),
 )
 
 

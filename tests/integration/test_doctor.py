@@ -165,6 +165,41 @@ def test_cuda13_runtime_needs_a_cuda13_driver(
     assert data["driver"]["runs_cuda"].startswith("12.")
 
 
+def test_cuda13_venv_on_an_h100_needs_a_580_driver(capplan_cli: Any, real_env: Path) -> None:
+    # Issue 38: torch (cu13) with NVIDIA's cu13 wheels, laid out as pip installs them (the real
+    # wheels' libraries and RECORDs; doctor reads nothing else). On a real H200 with 580.159.04
+    # such an environment ran everything; with 570 (CUDA 12.x) libcudart.so.13 cannot start.
+    result = capplan_cli("doctor", str(real_env), "--device", "H100", "--driver", "580.159.04")
+    assert result.exit_code == 0, result.stdout
+    assert "runs any CUDA 13.x" in result.stdout
+    result = capplan_cli("doctor", str(real_env), "--device", "H100", "--driver", "570.172.08")
+    assert result.exit_code == int(ExitCode.WONT_RUN)
+    assert "driver 570.172.08" in result.stdout
+    assert "fix: NVIDIA driver >= 580.65.06" in result.stdout
+
+
+def test_torch_on_a_t4_runs_partly(capplan_cli: Any, real_env: Path) -> None:
+    # torch 2.14.1 cu130: libtorch_cuda.so has sm_75 in every container, libtorch_cuda_linalg.so
+    # (MAGMA) starts at sm_80. torch runs on a T4 except MAGMA-backed linalg: "partly", naming
+    # the library and what uses it; the exit code stays 16 (a library the program may call
+    # cannot run; docs/exit-codes.md).
+    code, data = _doctor(capplan_cli, str(real_env), "--device", "T4", "--driver", "580.159.04")
+    assert code == int(ExitCode.WONT_RUN)
+    torch = _package(data, "torch")
+    verdict = torch["verdicts"][0]
+    assert verdict["level"] == "partly" and verdict["cause"] == "device-code"
+    assert "libtorch_cuda_linalg.so" in verdict["reason"] and "MAGMA" in verdict["reason"]
+    levels = {
+        lib["path"].rsplit("/", 1)[-1]: lib["verdicts"][0]["level"] for lib in torch["libraries"]
+    }
+    assert levels["libtorch_cuda.so"] == "native"
+    assert levels["libtorch_cuda_linalg.so"] == "cannot-run"
+    # The other packages run on a T4 (CUDA 13 keeps Turing).
+    for package in data["packages"]:
+        if package["name"] != "torch":
+            assert package["verdicts"][0]["level"] in ("native", "compatible", "runs"), package
+
+
 def test_wheel_is_checked_without_installing(capplan_cli: Any) -> None:
     wheel = Path(WHEELS["runtime"])
     if not wheel.is_file():
@@ -280,7 +315,10 @@ def test_core_ptx_isa_driver_rule() -> None:
     from capplan.core.binaries.doctor import Driver, Gpu, Library, Ptx, diagnose
     from capplan.core.families.cuda.capability import Capability
 
-    lib = Library("libx.so", "x", ptx=(Ptx(Capability.parse("8.0"), (9, 0), 1 << 20),))
+    # It links CUDA 12's runtime (which a 570 driver runs), so only its ISA 9.0 PTX needs more:
+    # without that link the ISA says a CUDA 13 build, and the runtime's check would come first.
+    lib = Library("libx.so", "x", ptx=(Ptx(Capability.parse("8.0"), (9, 0), 1 << 20),),
+                  needed=("libcudart.so.12",))  # fmt: skip
     gpu = Gpu("A100", "nvidia", capability=Capability.parse("8.0"))
     tables = ({13: "580.65.06", 12: "525.60.13"}, {"13.0": "580.65.06", "12.8": "570.26"})
     old = diagnose([lib], {}, [gpu], Driver("570.124.06", *tables)).cells["libx.so"][0]
@@ -501,7 +539,11 @@ def test_detected_gpus_and_driver_without_device(
     code, data = _doctor(capplan_cli, str(real_env), env=env)
     assert code == int(ExitCode.WONT_RUN)
     assert [g["capability"] for g in data["gpus"]] == ["8.0", "6.1"]
-    assert data["driver"] == {"version": "535.104.05", "source": "detected", "runs_cuda": "12.9"}
+    assert data["driver"] == {
+        "version": "535.104.05",
+        "source": "detected",
+        "runs_cuda": "12.x",
+    }  # any 12.x (issue 38)
     a100, gtx = _package(data, "torch")["verdicts"]
     assert a100["cause"] == "driver-runtime" and gtx["cause"] == "dropped-arch"
     code, data = _doctor(capplan_cli, str(real_env), "--driver", DRIVER_13_0, env=env)

@@ -249,6 +249,18 @@ def test_doctor_says_no_such_file_before_no_gpu(capplan_in: object, tmp_path: Pa
     assert "no such file or directory" in one_line(result, ExitCode.INVALID_INPUT)
 
 
+@pytest.mark.parametrize("command", [("inspect",), ("verify", "--expect", "8.6")])
+def test_a_long_missing_path_is_echoed_cut(
+    command: tuple[str, ...], capplan_in: object, tmp_path: Path
+) -> None:
+    # A 1,000-character path gave a 1,057-character line (the message cut only at its own
+    # limit): a path is a value, echoed cut and escaped like every other.
+    missing = tmp_path / ("x" * 200) / ("y" * 200) / ("z" * 200) / (HOSTILE + "w" * 200)
+    result = capplan_in(command[0], str(missing), *command[1:])  # type: ignore[operator]
+    err = one_line(result, ExitCode.INVALID_INPUT)
+    assert "no such file or directory" in err and len(err) < 400 and no_controls(err), err
+
+
 # -- determinism and valid output -------------------------------------------------------------
 FLEET = ["A100", "RTX 3090", "L4", "MI300X", "Radeon RX 7900 XTX", "Jetson Orin", "GH200"]
 

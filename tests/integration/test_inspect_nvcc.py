@@ -92,6 +92,19 @@ def test_shared_library_stub_containers_do_not_duplicate_archs(
     assert [c.sm for c in report.sass] == ["sm_86", "sm_120a"]
 
 
+def test_empty_container_of_a_ptx_only_library_is_valid(built: dict[str, Path]) -> None:
+    # nvcc 13's PTX-only shared library: an empty container (16-byte header, size 0) precedes
+    # the real one in .nv_fatbin. Nothing is missing, so nothing is partial.
+    data = built["libptx.so"].read_bytes()
+    empty = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 0)
+    assert empty in data
+    report = _only([built["libptx.so"]])
+    assert not report.partial and report.problems == ()
+    assert [c.compute for c in report.ptx] == ["compute_80"]
+    code, _, err = _run(["inspect", str(built["libptx.so"])])
+    assert code == 0, err
+
+
 def test_static_archive_members_are_walked_in_place(built: dict[str, Path]) -> None:
     if "libscale.a" not in built:
         pytest.skip("ar not found")

@@ -48,7 +48,10 @@ def test_runtime_majors_from_needed_and_soname() -> None:
 @pytest.mark.parametrize(
     ("name", "major"),
     [("nvidia-cudnn-cu13", 13), ("nvidia_nccl_cu12", 12), ("site/nvidia/cu13/lib/x.so", 13),
-     ("torch", None), ("cupy-cuda12x", None), ("docu13ment", None)],
+     ("torch", None), ("docu13ment", None),
+     # CuPy's distributions name their CUDA major too (issue 38): cupy-cuda13x links cudart 13
+     # statically, so no DT_NEEDED says it.
+     ("cupy-cuda12x", 12), ("cupy_cuda13x-14.2.0", 13), ("cudax", None)],
 )  # fmt: skip
 def test_major_hints_from_names(name: str, major: int | None) -> None:
     assert cuda_major_of_name(name) == major
@@ -183,9 +186,15 @@ def test_driver_facts_are_the_knowledge_bases_driver_table() -> None:
     assert unknown.toolkit_driver == {str(r.version): r.toolkit_driver for r in kb.cuda_releases}
     # Each release's own lowest driver runs the newest release whose lowest driver it meets.
     for driver in need.values():
-        assert driver_facts(kb, driver).runs_cuda == str(
-            max(v for v, n in need.items() if version_key(n) <= version_key(driver))
-        )
+        newest = max(v for v, n in need.items() if version_key(n) <= version_key(driver))
+        # Minor-version compatibility has no maximum within a major (issue 38): a driver at the
+        # major's minimum runs every N.x; one between a toolkit's own driver and that minimum
+        # (450.51.05, below 11.x's 450.80.02) runs that release only.
+        compat = {r.version.major: r.min_driver for r in kb.cuda_releases}
+        whole = version_key(compat[newest.major]) <= version_key(driver)
+        assert driver_facts(kb, driver).runs_cuda == (f"{newest.major}.x" if whole else str(newest))
+    assert driver_facts(kb, "580.159.04").runs_cuda == "13.x"
+    assert driver_facts(kb, "450.51.05").runs_cuda == "11.0"
     assert driver_facts(kb, "1").runs_cuda is None
 
 

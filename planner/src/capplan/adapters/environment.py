@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io
 import json
 import os
@@ -28,11 +29,21 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from capplan.adapters.files import open_regular, read_bounded, special_kind
 from capplan.adapters.pool import map_files
 from capplan.adapters.zipmembers import ZIP_ERRORS, open_member
-from capplan.core.binaries.doctor import Library, Package, Ptx
+from capplan.core.binaries.cubin import cubin_has_kernel, cubin_toolkit, lz4_block, ptx_has_code
+from capplan.core.binaries.doctor import (
+    Group,
+    Library,
+    Package,
+    Ptx,
+    Target,
+    cuda_major_of_name,
+    isa_cuda,
+)
 from capplan.errors import BinaryFormatError, InvalidInputError, NixError, printable
 from capplan.runtime.selector import run_bounded
 
@@ -53,6 +64,11 @@ _ELF = b"\x7fELF"
 # package metadata, and is left out as unreadable metadata is.
 MAX_METADATA_BYTES = 64 << 20
 _DT_NEEDED, _DT_STRTAB, _DT_SONAME, _DT_STRSZ = 1, 5, 14, 10
+_DT_RPATH, _DT_RUNPATH = 15, 29
+# Sonames of NVIDIA's CUDA libraries (libcudart, libcublas, libcudnn, libnccl, libnvrtc, ...).
+_CUDA_LIBS = ("libcu", "libnv", "libnccl")
+# ELF e_machine values (the System V gABI's registry): the CPUs doctor tells apart.
+_MACHINES = {62: "x86_64", 183: "aarch64", 3: "i386", 40: "arm", 21: "ppc64"}
 _PT_LOAD, _PT_DYNAMIC = 1, 2
 _MAX_DYNAMIC = 1 << 20  # a dynamic section is a few hundred entries
 _MAX_STRTAB = 16 << 20
@@ -112,17 +128,24 @@ def _read_headers(fd: int) -> _Headers | None:
 
 
 def _facts(fd: int, found: _Headers | None) -> tuple[tuple[str, ...], str | None, str | None]:
+    return _all_facts(fd, found)[:3]
+
+
+def _all_facts(
+    fd: int, found: _Headers | None
+) -> tuple[tuple[str, ...], str | None, str | None, tuple[str, ...]]:
+    """:func:`_facts` and the RPATH/RUNPATH entries, from one read of the dynamic section."""
     if found is None:
-        return (), None, None
+        return (), None, None, ()
     try:
-        needed, soname = _elf_dynamic(fd, found)
+        needed, soname, rpaths = _elf_dynamic(fd, found)
     except _DAMAGED:
-        needed, soname = (), None  # a damaged header: no claim about what the file links
+        needed, soname, rpaths = (), None, ()  # a damaged header: no claim about its links
     try:
         level = _elf_x86_isa_needed(fd, found)
     except _DAMAGED:
         level = None
-    return needed, soname, level
+    return needed, soname, level, rpaths
 
 
 # (byte order, 64-bit, [(p_type, p_offset, p_vaddr, p_filesz)], where the table ends)
@@ -168,7 +191,8 @@ def _program_headers(fd: int) -> _Headers | None:
     return end, wide, out, phoff + phentsize * phnum
 
 
-def _elf_dynamic(fd: int, found: _Headers) -> tuple[tuple[str, ...], str | None]:
+def _elf_dynamic(fd: int, found: _Headers) -> tuple[tuple[str, ...], str | None, tuple[str, ...]]:
+    """(DT_NEEDED, DT_SONAME, the DT_RPATH/DT_RUNPATH entries split at ':')."""
     end, wide, headers, _ = found
     dyn = struct.Struct(end + ("qQ" if wide else "iI"))
     loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
@@ -179,9 +203,10 @@ def _elf_dynamic(fd: int, found: _Headers) -> tuple[tuple[str, ...], str | None]
         elif p_type == _PT_DYNAMIC:
             dynamic = (p_offset, min(p_filesz, _MAX_DYNAMIC))
     if dynamic is None:
-        return (), None
+        return (), None, ()
     raw = _pread(fd, dynamic[1], dynamic[0])
     needed: list[int] = []
+    paths: list[int] = []
     soname: int | None = None
     strtab = strsz = 0
     for off in range(0, len(raw) - dyn.size + 1, dyn.size):
@@ -192,6 +217,8 @@ def _elf_dynamic(fd: int, found: _Headers) -> tuple[tuple[str, ...], str | None]
             needed.append(value)
         elif tag == _DT_SONAME:
             soname = value
+        elif tag in (_DT_RPATH, _DT_RUNPATH):
+            paths.append(value)
         elif tag == _DT_STRTAB:
             strtab = value
         elif tag == _DT_STRSZ:
@@ -205,7 +232,7 @@ def _elf_dynamic(fd: int, found: _Headers) -> tuple[tuple[str, ...], str | None]
         None,
     )
     if file_off is None or not strsz:
-        return (), None
+        return (), None, ()
     strings = _pread(fd, min(strsz, _MAX_STRTAB), file_off)
 
     def text(index: int) -> str | None:
@@ -215,7 +242,8 @@ def _elf_dynamic(fd: int, found: _Headers) -> tuple[tuple[str, ...], str | None]
         return strings[index : stop if stop >= 0 else len(strings)].decode("utf-8", "replace")
 
     names = tuple(n for n in (text(i) for i in needed) if n)
-    return names, text(soname) if soname is not None else None
+    rpaths = tuple(p for t in (text(i) for i in paths) if t for p in t.split(":") if p)
+    return names, text(soname) if soname is not None else None, rpaths
 
 
 # GNU property notes (the x86-64 psABI, "Program Property"; binutils' elf/common.h):
@@ -479,32 +507,173 @@ def _candidates(root: Path) -> Iterator[tuple[str, int]]:
             yield path, info.st_size
 
 
-def _ptx_details(fd: int, report: object) -> tuple[Ptx, ...]:
-    """The PTX entries of ``report`` with ISA version and size, read from their headers."""
-    located = getattr(report, "located", ())
-    found: dict[tuple[object, tuple[int, int] | None], Ptx] = {}
-    for loc in located:
-        base = getattr(loc, "base", 0)
-        for entry in loc.container.entries:
-            if entry.kind.value != "ptx":
-                continue
-            head = _pread(fd, 0x40, entry.offset - base)
-            isa: tuple[int, int] | None = None
-            size = entry.payload_size
-            if len(head) >= 0x40 and struct.unpack_from("<H", head, 0)[0] == _PTX_KIND:
-                minor, major = struct.unpack_from("<HH", head, 0x18)
-                isa = (major, minor) if 1 <= major <= 99 else None
-                if entry.compression != "none":
-                    (full,) = struct.unpack_from("<Q", head, 0x38)
-                    size = full if 0 < full < 1 << 34 else size
-            key = (entry.capability, isa)
-            old = found.get(key)
-            found[key] = Ptx(entry.capability, isa, size + (old.size if old else 0))
-    caps = {p.capability for p in found.values()}
-    for cap in getattr(report, "ptx", ()):
-        if cap not in caps:  # the reader saw it but no header detail: ISA unknown
-            found[(cap, None)] = Ptx(cap, None, 0)
-    return tuple(sorted(found.values(), key=lambda p: (p.capability, p.isa or (0, 0))))
+# Device-code entries up to this size (stored, and plain) are read to see whether they hold
+# anything to launch: stubs are a few kB (libcufftw's sm_75 cubin: 1,904 bytes; nvcc's link
+# stubs about 1.5 kB, cuDNN's empty PTX under 1 kB); a bigger entry is taken as code. 16 kB
+# plain, not less: libcudnn_ext.so.9 (cuDNN 9.24) holds nothing but stubs, 18 of them between 4
+# and 16 kB; with a 4 kB bound its sm_100f/sm_120f/sm_121 stubs counted as code and doctor
+# said it could not run on an H100.
+_STUB_MAX = 16 << 10
+_STUB_PLAIN_MAX = 16 << 10
+# A container up to this size is read in one call for its small entries.
+_CONTAINER_READ = 1 << 20
+# The toolkit note is read from the smallest cubin of a library, if it is at most this big.
+_NOTE_MAX = 4 << 20
+
+
+@functools.cache
+def _zstd() -> Callable[[bytes, int], bytes] | None:
+    """A zstd decoder (the zstandard package, the ``zstd`` extra), or None: then
+    zstd-compressed entries are not opened and count as code, as before issue 38."""
+    try:
+        import zstandard
+
+        decoder = zstandard.ZstdDecompressor()  # one per process: making one costs more
+
+        def decode(data: bytes, size: int) -> bytes:
+            try:
+                return bytes(decoder.decompress(data, max_output_size=size))
+            except zstandard.ZstdError as error:
+                raise ValueError(str(error)) from None
+
+        return decode
+    except ImportError:
+        return None
+
+
+def _payload(
+    read: Callable[[int, int], bytes], entry: Any, at: int, limit: int = 64 << 20
+) -> bytes | None:
+    """The plain bytes of the entry whose header is at file offset ``at`` (``read(offset,
+    size)``); None when they cannot be had (an unknown compression, no zstd decoder, damaged
+    data) or are bigger than ``limit``."""
+    data = read(at, entry.header_size + entry.payload_size)
+    if len(data) < entry.header_size + entry.payload_size:
+        return None
+    payload = data[entry.header_size :]
+    if entry.compression == "none":
+        return payload if len(payload) <= limit else None
+    (full,) = struct.unpack_from("<Q", data, 0x38) if entry.header_size >= 0x40 else (0,)
+    if not 0 < full <= limit:
+        return None
+    try:
+        if entry.compression == "lz4":
+            return lz4_block(payload, full)
+        decode = _zstd() if entry.compression == "zstd" else None
+        if decode is not None:
+            return decode(payload, full)
+    except (ValueError, IndexError):  # damaged compressed data: no claim
+        return None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Device:
+    sass: tuple[Target, ...]
+    ptx: tuple[Ptx, ...]
+    stubs: int
+    toolkit: str | None
+    groups: tuple[Group, ...]
+
+
+def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
+    """The device code of a library as doctor judges it: entries with nothing to launch left
+    out (counted in ``stubs``), PTX with ISA version and size (two 16-bit fields of the PTX
+    entry header at 0x18 minor and 0x1A major; the decompressed size at 0x38), the toolkit the
+    smallest cubin's note names, and the targets of each container holding several."""
+    sass: set[Target] = set()
+    ptx: dict[tuple[Target, tuple[int, int] | None], Ptx] = {}
+    groups: list[Group] = []
+    stubs = 0
+    smallest: tuple[int, Any, int] | None = None  # (payload size, entry, file offset)
+    toolkit: str | None = None
+    for report in reports:
+        for loc in getattr(report, "located", ()):
+            base = getattr(loc, "base", 0)
+            c_sass: set[Target] = set()
+            c_ptx: set[Target] = set()
+            read = _container_reader(fd, loc.container, base)
+            for entry in loc.container.entries:
+                at = entry.offset - base
+                kind = entry.kind.value
+                if kind not in ("sass", "ptx"):
+                    continue
+                plain = (
+                    _payload(read, entry, at, _STUB_PLAIN_MAX)
+                    if entry.payload_size <= _STUB_MAX
+                    else None
+                )
+                if kind == "sass":
+                    if plain is not None:
+                        toolkit = _newer(toolkit, cubin_toolkit(plain))
+                        if not cubin_has_kernel(plain):
+                            stubs += 1
+                            continue
+                    elif smallest is None or entry.payload_size < smallest[0]:
+                        smallest = (entry.payload_size, entry, at)
+                    c_sass.add(entry.capability)
+                    sass.add(entry.capability)
+                    continue
+                head = read(at, 0x40)
+                if plain is not None and not ptx_has_code(plain):
+                    # Nothing to launch, yet its ISA says which toolkit made the library.
+                    stubs += 1
+                    if len(head) >= 0x1C:
+                        minor, major = struct.unpack_from("<HH", head, 0x18)
+                        toolkit = _newer(toolkit, isa_cuda((major, minor)))
+                    continue
+                isa: tuple[int, int] | None = None
+                size = entry.payload_size
+                if len(head) >= 0x40 and struct.unpack_from("<H", head, 0)[0] == _PTX_KIND:
+                    minor, major = struct.unpack_from("<HH", head, 0x18)
+                    isa = (major, minor) if 1 <= major <= 99 else None
+                    if entry.compression != "none":
+                        (full,) = struct.unpack_from("<Q", head, 0x38)
+                        size = full if 0 < full < 1 << 34 else size
+                key = (entry.capability, isa)
+                old = ptx.get(key)
+                ptx[key] = Ptx(entry.capability, isa, size + (old.size if old else 0))
+                c_ptx.add(entry.capability)
+            if len(c_sass | c_ptx) > 1:
+                groups.append((tuple(sorted(c_sass)), tuple(sorted(c_ptx))))
+    if toolkit is None and smallest is not None and smallest[0] <= _NOTE_MAX:
+        plain = _payload(lambda at, size: _pread(fd, size, at), smallest[1], smallest[2])
+        toolkit = cubin_toolkit(plain) if plain is not None else None
+    caps = {p.capability for p in ptx.values()}
+    for report in reports:
+        for cap in getattr(report, "ptx", ()):
+            if cap not in caps and not getattr(report, "located", ()):
+                ptx[(cap, None)] = Ptx(cap, None, 0)  # seen without header detail: ISA unknown
+    return _Device(
+        tuple(sorted(sass)),
+        tuple(sorted(ptx.values(), key=lambda p: (p.capability, p.isa or (0, 0)))),
+        stubs,
+        toolkit,
+        tuple(sorted(groups)),
+    )
+
+
+def _container_reader(fd: int, container: Any, base: int) -> Callable[[int, int], bytes]:
+    """``read(offset, size)`` for the entries of ``container``: one read of a small container,
+    sliced, instead of one call per entry (cuBLASLt: 4,796 small entries)."""
+    start = container.offset - base
+    total = 16 + container.declared_size
+    if total > _CONTAINER_READ:
+        return lambda at, size: _pread(fd, size, at)
+    blob = _pread(fd, total, start)
+
+    def read(at: int, size: int) -> bytes:
+        if at - start + size > len(blob):
+            return _pread(fd, size, at)
+        return blob[at - start : at - start + size]
+
+    return read
+
+
+def _newer(a: str | None, b: str | None) -> str | None:
+    if a is None or b is None or a == b:
+        return a or b
+    return max(a, b, key=lambda v: tuple(int(x) for x in v.split(".")))
 
 
 # ELF e_type: a shared object (every library, and PIE programs) or a fixed-address program.
@@ -554,6 +723,46 @@ def _loader_problem(fd: int, size: int, found: _Headers | None) -> str | None:
     return None
 
 
+_SHT_SYMTAB = 2
+_MAX_SECTIONS = 1 << 16
+_STATIC_CUDART = b"libcudart_static"
+
+
+def _static_cudart(fd: int, size: int) -> bool:
+    """Whether the ELF's symbol table names cudart's static library (``libcudart_static_<hash>``
+    symbols, which ``-cudart static`` links in). Bounded: the section headers and a string table
+    of at most 64 MiB; a stripped file or a damaged header says no."""
+    head = _pread(fd, 64, 0)
+    if len(head) < 64 or head[4] != 2 or head[5] != 1:
+        return False
+    try:
+        (shoff,) = struct.unpack_from("<Q", head, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+        if shentsize < 64 or not 0 < shnum <= _MAX_SECTIONS or shoff + shnum * shentsize > size:
+            return False
+        table = _pread(fd, shnum * shentsize, shoff)
+        row = struct.Struct("<IIQQQQI")
+        headers = [row.unpack_from(table, i * shentsize) for i in range(shnum)]
+        for _, kind, _, _, _, _, link in headers:
+            if kind != _SHT_SYMTAB or link >= shnum:
+                continue
+            offset, length = headers[link][4], headers[link][5]
+            if length > _MAX_STRTAB * 4:
+                return False
+            return _STATIC_CUDART in _pread(fd, length, offset)
+    except _DAMAGED:
+        return False
+    return False
+
+
+def _machine(head: bytes) -> str | None:
+    """The CPU an ELF file is for, from e_machine (bytes 18-19 in the file's byte order)."""
+    if len(head) < 20 or head[:4] != _ELF or head[5] not in (1, 2):
+        return None
+    (code,) = struct.unpack_from("<H" if head[5] == 1 else ">H", head, 18)
+    return _MACHINES.get(code)
+
+
 def _library(path: str, shown: str, package: str, size: int) -> Library:
     from capplan.adapters.fatbin import inspect_paths
 
@@ -572,19 +781,32 @@ def _library(path: str, shown: str, package: str, size: int) -> Library:
         # The program headers are read once, for the loader's verdict and the ELF facts alike.
         found = _read_headers(fd)
         unloadable = _loader_problem(fd, size, found)
-        needed, soname, level = _facts(fd, found)
+        needed, soname, level, rpaths = _all_facts(fd, found)
+        machine = _machine(_pread(fd, 20, 0))
+        # A cuNN folder on its RPATH/RUNPATH ($ORIGIN/../nvidia/cu13/lib): the CUDA libraries
+        # it loads come from there. Only for a library that uses CUDA (device code, or a CUDA
+        # library among its DT_NEEDED): torch sets that RPATH on libgomp too.
+        hint = next((m for m in map(cuda_major_of_name, rpaths) if m is not None), None)
+        uses_cuda = any(n.startswith(_CUDA_LIBS) for n in needed)
         try:
             reports = inspect_paths([Path(path)])
         except BinaryFormatError as error:
             return Library(shown, package, needed=needed, soname=soname, size=size,
                            problems=(error.one_line(),), cpu_level=level,
-                           unloadable=unloadable)  # fmt: skip
-        sass = tuple(sorted({c for r in reports for c in r.sass}))
+                           unloadable=unloadable, machine=machine,
+                           major_hint=hint)  # fmt: skip
+        device = _device_details(fd, reports)
+        # Without device code of its own, a library may still hold cudart linked statically
+        # (cupy-cuda13x's runtime module): its symbol table says so, its package the major.
+        static = not (device.sass or device.ptx or device.stubs) and _static_cudart(fd, size)
+        if not (uses_cuda or static or device.sass or device.ptx or device.stubs):
+            hint = None
         amd = tuple(sorted({t for r in reports for t in r.amd}))
-        ptx = tuple(p for r in reports for p in _ptx_details(fd, r))
         problems = tuple(p for r in reports for p in r.problems)
-        return Library(shown, package, sass, ptx, amd, needed, soname, size, problems,
-                       cpu_level=level, unloadable=unloadable)  # fmt: skip
+        return Library(shown, package, device.sass, device.ptx, amd, needed, soname, size,
+                       problems, major_hint=hint, cpu_level=level, unloadable=unloadable,
+                       machine=machine, stubs=device.stubs, toolkit=device.toolkit,
+                       groups=device.groups, static_cudart=static)  # fmt: skip
     finally:
         os.close(fd)
 

@@ -39,7 +39,7 @@ from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import Verdict, how_runs
 from capplan.core.families.rocm import amdgpu
 from capplan.core.families.rocm.target import AmdTarget
-from capplan.errors import BinaryFormatError, InvalidInputError
+from capplan.errors import BinaryFormatError, InvalidInputError, shorten
 
 __all__ = [
     "AmdLocated",
@@ -439,7 +439,9 @@ def _gap_problems(
             if loc.section == name
         )
         for c_start, c_end in [*inside, (stop, stop)]:
-            if c_start > cursor and bytes(buf[cursor:c_start]).strip(b"\0"):
+            # Zeros (alignment) and empty containers (fatbin.EMPTY_CONTAINER) are no damage.
+            gap = bytes(buf[cursor:c_start]).replace(fatbin.EMPTY_CONTAINER, b"")
+            if c_start > cursor and gap.strip(b"\0"):
                 uncovered += c_start - cursor
                 if first_bad < 0:
                     first_bad = cursor
@@ -926,12 +928,13 @@ def inspect_paths(paths: Sequence[Path], *, jobs: int | None = None) -> list[Fil
         shown = str(path)
         if not path.exists():
             raise InvalidInputError(
-                f"no such file or directory: {shown}", hint="give an existing file or directory"
+                f"no such file or directory: {shorten(shown)}",
+                hint="give an existing file or directory",
             )
         if not path.is_dir() and not path.is_file():
             # A FIFO or device would block or stream forever; nothing to map.
             raise BinaryFormatError(
-                f"not a regular file or directory: {shown} is {special_kind(path)}",
+                f"not a regular file or directory: {shorten(shown)} is {special_kind(path)}",
                 hint="give a file or a directory",
             )
         if path.is_dir():

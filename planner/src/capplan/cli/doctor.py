@@ -186,7 +186,9 @@ def _gpus(
             gpus.append(Gpu(f"{name} ({target})" if name else str(target), "amd", target=target))
             continue
         cap, model = resolve_known_device(text, kb)
-        gpus.append(nvidia_gpu(model.name if model else None, cap, kb))
+        gpus.append(
+            nvidia_gpu(model.name if model else None, cap, kb, model.systems if model else ())
+        )
     if gpus:
         return gpus, _detected_driver() if need_driver else None
     return _detect(kb)
@@ -224,7 +226,8 @@ def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
         if cap is None or not kb.knows(cap.base):
             unknown.append(gpu.name)
             continue
-        gpus.append(nvidia_gpu(gpu.name, cap, kb))
+        named = unique_model(gpu.name, kb.gpus)
+        gpus.append(nvidia_gpu(gpu.name, cap, kb, named.systems if named else ()))
         driver = driver or gpu.driver
     gpus.extend(Gpu(f"{g.name} ({g.target})", "amd", target=g.target) for g in amd_found)
     if unknown:
@@ -300,7 +303,7 @@ def _plan_fixes(
         (package, index)
         for package, _ in report.packages
         for index, cell in enumerate(report.package_cells(package))
-        if cell.level == "cannot-run"
+        if cell.level in ("cannot-run", "partly")
     ]
     if not failing:
         return {}
@@ -597,6 +600,9 @@ def _json(
                         "cuda_majors": list(lib.cuda_majors),
                         "problems": list(lib.problems),
                         "unloadable": lib.unloadable,
+                        "machine": lib.machine,
+                        "stubs": lib.stubs,
+                        "toolkit": lib.toolkit,
                         "verdicts": [c.to_json() for c in report.cells[lib.path]],
                     }
                     for lib in libs
@@ -625,6 +631,7 @@ _STYLE = {
     "compatible": "green",
     "ptx-jit": "yellow",
     "other-vendor": "dim",
+    "partly": "bold yellow",
     "cannot-run": "bold red",
 }
 
@@ -635,7 +642,7 @@ def _print(data: dict[str, Any]) -> None:
     drv = data["driver"]
     if drv["version"]:
         runs = (
-            f", runs CUDA up to {drv['runs_cuda']}"
+            f", runs any CUDA {drv['runs_cuda']}"
             if drv["runs_cuda"]
             else ", runs no CUDA release capplan knows"
         )
@@ -677,11 +684,13 @@ def _print(data: dict[str, Any]) -> None:
     groups: dict[tuple[str, str, str, str | None], list[tuple[str, str | None]]] = {}
     for package in data["packages"]:
         for index, verdict in enumerate(package["verdicts"]):
-            if verdict["level"] in ("cannot-run", "ptx-jit"):
+            if verdict["level"] in ("cannot-run", "partly", "ptx-jit"):
                 key = (package["name"], verdict["level"], verdict["reason"], verdict["fix"])
                 groups.setdefault(key, []).append((gpus[index]["label"], verdict["plan"]))
     for (name, level, reason, fix), where in groups.items():
-        word = "cannot run" if level == "cannot-run" else "runs only through PTX JIT"
+        word = {"cannot-run": "cannot run", "partly": "runs only partly"}.get(
+            level, "runs only through PTX JIT"
+        )
         on = ", ".join(label for label, _ in where)
         console.print(
             f"[bold]{escape(name)}[/bold] {word} on {escape(on)}: {escape(reason)}",
@@ -716,6 +725,8 @@ _CAUSE_WORDS = {
     "device-code": "no code",
     "driver-runtime": "driver",
     "driver-ptx": "driver (PTX)",
+    "driver-gpu": "driver too old for GPU",
+    "machine": "wrong CPU",
     "vendor": "other vendor",
     "unloadable": "cannot load",
 }

@@ -36,6 +36,7 @@ from capplan.core.families.cuda.capability import Capability, Suffix
 
 __all__ = [
     "CONTAINER_HEADER_SIZE",
+    "EMPTY_CONTAINER",
     "FLAG_64BIT",
     "FLAG_ARCH_SPECIFIC",
     "FLAG_DEBUG",
@@ -76,6 +77,10 @@ WRAPPER_MAGIC = 0x466243B1
 
 CONTAINER_HEADER_SIZE = 16
 _CONTAINER = struct.Struct("<IHHQ")
+# A container header that declares no entries at all: nvcc 13 puts one into every PTX-only
+# shared library (`nvcc -shared -gencode arch=compute_80,code=compute_80`: `.nv_fatbin` holds
+# this 16-byte header, then the real container). Valid, and empty: no target to list.
+EMPTY_CONTAINER = _CONTAINER.pack(MAGIC, 1, CONTAINER_HEADER_SIZE, 0)
 # What every container :func:`parse_container` accepts starts with: the magic, version 1 and the
 # header size. Searching for these 8 bytes rather than the 4-byte magic finds the same containers
 # (a magic followed by anything else is not one) and runs faster (a longer needle skips further).

@@ -77,6 +77,11 @@ class CapabilityInfo(Record):
     note: str
     source: str
     other_sources: tuple[SourceNote, ...] = ()
+    # The oldest NVIDIA driver that knows a GPU of this capability (a driver older than the GPU
+    # does not enumerate it, whatever the code); None: the toolkit driver of ``min_cuda`` (the
+    # first toolkit that supports it ships with the first driver that knows it), when known.
+    min_driver: str | None = None
+    min_driver_source: str | None = None
 
     def supported_by(self, cuda: CudaVersion) -> bool:
         return self.min_cuda <= cuda and (self.max_cuda is None or cuda <= self.max_cuda)
