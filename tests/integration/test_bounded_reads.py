@@ -21,8 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capplan.adapters.detect.amd import read_kfd
-from capplan.adapters.detect.nvidia import read_proc_driver, read_sysfs
-from capplan.adapters.detect.system import jetson_from_device_tree
+from capplan.adapters.detect.nvidia import jetson_from_device_tree, read_proc_driver, read_sysfs
 from capplan.adapters.files import open_regular, read_bounded
 from capplan.errors import ExitCode
 

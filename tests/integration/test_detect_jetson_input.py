@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capplan.adapters.detect.system import read_device_tree
+from capplan.adapters.detect.nvidia import read_device_tree
 from capplan.errors import ExitCode
 
 ORIN = b"nvidia,p3701-0005\0nvidia,tegra234\0"

@@ -165,7 +165,45 @@ def test_capability_lookups_load_no_gpu_or_amd_data(args: list[str], tmp_path: P
     # adapters/kb.py reads the AMD files too; the ROCm model it builds them with loads lazily.
     amd = ("capplan.core.families.rocm.kb", "capplan.core.model.gpus")
     assert _loaded(modules, amd) == []
-    # The check can fail: `gpus` loads both.
+    # The check can fail: `explain` by a GPU name loads both.
     if args == ["caps"]:
-        _, gpus_modules, _ = imported(["gpus", "RTX 3090"], tmp_path)
-        assert _loaded(gpus_modules, amd) == sorted(amd)
+        _, explain_modules, _ = imported(["explain", "8.6", "--device", "RTX 4090"], tmp_path)
+        assert _loaded(explain_modules, amd) == sorted(amd)
+
+
+@pytest.mark.parametrize(
+    ("query", "amd"), [("RTX 3090", False), ("--json", False), ("MI300X", True)]
+)
+def test_gpus_loads_the_amd_side_only_for_an_amd_query(
+    query: str, amd: bool, tmp_path: Path
+) -> None:
+    # Issue 42: an NVIDIA answer reads no AMD file and builds no ROCm model (about 5 ms of
+    # the start), and the KB reader finds value types without naming ROCm's gfx target; a name
+    # no NVIDIA model matches is looked up among the AMD models.
+    code, modules, err = imported(["gpus", query], tmp_path)
+    assert code == 0, err
+    rocm = ["capplan.core.families.rocm.kb", "capplan.core.families.rocm.target"]
+    assert _loaded(modules, tuple(rocm)) == (rocm if amd else [])
+    # Its table is drawn without rich where the output is no terminal (cli/plaintable.py).
+    assert sorted(m for m in modules if m.split(".")[0] == "rich") == []
+
+
+def test_inspect_draws_its_table_without_rich(tmp_path: Path, nvcc_bin: Path) -> None:
+    # Issue 42: output that is no terminal gets inspect's table from cli/plaintable.py (rich's
+    # bytes, tests/unit/test_plaintable.py), so rich's ~25 ms of imports stay out.
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k(float *x) { x[threadIdx.x] *= 2; }\n")
+    library = tmp_path / "k.o"
+    subprocess.run(
+        [str(nvcc_bin), "-c", str(source), "-o", str(library), "-arch=sm_86"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    code, modules, err = imported(["inspect", str(library)], tmp_path)
+    assert code == 0, err
+    assert sorted(m for m in modules if m.split(".")[0] == "rich") == []
+    # The check can fail: --entries' second table is drawn by rich.
+    code, modules, err = imported(["inspect", str(library), "--entries"], tmp_path)
+    assert code == 0, err
+    assert "rich.table" in modules

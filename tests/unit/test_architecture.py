@@ -190,7 +190,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # and CUDA's policy inputs.
     "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
-    "core/model/fromjson.py": {"cuda.capability", "cuda.version", "rocm.target"},
     "core/model/gpus.py": {"cuda.capability"},
     "core/model/systems.py": {"cuda.capability", "cuda.version"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},
@@ -217,10 +216,8 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "core/export/common.py": {"cuda.capability", "cuda.compat", "rocm.target"},
     "core/export/conda.py": {"cuda.capability"},
     # Adapters that read a family's files (the fatbin reader, the KB loader: AMD's and the CPU
-    # package file, archspec's loader) and
-    # the Jetson device tree (a capability).
+    # package file, archspec's loader); the Jetson device tree is the NVIDIA detector's own.
     "adapters/cpu_archspec.py": {"cpu.kb", "cpu.planning"},
-    "adapters/detect/system.py": {"cuda.capability"},
     "adapters/fatbin.py": {"cuda.capability", "cuda.compat", "rocm.amdgpu", "rocm.target"},
     "adapters/kb.py": {"cpu.kb", "rocm.kb"},
 }
@@ -291,6 +288,62 @@ def test_caps_and_limits_are_the_only_commands_by_design() -> None:
     assert commands == {"cli/caps.py", "cli/limits.py", "cli/limits_magma.py"}
 
 
+def _family_adapters() -> set[str]:
+    """The modules the registry names as a family's adapters (detectors, the CPU model)."""
+    from capplan.core.families import registry
+
+    named = [*registry.gpu_detectors(), registry.cpu_detector(), registry.cpu_adapter()]
+    return {name.partition(":")[0] for name in named}
+
+
+def _adapter_importers(package: Path, adapters: set[str]) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if "__pycache__" in path.parts or _owner(relative) is not None:
+            continue
+        names = {n for n in _imports(path) if n in adapters}
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.update(
+                    f"{node.module}.{a.name}"
+                    for a in node.names
+                    if f"{node.module}.{a.name}" in adapters
+                )
+        if names:
+            found[relative] = names
+    return found
+
+
+def test_commands_reach_family_adapters_through_the_registry() -> None:
+    # Issue 42: detect and doctor ask the registry's detectors (adapters/families.py) for GPUs
+    # and CPUs, and planning and export its CPU model; no module but a family's own imports a
+    # detector or archspec's adapter (the architecture's one exception: system.py re-exports
+    # the device-tree reader, the NVIDIA detector's last source, for its old importers).
+    adapters = _family_adapters()
+    assert adapters == {
+        "capplan.adapters.detect.nvidia",
+        "capplan.adapters.detect.amd",
+        "capplan.adapters.detect.cpu",
+        "capplan.adapters.cpu_archspec",
+    }
+    assert _adapter_importers(PACKAGE, adapters) == {}
+
+
+def test_the_checker_sees_adapter_imports(tmp_path: Path) -> None:
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "detect.py").write_text(
+        "def f():\n    from capplan.adapters.detect.amd import detect_amd_gpus\n"
+        "from capplan.adapters import cpu_archspec\n"
+        "from capplan.adapters.families import find_gpus\n",
+        encoding="utf-8",
+    )
+    assert _adapter_importers(tmp_path, _family_adapters()) == {
+        "cli/detect.py": {"capplan.adapters.detect.amd", "capplan.adapters.cpu_archspec"}
+    }
+
+
 def test_the_checker_sees_family_imports(tmp_path: Path) -> None:
     # The rule can fail: a CLI module importing ROCm's picker, and ROCm importing CUDA's rules.
     (tmp_path / "cli").mkdir()
@@ -314,9 +367,10 @@ def test_the_checker_sees_family_imports(tmp_path: Path) -> None:
 
 
 def _import_graph(package: Path) -> dict[str, set[str]]:
-    """Each module's imports of the package's modules, lazy ones (inside functions) included:
-    a lazy import hides a circle from Python, not from a reader. Imports under
-    ``if TYPE_CHECKING:`` are annotations only and do not count."""
+    """Each module's imports of the package's modules, lazy ones (inside functions) and those
+    under ``if TYPE_CHECKING:`` included: a lazy import hides a circle from Python, and an
+    annotation-only one from the interpreter, not from a reader (issue 42: the family interface
+    base.py and the plan named each other that way)."""
     modules = {
         _module_name(p, package): p for p in package.rglob("*.py") if "__pycache__" not in p.parts
     }
@@ -327,9 +381,6 @@ def _import_graph(package: Path) -> dict[str, set[str]]:
         todo: list[ast.stmt] = list(tree.body)
         while todo:
             node = todo.pop()
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                todo.extend(node.orelse)
-                continue
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for alias in node.names:
                     full = f"{node.module}.{alias.name}"
@@ -379,7 +430,8 @@ def test_no_import_circles() -> None:
 
 
 def test_the_checker_sees_import_circles(tmp_path: Path) -> None:
-    # adapters/kb.py and adapters/amd_kb.py imported each other before issue 32.
+    # adapters/kb.py and adapters/amd_kb.py imported each other before issue 32; files.py and
+    # amd_kb.py name each other in annotations only, which is a circle too (issue 42).
     package = tmp_path / "capplan"
     (package / "adapters").mkdir(parents=True)
     (package / "adapters" / "kb.py").write_text(
@@ -395,6 +447,10 @@ def test_the_checker_sees_import_circles(tmp_path: Path) -> None:
         "    from capplan.adapters.amd_kb import y\n",
         encoding="utf-8",
     )
+    assert _circles(_import_graph(package)) == [
+        ["capplan.adapters.amd_kb", "capplan.adapters.files", "capplan.adapters.kb"]
+    ]
+    (package / "adapters" / "files.py").write_text("import typing\n", encoding="utf-8")
     assert _circles(_import_graph(package)) == [["capplan.adapters.amd_kb", "capplan.adapters.kb"]]
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from capplan.adapters.detect.system import host_system, jetson_from_device_tree
+from capplan.adapters.detect.nvidia import jetson_from_device_tree
+from capplan.adapters.detect.system import host_system
 from capplan.core.families.cuda.capability import Capability
 from capplan.errors import ConfigError
 

@@ -180,14 +180,18 @@ class ArchspecCpuModel:
         return fixed
 
 
-def load_cpu_model(directory: Path | None = None) -> ArchspecCpuModel:
+def load_cpu_model(directory: Path | None = None, *, packages: bool = True) -> ArchspecCpuModel:
     """The CPU model the CLI plans with: archspec's targets, and the CPU knowledge base's
     package entries from ``kb/cpu_packages.json`` (``directory``, else ``CAPPLAN_KB_DIR``, else
     the packaged file). A broken file, or an override rule naming a feature archspec does not
-    know (it would never match), is a DataError (exit 6)."""
+    know (it would never match), is a DataError (exit 6). ``packages=False``: archspec's
+    targets alone, for the commands that only judge a CPU (detect, doctor), which never read
+    the package file."""
     from capplan.adapters.kb import load_kb_file
     from capplan.core.families.cpu.kb import CpuPackagesFile
 
+    if not packages:
+        return ArchspecCpuModel(policies={})
     if directory is None:
         env = os.environ.get("CAPPLAN_KB_DIR")
         directory = Path(env) if env else None

@@ -34,11 +34,11 @@ from capplan.adapters.memsearch import finder, map_file
 from capplan.adapters.pool import map_files
 from capplan.adapters.zipmembers import ZIP_ERRORS, check_member, open_member
 from capplan.core.binaries import fatbin
-from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import Verdict, how_runs
 from capplan.core.families.rocm import amdgpu
 from capplan.core.families.rocm.target import AmdTarget
+from capplan.core.model.runs import RunLevel
 from capplan.errors import BinaryFormatError, InvalidInputError, shorten
 
 __all__ = [

@@ -39,6 +39,7 @@ __all__ = [
     "load_cpu_packages",
     "load_kb",
     "load_kb_file",
+    "load_nvidia_kb",
 ]
 
 M = TypeVar("M")
@@ -176,6 +177,18 @@ def _by_version(cuda: CudaFile) -> tuple[CudaRelease, ...]:
 
 @lru_cache(maxsize=4)
 def load_kb(directory: Path | None = None) -> KnowledgeBase:
+    return _load_kb(directory, amd=True)
+
+
+@lru_cache(maxsize=4)
+def load_nvidia_kb(directory: Path | None = None) -> KnowledgeBase:
+    """:func:`load_kb` without its AMD side (``amd`` None): for ``capplan gpus``, whose NVIDIA
+    answers read no AMD file (the ROCm model and its three files were about 5 ms of its start,
+    issue 42); a query no NVIDIA model matches loads :func:`load_amd_kb` itself."""
+    return _load_kb(directory, amd=False)
+
+
+def _load_kb(directory: Path | None, *, amd: bool) -> KnowledgeBase:
     caps = load_kb_file("capabilities.json", CapabilitiesFile, directory)
     cuda = load_kb_file("cuda.json", CudaFile, directory)
     gpus = load_kb_file("gpus.json", GpusFile, directory)
@@ -192,7 +205,7 @@ def load_kb(directory: Path | None = None) -> KnowledgeBase:
         torch_releases=torch.releases,
         chips=chips.chips,
         pci_devices=pci.devices,
-        amd=load_amd_kb(directory),
+        amd=load_amd_kb(directory) if amd else None,
     )
 
 

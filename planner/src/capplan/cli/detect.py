@@ -12,8 +12,7 @@ from capplan.cli.output import emit_json, escape, make_table, out_console, print
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
 from capplan.core.families.base import GpuFamily, Machine
 from capplan.core.families.registry import cpu_family, gpu_families
-from capplan.core.model.gpus import unique_model
-from capplan.errors import DataError, printable
+from capplan.errors import printable
 
 if TYPE_CHECKING:
     from capplan.core.planning.plan import Plan
@@ -26,38 +25,23 @@ __all__ = ["detect"]
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def detect(config_path: Path | None, as_json: bool) -> None:
     """Detect local GPUs and name the planned variant to use for each package."""
-    from capplan.adapters.detect.amd import detect_amd_gpus
-    from capplan.adapters.detect.nvidia import detect_gpus
-    from capplan.adapters.detect.system import (
-        ROOT_ENV,
-        SYSTEM_ENV,
-        host_system,
-        read_device_tree,
-    )
+    from capplan.adapters.detect.system import SYSTEM_ENV, host_system
+    from capplan.adapters.families import find_gpus
     from capplan.errors import NoGpuError
 
     kb = current_kb()
     system = host_system(os.environ)
-    amd_found, amd_notes = detect_amd_gpus()
+    # Every family's detector, as the registry names them; each device goes to its family.
+    found = find_gpus(kb)
+    devices = [device for f in found for device in f.devices]
+    notes = [note for f in found for note in f.notes]
     no_gpu: NoGpuError | None = None
-    try:
-        found = detect_gpus(kb=kb)
-    except NoGpuError as error:
-        # A Jetson without (a working) nvidia-smi: its device tree names the module.
-        module, unusable = read_device_tree(Path(os.environ.get(ROOT_ENV) or "/"))
-        found = [module] if module is not None else []
-        if module is None and not amd_found:
-            why = "; ".join(amd_notes[:3]) or "no KFD GPU node and no rocminfo"
-            tree = f"; {unusable}" if unusable else ""
-            # Not yet an error: a plan with per-CPU-level builds still has an answer here.
-            no_gpu = NoGpuError(
-                f"{error.message}{tree}; no AMD GPU found either ({why})", hint=error.hint
-            )
-    except (UnicodeError, ValueError) as error:
-        raise DataError(
-            f"nvidia-smi printed output that is not text: {error}",
-            hint="check the driver installation, or point CAPPLAN_NVIDIA_SMI at a working one",
-        ) from None
+    if not devices:
+        # Not yet an error: a plan with per-CPU-level builds still has an answer here.
+        no_gpu = NoGpuError(
+            "; ".join(f.missing for f in found if f.missing),
+            hint=next((f.hint for f in found if f.hint), None),
+        )
     # Here CAPPLAN_SYSTEM says which machine this is, not which systems to plan.
     environ = {k: v for k, v in os.environ.items() if k != SYSTEM_ENV}
     if no_gpu is not None:
@@ -73,31 +57,20 @@ def detect(config_path: Path | None, as_json: bool) -> None:
     if no_gpu is not None and not cpu["variants"]:
         raise no_gpu
     vendors = {name: package.vendors for name, package in planned.config.packages.items()}
-    # Each family answers for its own GPUs (the detectors above are the families' adapters).
     families = {f.vendor: f for f in gpu_families(kb)}
     report: list[dict[str, Any]] = []
-    for gpu in found:
-        cap = gpu.capability
-        if cap is None:
-            # The name's one model under the GPU name rule; an ambiguous name is no answer.
-            model = unique_model(gpu.name, kb.gpus)
-            cap = model.capability if model else None
-        if cap is not None and not kb.knows(cap.base):
-            cap = None  # a capability the knowledge base does not know: no answer is right
-        entry = _entry(gpu.name, "nvidia", system, gpu.source, gpu.pci_id)
-        entry["note"] = gpu.note
-        _ask(entry, families["nvidia"], plan, Machine(system, cap, gpu.driver, vendors))
-        report.append(entry)
-    for amd in amd_found:
-        entry = _entry(amd.name, "amd", system, amd.source, amd.pci_id)
-        _ask(entry, families["amd"], plan, Machine(system, amd.target, None, vendors))
+    for device in devices:
+        entry = _entry(device.name, device.vendor, system, device.source, device.pci_id)
+        entry["note"] = device.note
+        machine = Machine(system, device.target, device.driver, vendors)
+        _ask(entry, families[device.vendor], plan, machine)
         report.append(entry)
     if as_json:
-        emit_json({"gpus": report, "notes": amd_notes, "cpu": cpu})
+        emit_json({"gpus": report, "notes": notes, "cpu": cpu})
         return
     _print(report)
     _print_cpu(cpu, levels=any(v.cpu is not None for v in plan.variants))
-    for note in amd_notes:
+    for note in notes:
         out_console().print(f"note: {printable(note)}", markup=False)
 
 
@@ -105,18 +78,17 @@ def _cpu_entry(plan: Plan) -> dict[str, Any]:
     """This machine's CPU (``/proc/cpuinfo`` under CAPPLAN_ROOT) and, for each package the
     plan builds per CPU level for the CPU's system, the build to use; with no CPU known,
     ``microarchitecture`` is None and ``note`` says why."""
-    from capplan.adapters.cpu_archspec import ArchspecCpuModel
-    from capplan.adapters.detect.cpu import detect_cpu
+    from capplan.adapters.families import cpu_model, find_cpu
 
-    found, why = detect_cpu()
+    found, why = find_cpu()
     if found is None:
         return {"microarchitecture": None, "note": why, "variants": {}, "how": {}}
     # The CPU's own architecture names the system whose builds it runs (a Grace machine's
     # aarch64 builds, whatever the host running this reports).
     cpu_system = f"{found.arch}-linux"
-    family = cpu_family(ArchspecCpuModel(policies={}))
+    family = cpu_family(cpu_model(packages=False))
     picks = family.pick(plan, Machine(cpu_system, found.microarchitecture))
-    entry = found.to_json()
+    entry: dict[str, Any] = found.to_json()
     entry["variants"] = {p.package: p.variant.name if p.variant else None for p in picks}
     entry["how"] = {
         p.package: {
@@ -202,10 +174,11 @@ def _print(report: list[dict[str, Any]]) -> None:
         elif entry["max_cuda_minor_compat"] is None:
             runs = "runs no CUDA release capplan knows"
         else:
-            runs = (
-                f"runs CUDA up to {entry['max_cuda_minor_compat']}; "
-                f"new PTX up to {entry['max_cuda'] or '-'}"
-            )
+            # Minor-version compatibility has no ceiling within a major (CUDA release notes,
+            # "CUDA Minor Version Compatibility"): a 580 driver runs any 13.x, 13.5 included;
+            # only PTX newer than the driver's own toolkit cannot be JIT-compiled.
+            major = entry["max_cuda_minor_compat"].split(".")[0]
+            runs = f"runs any CUDA {major}.x; new PTX up to {entry['max_cuda'] or '-'}"
         source = f", from {entry['source']}" if entry["source"] else ""
         pci = f", PCI id {entry['pci_id']}" if entry["pci_id"] else ""
         console.print(

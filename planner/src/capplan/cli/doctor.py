@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,10 +141,9 @@ def doctor(
 def _cpu_facts(text: str | None) -> tuple[CpuFacts | None, str | None]:
     """The CPU to judge recorded x86-64 levels against: ``--cpu``, else this machine's
     (/proc/cpuinfo under CAPPLAN_ROOT); (None, why) when neither is known."""
-    from capplan.adapters.cpu_archspec import ArchspecCpuModel
-    from capplan.adapters.detect.cpu import detect_cpu
+    from capplan.adapters.families import cpu_model, find_cpu
 
-    model = ArchspecCpuModel(policies={})
+    model = cpu_model(packages=False)
     if text is not None:
         name, source = model.parse(text), "--cpu"
         if model.arch(name) not in ("x86_64", "aarch64"):
@@ -154,7 +153,7 @@ def _cpu_facts(text: str | None) -> tuple[CpuFacts | None, str | None]:
                 hint="give an x86-64 level (x86-64-v3) or an x86_64 or aarch64 microarchitecture",
             )
     else:
-        found, why = detect_cpu()
+        found, why = find_cpu()
         if found is None:
             return None, why
         name, source = found.microarchitecture, "detected"
@@ -190,46 +189,47 @@ def _gpus(
             nvidia_gpu(model.name if model else None, cap, kb, model.systems if model else ())
         )
     if gpus:
-        return gpus, _detected_driver() if need_driver else None
+        if not need_driver:
+            return gpus, None
+        from capplan.adapters.families import find_driver
+
+        return gpus, find_driver(kb)
     return _detect(kb)
 
 
-def _detected_driver() -> str | None:
-    from capplan.adapters.detect.nvidia import detect_gpus
+def _detected_nvidia(name: str, cap: Any, kb: KnowledgeBase) -> Gpu:
+    from capplan.core.model.gpus import unique_model
 
-    try:
-        found = detect_gpus()
-    except NoGpuError:
-        return None
-    return next((g.driver for g in found if g.driver), None)
+    # The host's systems from the name's one model, when the GPU name rule gives one.
+    named = unique_model(name, kb.gpus)
+    return nvidia_gpu(name, cap, kb, named.systems if named else ())
+
+
+# A detected device as doctor's Gpu, by the vendor of the family that found it.
+_DETECTED_GPU: dict[str, Callable[[str, Any, KnowledgeBase], Gpu]] = {
+    "nvidia": _detected_nvidia,
+    "amd": lambda name, target, kb: Gpu(f"{name} ({target})", "amd", target=target),
+}
+
+
+def _gpu(vendor: str, name: str, target: Any, kb: KnowledgeBase) -> Gpu:
+    return _DETECTED_GPU[vendor](name, target, kb)
 
 
 def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
-    from capplan.adapters.detect.amd import detect_amd_gpus
-    from capplan.adapters.detect.nvidia import detect_gpus
-    from capplan.core.model.gpus import unique_model
+    from capplan.adapters.families import find_gpus
 
-    amd_found, _ = detect_amd_gpus()
+    # Every family's detector, as the registry names them (doctor reads no device tree).
+    devices = [device for found in find_gpus(kb, board=False) for device in found.devices]
     gpus: list[Gpu] = []
     unknown: list[str] = []
     driver: str | None = None
-    try:
-        found = detect_gpus(kb=kb)
-    except NoGpuError:
-        found = []
-    for gpu in found:
-        cap = gpu.capability
-        if cap is None:
-            # The name's one model under the GPU name rule; an ambiguous name is no answer.
-            model = unique_model(gpu.name, kb.gpus)
-            cap = model.capability if model else None
-        if cap is None or not kb.knows(cap.base):
-            unknown.append(gpu.name)
+    for device in devices:
+        if device.target is None:
+            unknown.append(device.name)
             continue
-        named = unique_model(gpu.name, kb.gpus)
-        gpus.append(nvidia_gpu(gpu.name, cap, kb, named.systems if named else ()))
-        driver = driver or gpu.driver
-    gpus.extend(Gpu(f"{g.name} ({g.target})", "amd", target=g.target) for g in amd_found)
+        gpus.append(_gpu(device.vendor, device.name, device.target, kb))
+        driver = driver or device.driver
     if unknown:
         err_console().print(
             f"capplan: skipping {', '.join(unknown)}: capability unknown to capplan "

@@ -7,10 +7,10 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -32,6 +32,7 @@ __all__ = [
     "escape",
     "make_table",
     "out_console",
+    "print_rows",
     "print_table",
     "print_wrapped",
     "progress",
@@ -129,6 +130,12 @@ def _on_broken_pipe(console: Console) -> None:
     """The reader of our output has gone (``capplan plan | head -1``): stop quietly with exit 0,
     as ``git log | head`` does (rich's own default exits 1)."""
     console.quiet = True
+    _reader_gone()
+
+
+def _reader_gone() -> NoReturn:
+    """Exit 0 with stdout pointed at /dev/null, so the interpreter's last flush at exit does not
+    raise BrokenPipeError again."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -207,6 +214,29 @@ def make_table(*columns: str, title: str | None = None, whole: Iterable[str] = (
         else:
             table.add_column(column, overflow="fold")
     return table
+
+
+def print_rows(columns: Sequence[str], rows: Sequence[Sequence[str | None]]) -> None:
+    """Print ``make_table(*columns)`` holding ``rows`` on stdout (a None cell is empty, as rich
+    has it): drawn without loading rich where rich would draw it without colour and the text is
+    plain (cli/plaintable.py, the same bytes), else with rich."""
+    from capplan.cli.plaintable import plain_width, render
+
+    width = plain_width()
+    cells = [["" if cell is None else cell for cell in row] for row in rows]
+    text = None if width is None else render(columns, cells, width)
+    if text is None:
+        table = make_table(*columns)
+        for row in cells:
+            table.add_row(*row)
+        out_console().print(table)
+        return
+    try:
+        sys.stdout.write(_WORKFLOW_COMMAND.sub(r"\1\\x3a", text) if "::" in text else text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader has gone: exit 0 quietly, as a rich console does (_on_broken_pipe).
+        _reader_gone()
 
 
 def _column_widths(table: Table, whole: set[int]) -> list[tuple[int, int]]:

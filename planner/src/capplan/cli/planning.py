@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     # Imported where used: `capplan gpus`, `caps` and `explain` read the KB through this module
     # and must not pay for the config models, the planner or networkx (issue 20, item 4;
     # tests/unit/test_imports.py checks it).
-    from capplan.adapters.cpu_archspec import ArchspecCpuModel
+    from capplan.core.families.registry import CpuModel
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
     from capplan.core.planning.matrix import Matrix
@@ -170,10 +170,10 @@ def plan_with_settings(
     kb = current_kb()
     cpu = _cpu_model(kb, config)
     if any("gccarch-" in key for key in config.policy.runners_os):
-        from capplan.adapters.cpu_archspec import load_cpu_model
+        from capplan.adapters.families import cpu_model
         from capplan.core.planning.workflow import check_gccarch_keys
 
-        model = cpu or load_cpu_model()
+        model = cpu or cpu_model()
         check_gccarch_keys(config.policy.runners_os, model.gcc_arches(), model.gcc_names())
     plan = make_plan(kb, config, cpu=cpu)
     if config.dispatch.fallback != "error":
@@ -211,14 +211,14 @@ def planned_costs(planned: Planned, plan: Plan | None = None) -> dict[str, JobCo
     return job_costs(current_kb(), plan, sizes, policy.runners_os)
 
 
-def _cpu_model(kb: KnowledgeBase, config: Config) -> ArchspecCpuModel | None:
+def _cpu_model(kb: KnowledgeBase, config: Config) -> CpuModel | None:
     """The CPU model, loaded only for a plan that needs it (archspec reads its database at
     import): one with fleet.cpus, or a package kb/packages.json does not have."""
     if not config.fleet.cpus and all(p in kb.packages for p in config.packages):
         return None
-    from capplan.adapters.cpu_archspec import load_cpu_model
+    from capplan.adapters.families import cpu_model
 
-    return load_cpu_model()
+    return cpu_model()
 
 
 def load_plan(

@@ -24,17 +24,23 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from capplan.adapters.detect.tools import SYSFS_ENV, find_tool, run_tool
 from capplan.adapters.files import open_regular
+from capplan.core.families.base import Device, Found
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.errors import CapplanError
+
+if TYPE_CHECKING:
+    from capplan.core.model.kb import KnowledgeBase
 
 __all__ = [
     "AMD_VENDOR",
     "ROCMINFO_ENV",
     "AmdDetectedGpu",
     "detect_amd_gpus",
+    "find_devices",
     "parse_kfd_properties",
     "parse_rocminfo",
     "read_kfd",
@@ -212,3 +218,16 @@ def detect_amd_gpus(
     if found:
         return found, notes
     return [], [*notes, why]
+
+
+def find_devices(kb: KnowledgeBase, *, board: bool = True) -> Found:
+    """The ROCm family's detector (core/families/registry.py names it): this machine's AMD
+    GPUs by their gfx target, with the notes of what was skipped; when none is found, why (the
+    phrase follows the NVIDIA detector's in the "no GPU" error). The knowledge base and
+    ``board`` are the detectors' common arguments; an AMD GPU needs neither."""
+    found, notes = detect_amd_gpus()
+    devices = tuple(Device(g.name, "amd", g.target, g.source, None, g.pci_id) for g in found)
+    why = "; ".join(notes[:3]) or "no KFD GPU node and no rocminfo"
+    return Found(
+        devices, tuple(notes), missing="" if devices else f"no AMD GPU found either ({why})"
+    )

@@ -10,6 +10,7 @@ Sources, best first (the first that lists a GPU answers; ``DetectedGpu.source`` 
   Needs no driver at all: the case of a new machine before the driver is set up. The root is
   ``CAPPLAN_SYSFS_ROOT`` (default ``/sys``).
 - ``/proc/driver/nvidia`` (below): names and driver, no capability.
+- last (:func:`find_devices`, for ``capplan detect``): a Jetson's device tree (below).
 
 ``nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader`` prints one line
 per physical GPU (MIG instances are not listed by --query-gpu), fields separated by ", ", and
@@ -20,6 +21,14 @@ name and driver only, leaving the capability to the knowledge base's model table
 When nvidia-smi is missing or cannot talk to the driver, the kernel module's files still name
 the GPUs: ``/proc/driver/nvidia/version`` holds the driver version and
 ``/proc/driver/nvidia/gpus/<pci>/information`` a ``Model:`` line per GPU (no capability there).
+
+Pre-Thor Jetson boards have no nvidia-smi, and Orin/Thor report through it only on recent
+JetPack, so when nvidia-smi finds nothing, the device tree names the module: ``model`` holds the
+product string ("NVIDIA Jetson AGX Orin Developer Kit") and ``compatible`` a NUL-separated list
+whose ``nvidia,tegraNNN`` entry names the SoC (L4T kernel device trees; the SoC numbers are
+NVIDIA's: tegra210 = X1, tegra186 = X2 (Parker), tegra194 = Xavier, tegra234 = Orin,
+tegra264 = Thor). Both are read under a root folder, ``CAPPLAN_ROOT`` (default ``/``), so tests
+use a fake tree.
 """
 
 from __future__ import annotations
@@ -34,15 +43,17 @@ from pathlib import Path
 from typing import Any
 
 from capplan.adapters.detect.tools import (
+    ROOT_ENV,
     SYSFS_ENV,
     find_tool,
     run_tool,
 )
 from capplan.adapters.files import MAX_PROC_BYTES, read_bounded
+from capplan.core.families.base import Device, Found
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.model.gpus import REPORT_HINT, lookup_pci
+from capplan.core.model.gpus import REPORT_HINT, lookup_pci, unique_model
 from capplan.core.model.kb import KnowledgeBase
-from capplan.errors import CapplanError, InvalidInputError, NoGpuError
+from capplan.errors import CapplanError, DataError, InvalidInputError, NoGpuError
 from capplan.runtime.selector import read_pci_gpus
 
 __all__ = [
@@ -52,7 +63,10 @@ __all__ = [
     "DetectedGpu",
     "SysfsGpu",
     "detect_gpus",
+    "find_devices",
+    "jetson_from_device_tree",
     "parse_nvidia_smi_csv",
+    "read_device_tree",
     "read_nvml",
     "read_proc_driver",
     "read_sysfs",
@@ -70,6 +84,17 @@ _DRIVER_RE = re.compile(r"[0-9]+(?:\.[0-9]+){1,3}")
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 ..." and the open
 # module's "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.124.06  Release Build".
 _NVRM_RE = re.compile(r"^NVRM version:.*?Kernel Module.*?\s([0-9]+(?:\.[0-9]+){1,3})\s", re.M)
+
+# SoC -> device capability (NVIDIA CUDA GPU Compute Capability table, Jetson products). Thor is
+# 11.0 from CUDA 13 (CUDA 12.x called it 10.1).
+_TEGRA = {
+    "tegra210": "5.3",
+    "tegra186": "6.2",
+    "tegra194": "7.2",
+    "tegra234": "8.7",
+    "tegra264": "11.0",
+}
+_TREES = ("proc/device-tree", "sys/firmware/devicetree/base")
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,3 +387,98 @@ def detect_gpus(
         " none",
         hint=f"run on a machine with an NVIDIA GPU, or set {NVIDIA_SMI_ENV} or {SYSFS_ENV}",
     )
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return read_bounded(path, MAX_PROC_BYTES)
+    except OSError:
+        return None
+
+
+# A device tree's model is a short product string ("NVIDIA Jetson AGX Orin Developer Kit").
+_MAX_MODEL = 128
+
+
+def _model_problem(raw: bytes) -> str | None:
+    """Why a ``model`` property is no product name (None: it is one): it must be UTF-8 text,
+    one NUL-terminated string of printable characters, at most ``_MAX_MODEL`` of them."""
+    text = raw.rstrip(b"\0")
+    try:
+        name = text.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    if not name.isprintable():
+        return "control characters or several strings"
+    if len(name) > _MAX_MODEL:
+        return f"{len(name)} characters, more than a product name"
+    return None
+
+
+def read_device_tree(root: Path) -> tuple[DetectedGpu | None, str]:
+    """The Jetson module the device tree under ``root`` describes (``source`` "device-tree"),
+    or None and, when the tree is there but unusable (a model that is binary garbage), why."""
+    for tree in _TREES:
+        base = root / tree
+        compatible = _read(base / "compatible")
+        model = _read(base / "model")
+        if compatible is None and model is None:
+            continue
+        if model is not None and (problem := _model_problem(model)) is not None:
+            return None, f"{base / 'model'} is no product name ({problem}): device tree unusable"
+        entries = [e.strip() for e in (compatible or b"").decode(errors="replace").split("\0")]
+        capability = None
+        for entry in entries:
+            vendor, _, chip = entry.partition(",")
+            if vendor == "nvidia" and chip in _TEGRA:
+                capability = Capability.parse(_TEGRA[chip])
+                break
+        name = (model or b"").rstrip(b"\0").decode().strip()
+        if capability is None and "jetson" not in name.lower():
+            return None, ""
+        gpu = DetectedGpu(
+            name=name or "NVIDIA Jetson", capability=capability, driver=None, source="device-tree"
+        )
+        return gpu, ""
+    return None, ""
+
+
+def jetson_from_device_tree(root: Path) -> DetectedGpu | None:
+    """The Jetson module the device tree under ``root`` describes, or None when it is not one
+    (or is unusable: :func:`read_device_tree` says why)."""
+    return read_device_tree(root)[0]
+
+
+def find_devices(kb: KnowledgeBase, *, board: bool = True) -> Found:
+    """The CUDA family's detector (core/families/registry.py names it): this machine's NVIDIA
+    GPUs, each with its capability (from the source, else the name's one model under the GPU
+    name rule; None when the knowledge base does not know it) and driver. With ``board``, a
+    Jetson without (a working) nvidia-smi is found by its device tree (``CAPPLAN_ROOT``)."""
+    try:
+        found = detect_gpus(kb=kb)
+    except NoGpuError as error:
+        if not board:
+            return Found((), missing=error.message, hint=error.hint or "")
+        module, unusable = read_device_tree(Path(os.environ.get(ROOT_ENV) or "/"))
+        if module is None:
+            tree = f"; {unusable}" if unusable else ""
+            return Found((), missing=f"{error.message}{tree}", hint=error.hint or "")
+        found = [module]
+    except (UnicodeError, ValueError) as error:
+        raise DataError(
+            f"nvidia-smi printed output that is not text: {error}",
+            hint="check the driver installation, or point CAPPLAN_NVIDIA_SMI at a working one",
+        ) from None
+    devices: list[Device] = []
+    for gpu in found:
+        cap = gpu.capability
+        if cap is None:
+            # The name's one model under the GPU name rule; an ambiguous name is no answer.
+            model = unique_model(gpu.name, kb.gpus)
+            cap = model.capability if model else None
+        if cap is not None and not kb.knows(cap.base):
+            cap = None  # a capability the knowledge base does not know: no answer is right
+        devices.append(
+            Device(gpu.name, "nvidia", cap, gpu.source, gpu.driver, gpu.pci_id, gpu.note)
+        )
+    return Found(tuple(devices))

@@ -9,9 +9,12 @@ from collections.abc import Mapping
 from capplan.errors import ConfigError
 from capplan.runtime.selector import Finished, run_bounded
 
-__all__ = ["SYSFS_ENV", "TOOL_OUTPUT_LIMIT", "find_tool", "run_tool"]
+__all__ = ["ROOT_ENV", "SYSFS_ENV", "TOOL_OUTPUT_LIMIT", "find_tool", "run_tool"]
 
 SYSFS_ENV = "CAPPLAN_SYSFS_ROOT"
+# The root the detectors read a machine's files under (/proc/cpuinfo, the device tree): tests
+# point it at a fake tree.
+ROOT_ENV = "CAPPLAN_ROOT"
 
 # What a detection tool may print: nvidia-smi's CSV is a line per GPU, rocminfo a few KiB per
 # agent. A tool that prints more (a broken or fake one writing without end) is unusable.

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
+# Shared value types the families answer with (below the families and the plan: plan.py imports
+# them from there, so the plan and this interface do not import each other).
+from capplan.core.model.runs import RunLevel, RunsOn
+
 if TYPE_CHECKING:
-    # Only in annotations: plan.py (the shared value types) imports RunLevel from here.
     from capplan.core.planning.plan import Decision, Plan, Variant
 
 
@@ -45,9 +47,11 @@ __all__ = [
     "ChecksVendors",
     "ClaimsFleet",
     "CostPart",
+    "Device",
     "Explained",
     "FamilyPlanning",
     "FamilyResult",
+    "Found",
     "GpuFamily",
     "KnowsPackages",
     "Machine",
@@ -63,38 +67,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class RunLevel(Enum):
-    """How well a build runs on a device, best first."""
-
-    NATIVE = "native"
-    COMPATIBLE = "compatible"
-    PTX_JIT = "ptx-jit"
-    CANNOT_RUN = "cannot-run"
-
-    @property
-    def rank(self) -> int:
-        return _RANK[self]
-
-
-_RANK = {
-    RunLevel.NATIVE: 0,
-    RunLevel.COMPATIBLE: 1,
-    RunLevel.PTX_JIT: 2,
-    RunLevel.CANNOT_RUN: 3,
-}
-
-
-class RunsOn(NamedTuple):
-    """How a device runs a build: the family-independent level and why."""
-
-    level: RunLevel
-    reason: str
-
-    @property
-    def runs(self) -> bool:
-        return self.level is not RunLevel.CANNOT_RUN
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +99,32 @@ class Pick:
     reason: str
     named: Variant | None = None
     detail: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One device a family's detector found on this machine (``capplan detect`` and ``doctor``
+    ask every detector the registry names, and hand each device to its vendor's family)."""
+
+    name: str
+    vendor: str  # the family's vendor ("nvidia", "amd"): whose family answers for it
+    target: Any  # in the family's own target type; None: the detector could not tell
+    source: str | None  # where the answer came from (nvml, nvidia-smi, sysfs, kfd, rocminfo)
+    driver: str | None = None  # the GPU driver's version, where the family has one
+    pci_id: str | None = None
+    note: str = ""  # e.g. why the target is unknown
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What one family's detector found: its devices, notes worth showing (skipped nodes),
+    and, when it found none, why (``missing``, one phrase of the "no GPU" error) and what to
+    do (``hint``)."""
+
+    devices: tuple[Device, ...]
+    notes: tuple[str, ...] = ()
+    missing: str = ""
+    hint: str = ""
 
 
 class TargetFamily(Protocol[T]):

@@ -15,16 +15,21 @@ from typing import TYPE_CHECKING, Any
 from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
 
 if TYPE_CHECKING:
-    from capplan.core.families.cpu.planning import CpuModel
+    # Re-exported for annotations: the CPU family's target model, which the CPU adapter gives
+    # (cpu_adapter below) and the planner takes.
+    from capplan.core.families.cpu.planning import CpuModel as CpuModel
     from capplan.core.families.rocm.kb import AmdKnowledgeBase
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
     from capplan.core.planning.plan import Variant
 
 __all__ = [
+    "cpu_adapter",
+    "cpu_detector",
     "cpu_family",
     "family_for_text",
     "gccarch_feature",
+    "gpu_detectors",
     "gpu_families",
     "gpu_verifiers",
     "is_cpu_side",
@@ -53,6 +58,38 @@ def gpu_verifiers(
     from capplan.core.families.rocm.verify import RocmVerifier
 
     return (RocmVerifier(amd_kb), CudaVerifier(kb, capability_kb))
+
+
+# Each family's adapters, which read the machine or a database and so live in capplan.adapters
+# (core/ imports none of them): named here as "module:function", imported by
+# capplan.adapters.families when a command asks. A GPU detector's function takes the knowledge
+# base and board= (whether to read a board's own description, the Jetson device tree, when no
+# driver tool answers) and returns a base.Found; the detection order is the order detect lists
+# the GPUs in.
+_GPU_DETECTORS = (
+    "capplan.adapters.detect.nvidia:find_devices",
+    "capplan.adapters.detect.amd:find_devices",
+)
+_CPU_DETECTOR = "capplan.adapters.detect.cpu:detect_cpu"
+# The CPU family's target model (archspec's, with kb/cpu_packages.json's package entries).
+_CPU_ADAPTER = "capplan.adapters.cpu_archspec:load_cpu_model"
+
+
+def gpu_detectors() -> tuple[str, ...]:
+    """Every GPU family's detector, as ``module:function``, in detection order."""
+    return _GPU_DETECTORS
+
+
+def cpu_detector() -> str:
+    """The CPU family's detector (``module:function``): this machine's CPU and, when none is
+    known, why."""
+    return _CPU_DETECTOR
+
+
+def cpu_adapter() -> str:
+    """The loader of the CPU family's target model (``module:function``; its ``packages=False``
+    skips the package file)."""
+    return _CPU_ADAPTER
 
 
 def cpu_family(model: CpuModel) -> TargetFamily[str]:

@@ -18,30 +18,32 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
-from capplan.core.families.cuda.capability import Capability
-from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.families.rocm.target import AmdTarget
-
 __all__ = ["from_json"]
 
 T = TypeVar("T")
-
-_PARSERS: dict[Any, Callable[[str], Any]] = {
-    Capability: Capability.parse,
-    CudaVersion: CudaVersion.parse,
-    AmdTarget: AmdTarget.parse,
-}
 
 
 def _same(value: Any) -> Any:
     return value
 
 
+def _value_parser(kind: Any) -> Callable[[str], Any] | None:
+    """The ``parse`` of a value type spelled as a string in the files (a capability, a CUDA
+    version, a gfx target): a class that gives pydantic its string schema
+    (``__get_pydantic_core_schema__``, core/model/schema_hooks.py). Found by that mark rather
+    than named, so this shared reader imports no family's target type (issue 42), and a command
+    that reads no AMD file never loads the ROCm target module."""
+    if isinstance(kind, type) and "__get_pydantic_core_schema__" in vars(kind):
+        parse: Callable[[str], Any] | None = getattr(kind, "parse", None)
+        return parse
+    return None
+
+
 @cache
 def _builder(kind: Any) -> Callable[[Any], Any]:
     """A function turning parsed JSON into ``kind``, made once per annotation (the packaged
     files hold about 15,000 values: each is built without looking at its type again)."""
-    parse = _PARSERS.get(kind)
+    parse = _value_parser(kind)
     if parse is not None:
         # The packaged files spell the same few values thousands of times (pci.json: 429
         # models of 20 capabilities); the value types are immutable, so each is parsed once.

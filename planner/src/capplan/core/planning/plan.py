@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability, Target
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.families.rocm.target import AmdTarget
+from capplan.core.model.runs import RunLevel
 
 __all__ = [
     "AmdFleetGpu",

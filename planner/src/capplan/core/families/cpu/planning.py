@@ -143,6 +143,25 @@ class CpuModel(Protocol):
         (``x86-64-v3``); None for a microarchitecture or the baseline."""
         ...
 
+    def generic(self, target: str) -> str:
+        """The most specific generic target ``target``'s code also is (archspec's
+        ``generic``: ``x86-64-v4`` for zen4, ``armv9.0a`` for neoverse_v2)."""
+        ...
+
+    def gcc_names(self) -> dict[str, str]:
+        """Each target capplan plans for (its label, ``zen4``), to GCC's name (``znver4``)."""
+        ...
+
+    def gcc_arches(self) -> dict[str, frozenset[str]]:
+        """Every GCC name of a target capplan plans for, to the Nix systems whose CPUs run it
+        (the ``gccarch-<arch>`` keys ``policy.runners_os`` may name)."""
+        ...
+
+    def x86_levels(self, device: str) -> dict[str, str | None]:
+        """For each x86-64 level, lowest first: None when ``device`` runs code built for it,
+        else why not (``capplan doctor`` judges a library's recorded level with it)."""
+        ...
+
     def package(self, name: str) -> CpuPackagePolicy | None: ...
 
     def override(self, package: str, target: str) -> tuple[tuple[str, object], ...]:

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
-from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.model.runs import RunLevel
 
 if TYPE_CHECKING:
     from capplan.core.model.kb import KnowledgeBase

@@ -1,0 +1,212 @@
+"""A table drawn as rich draws it, without loading rich: for output that is not a terminal.
+
+Importing rich's console and table modules is about 25 ms of CPU time, and drawing a table 7
+more: the largest part of ``capplan inspect``'s start after the scan itself (issue 42). Where
+rich would draw without colour or styles (stdout is no terminal, nothing forces one) and every
+cell is plain printable ASCII, this module draws the table :func:`capplan.cli.output.make_table`
+builds (left-justified columns that fold, one space of padding between columns, no outer edge,
+rich's HEAVY_HEAD box) by rich's own rules, as rich 15 has them: the column widths
+(``Table._calculate_column_widths``: each column's widest line, then the widest wrappable
+columns reduced first, ``_collapse_widths`` and ``ratio_reduce``), the word wrap that folds a
+word longer than its column (``rich._wrap.divide_line``), the header aligned to its bottom and
+every line cropped at the console's width. Anything else (a terminal, text that could be
+markup or an emoji code, other characters, a console too narrow for the padding) is None, and
+the caller draws with rich. tests/unit/test_plaintable.py compares both on random tables.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Sequence
+
+__all__ = ["plain_width", "render"]
+
+_WORD = re.compile(r"\s*\S+\s*")
+_TRAILING_BLANKS = re.compile(r"\s+$")
+# Printable ASCII without rich markup ("[bold]") and without anything an emoji code could be
+# (":name:"): such text reaches the screen exactly as written.
+_PLAIN = re.compile(r"[ -Z\\^-~]*")
+_EMOJI_LIKE = re.compile(r":\S*?:")
+
+
+def plain_width() -> int | None:
+    """The width rich's console would draw stdout at when it would draw without colour or
+    styles (rich's ``Console.is_terminal`` false, a UTF-8 stream, not Windows); None otherwise."""
+    if sys.platform == "win32":
+        return None
+    environ = os.environ
+    tty = environ.get("TTY_COMPATIBLE", "")
+    if tty == "1":
+        return None
+    if tty != "0":
+        force = environ.get("FORCE_COLOR")
+        if force is not None:
+            if force != "":
+                return None
+        else:
+            try:
+                if sys.stdout.isatty():
+                    return None
+            except ValueError:
+                pass
+    if not (getattr(sys.stdout, "encoding", None) or "utf-8").lower().startswith("utf"):
+        return None  # rich draws an ASCII box then
+    columns = environ.get("COLUMNS", "")
+    if columns.isdigit():
+        return int(columns)
+    width = None
+    for fd in (0, 1, 2):
+        try:
+            width = os.get_terminal_size(fd).columns
+        except (AttributeError, ValueError, OSError):
+            continue
+        break
+    return width or 80
+
+
+def _ratio_reduce(
+    total: int, ratios: list[int], maximums: list[int], values: list[int]
+) -> list[int]:
+    ratios = [ratio if limit else 0 for ratio, limit in zip(ratios, maximums, strict=True)]
+    total_ratio = sum(ratios)
+    if not total_ratio:
+        return values[:]
+    remaining = total
+    result: list[int] = []
+    for ratio, limit, value in zip(ratios, maximums, values, strict=True):
+        if ratio and total_ratio > 0:
+            share = min(limit, round(ratio * remaining / total_ratio))
+            result.append(value - share)
+            remaining -= share
+            total_ratio -= ratio
+        else:
+            result.append(value)
+    return result
+
+
+def _collapse(widths: list[int], max_width: int) -> list[int]:
+    """Every column wraps: the widest ones lose width first, down to the next widest."""
+    total = sum(widths)
+    excess = total - max_width
+    while total and excess > 0:
+        widest = max(widths)
+        second = max((w if w != widest else 0) for w in widths)
+        difference = widest - second
+        ratios = [1 if w == widest else 0 for w in widths]
+        if not any(ratios) or not difference:
+            break
+        widths = _ratio_reduce(excess, ratios, [min(excess, difference)] * len(widths), widths)
+        total = sum(widths)
+        excess = total - max_width
+    return widths
+
+
+def _normalised(low: int, high: int) -> tuple[int, int]:
+    low = min(max(0, low), high)
+    return max(0, low), max(0, max(low, high))
+
+
+def _measure(texts: Sequence[str], padding: int, limit: int) -> tuple[int, int]:
+    """A column's (narrowest, widest) width, padding included, at most ``limit``."""
+    if limit < 1:
+        return 0, 0
+    lows: list[int] = []
+    highs: list[int] = []
+    for text in texts:
+        if limit - padding < 1:
+            low, high = limit, limit
+        else:
+            widest = len(text)
+            words = text.split()
+            low, high = _normalised(max((len(w) for w in words), default=widest), widest)
+            low, high = min(low, limit), min(high, limit)
+            if high < 1:
+                low, high = 0, 0
+            else:
+                low, high = _normalised(low, high)
+            low, high = min(low + padding, limit), min(high + padding, limit)
+        low, high = _normalised(low, high)
+        low, high = min(low, limit), min(high, limit)
+        if high < 1:
+            low, high = 0, 0
+        else:
+            low, high = _normalised(low, high)
+        lows.append(low)
+        highs.append(high)
+    return min(max(lows, default=1), limit), min(max(highs, default=limit), limit)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` folded into lines of ``width`` (rich's divide_line, Text.wrap with fold)."""
+    breaks: list[int] = []
+    offset = 0
+    for match in _WORD.finditer(text):
+        start, word = match.start(), match.group(0)
+        length = len(word.rstrip())
+        if width - offset >= length:
+            offset += len(word)
+        elif length > width:
+            pieces = [word[i : i + width] for i in range(0, len(word), width)]
+            for index, piece in enumerate(pieces):
+                if start:
+                    breaks.append(start)
+                if index == len(pieces) - 1:
+                    offset = len(piece)
+                else:
+                    start += len(piece)
+        elif offset and start:
+            breaks.append(start)
+            offset = len(word)
+    lines = [text[a:b] for a, b in zip([0, *breaks], [*breaks, len(text)], strict=True)]
+    out: list[str] = []
+    for line in lines:
+        if len(line) > width:
+            blanks = _TRAILING_BLANKS.search(line)
+            if blanks is not None:
+                line = line[: len(line) - min(len(blanks.group(0)), len(line) - width)]
+        out.append(line[:width].ljust(width))
+    return out
+
+
+def render(columns: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> str | None:
+    """The text rich prints for ``make_table(*columns)`` holding ``rows`` on a console
+    ``width`` wide without colour, or None where this module does not draw it the same."""
+    count = len(columns)
+    table = [list(columns), *(list(row) for row in rows)]
+    if count == 0 or any(len(row) != count for row in table):
+        return None
+    for row in table:
+        for text in row:
+            if _PLAIN.fullmatch(text) is None or _EMOJI_LIKE.search(text):
+                return None
+    pads = [(0 if i == 0 else 1, 0 if i == count - 1 else 1) for i in range(count)]
+    cells = [[row[i] for row in table] for i in range(count)]
+    max_width = width - (count - 1)
+    if max_width < 1:
+        return None
+    widths = [_measure(cells[i], sum(pads[i]), max_width)[1] or 1 for i in range(count)]
+    if sum(widths) > max_width:
+        widths = _collapse(widths, max_width)
+        if sum(widths) > max_width:
+            widths = _ratio_reduce(sum(widths) - max_width, [1] * count, widths, widths)
+        widths = [_measure(cells[i], sum(pads[i]), w)[1] or 0 for i, w in enumerate(widths)]
+    if any(w - sum(pad) < 1 for w, pad in zip(widths, pads, strict=True)):
+        return None  # too narrow for its padding: rich's own edge cases
+    lines: list[str] = []
+    for index, row in enumerate(table):
+        drawn: list[list[str]] = []
+        for text, w, (left, right) in zip(row, widths, pads, strict=True):
+            inner = _wrap(text, w - left - right)
+            drawn.append([" " * left + line + " " * right for line in inner])
+        height = max(len(cell) for cell in drawn)
+        for i, cell in enumerate(drawn):
+            blank = [" " * widths[i]] * (height - len(cell))
+            # rich aligns the header's cells to their bottom, the others to their top.
+            drawn[i] = blank + cell if index == 0 else cell + blank
+        divider = "┃" if index == 0 else "│"
+        lines.extend(divider.join(cell[n] for cell in drawn) for n in range(height))
+        if index == 0:
+            lines.append("╇".join("━" * w for w in widths))
+    return "".join(line[:width] + "\n" for line in lines)
