@@ -22,6 +22,16 @@ keeps every core busy takes them. Prints; asserts nothing.
 
     python3 bench/bench_costs.py --src DIR/vendor/llama.cpp --cublas-include DIR/include
     python3 bench/bench_costs.py --from bench/data/costs-llama-cpp.json   # refit, no compile
+
+A real build's ninja log (issue 40) is the other measurement: ``--ninja-log FILE`` (one build,
+its target count ``--targets N``, default 1) prints the log's wall and CPU minutes, host and
+CUDA parts and longest unit against capplan's prediction for the package (``--package``,
+default llama-cpp) on that many cores (``--cores``); a second ``--ninja-log`` of the same
+sources for more targets pairs the CUDA units by output name, prints their growth and the
+cost model the two logs give (the knowledge base's llama-cpp entry), with its extrapolation:
+
+    python3 bench/bench_costs.py --ninja-log bench/data/builds/llama-cpp-b1-sm86-16core.ninja_log \
+        --ninja-log bench/data/builds/llama-cpp-b2-sm80-sm86-16core-partial.ninja_log --targets 1 2
 """
 
 from __future__ import annotations
@@ -205,6 +215,67 @@ def report(data: dict[str, Any], model: dict[str, Any], kb: tuple[float, float] 
     print(line)
 
 
+def ninja_report(logs: list[str], targets: list[int], package: str, cores: int) -> int:
+    """Measured against predicted for each ninja log; the model two logs give. Returns the
+    exit status: a bad log is one line on stderr and its capplan exit code (6), no traceback."""
+    from capplan.adapters.kb import load_kb
+    from capplan.adapters.ninja_log import read_ninja_log
+    from capplan.core.planning.buildlog import build_figures, measured_cost, unit_growth
+    from capplan.errors import CapplanError
+
+    try:
+        edges = [read_ninja_log(Path(path)) for path in logs]
+        figures = [build_figures(e) for e in edges]
+        growth = unit_growth(edges[0], edges[1]) if len(edges) > 1 else None
+    except CapplanError as exc:
+        print(f"bench_costs.py: error: {exc.one_line()}", file=sys.stderr)
+        return int(exc.exit_code)
+    cost = load_kb().packages[package].cost
+    print(f"{package}'s knowledge base: {cost.base_minutes:g} + {cost.per_target_minutes:g} min "
+          f"per target on {cost.reference_cores} cores ({cost.basis}); longest unit "
+          f"{cost.longest_unit_minutes} + {cost.longest_unit_per_target_minutes} min per "
+          "target")  # fmt: skip
+    print("| log | targets | edges | CUDA units | wall min | CPU min | host CPU min | CUDA CPU min "
+          f"| parallelism | longest unit s | predicted min on {cores} cores | error |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for path, n, f in zip(logs, targets, figures, strict=False):
+        predicted = max(
+            (cost.base_minutes + n * cost.per_target_minutes) * cost.reference_cores / cores,
+            cost.longest_unit(n) or 0.0,
+        )
+        wall = f.wall_s / 60
+        # A build stopped early (fewer CUDA units than the first) is no whole build to compare.
+        partial = f.cuda_units < figures[0].cuda_units
+        error = (
+            f"partial ({f.cuda_units} of {figures[0].cuda_units} units)"
+            if partial
+            else (f"{(predicted - wall) / wall:+.1%}")
+        )
+        print(f"| {Path(path).name} | {n} | {f.edges} | {f.cuda_units} | {wall:.2f} | "
+              f"{f.cpu_s / 60:.1f} | {f.host_s / 60:.1f} | {f.cuda_s / 60:.1f} | "
+              f"{f.parallelism:.1f} | {f.longest_unit_s:.1f} | {predicted:.2f} | "
+              f"{error} |")  # fmt: skip
+    if growth is None:
+        return 0
+    k = targets[1]
+    model = measured_cost(figures[0], growth, k, cores)
+    p = growth.per_target_share(k)
+    print(f"paired CUDA units: {growth.pairs}; {k} targets over 1: {growth.weighted:.2f}x "
+          f"(time-weighted), median {growth.median:.2f}x; each target adds {p:.3f} of a unit's "
+          "one-target time")  # fmt: skip
+    print(f"model on {cores} cores: base {model.base_minutes:.2f} + {model.per_target_minutes:.2f}"
+          f" min per target; longest unit {model.longest_base_minutes:.2f} + "
+          f"{model.longest_per_target_minutes:.2f} min per target")  # fmt: skip
+    print(f"| targets | CUDA CPU min | model min on {cores} cores | longest unit min |")
+    print("|---:|---:|---:|---:|")
+    for n in (1, 2, 4, 9):
+        cuda = figures[0].cuda_s * (1 - p + p * n) / 60
+        print(f"| {n} | {cuda:.1f} | {model.minutes(n):.2f} | {model.longest(n):.2f} |")
+    print(f"9 targets over 1: {model.minutes(9) / model.minutes(1):.2f} (whole build), "
+          f"{1 - p + 9 * p:.2f} (CUDA units)")  # fmt: skip
+    return 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--src", help="llama.cpp's root (vendor/llama.cpp in the sdist)")
@@ -216,9 +287,23 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=16)
     parser.add_argument("--out", help="write the measurement here (JSON)")
     parser.add_argument("--from", dest="from_", help="refit a stored measurement")
+    parser.add_argument("--ninja-log", action="append", default=[], metavar="FILE",
+                        help="a real build's .ninja_log (twice: 1 target, then more)")  # fmt: skip
+    parser.add_argument("--targets", nargs="+", type=int, default=[], metavar="N",
+                        help="each --ninja-log's target count (default 1, 2)")  # fmt: skip
+    parser.add_argument("--package", default="llama-cpp", help="the package the logs built")
     parser.add_argument("--kb-before", nargs=2, type=float, metavar=("BASE", "PER_TARGET"),
                         help="the knowledge base's minutes before, for the table")  # fmt: skip
     args = parser.parse_args()
+    if args.ninja_log:
+        if len(args.ninja_log) > 2:
+            parser.error("give at most two --ninja-log files (1 target, then more)")
+        targets = args.targets or [1, 2][: len(args.ninja_log)]
+        if len(targets) != len(args.ninja_log) or min(targets) < 1:
+            parser.error("give one --targets count (>= 1) per --ninja-log")
+        if len(targets) == 2 and (targets[0] != 1 or targets[1] < 2):
+            parser.error("the first --ninja-log is the 1-target build, the second has more")
+        raise SystemExit(ninja_report(args.ninja_log, targets, args.package, args.cores))
     if args.from_:
         data = json.loads(Path(args.from_).read_text())
     else:

@@ -4,6 +4,7 @@ graph, bad input gets one line and its exit code, --check/--output behave like g
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -241,15 +242,56 @@ def test_a_plan_without_jobs_gives_a_plan_only_workflow(
     assert "note: the plan has no build jobs: the workflow only plans" in result.stderr
 
 
-def test_jobs_longer_than_hosted_runners_allow_are_named(capplan_in: Any, tmp_path: Path) -> None:
+def test_a_job_its_runner_cannot_finish_is_refused(capplan_in: Any, tmp_path: Path) -> None:
+    # Issue 40: torch-fat (8 capabilities) takes 300 min on the 16-core reference builder,
+    # 1,200 on the 4-core hosted runner the job would get: no workflow with a timeout it cannot
+    # meet, exit 7 and the runner it needs, and the plan's bottom line says so too.
     write(tmp_path, BIG_FLEET + '[policy]\nfat = "fleet"\n')
-    result = capplan_in("ci", "github", "--cache", "c")
-    assert result.exit_code == 0
-    assert "warning: torch-fat is estimated at 300 min" in result.stderr
-    assert "torch-sm80" not in result.stderr
+    result = capplan_in("ci", "github", "--cache", "c", "--output", "wf.yml")
+    assert result.exit_code == 7, result.stderr
+    assert result.stdout == "" and not (tmp_path / "wf.yml").exists()
+    line = result.stderr.strip()
+    assert line.count("\n") == 0 and line.startswith("capplan: error: ")
+    # The torch builds (90 min on 16 cores, 360 on 4), magma-fat and nccl-fat: the first three
+    # by name, then how many more.
+    assert "11 jobs cannot finish on the runner they are scheduled on: magma-fat cannot" in line
+    assert "magma-fat cannot finish: about 680 min on ubuntu-latest (4 cores)" in line
+    assert "past its 360-min limit" in line and "; and 8 more ('capplan plan' lists them)" in line
+    assert 'it needs a big-parallel runner ([policy.runners_os] "big-parallel")' in line
+    # The workflow's plan job (a plan that moved on since the workflow was written) stops too:
+    # its rows would be the build jobs' timeouts.
+    for fmt in ("github-output", "github"):
+        moved = capplan_in("matrix", "--format", fmt, "--offline")
+        assert moved.exit_code == 7 and moved.stdout == "", (fmt, moved.stderr)
+        assert "11 jobs cannot finish on the runner they are scheduled on" in moved.stderr
+    assert capplan_in("matrix", "--format", "json").exit_code == 0  # a listing says, not stops
+    plan = capplan_in("plan")
+    assert plan.exit_code == 0
+    assert "runner: torch-fat cannot finish: about 1200 min" in " ".join(plan.stdout.split())
+    runners = {r["job"]: r for r in json.loads(capplan_in("plan", "--json").stdout)["runners"]}
+    assert runners["torch-fat"]["cannot_finish"] is not None
+    assert runners["torch-fat"]["cores"] == 4
+    # With a self-hosted big-parallel runner (16 cores by default) it has 5 days: written.
     write(tmp_path, BIG_FLEET + '[policy]\nfat = "fleet"\n[policy.runners_os]\n'
           '"big-parallel" = ["self-hosted", "big-parallel"]\n')  # fmt: skip
-    assert "GitHub-hosted runners allow" not in capplan_in("ci", "github", "--cache", "c").stderr
+    result = capplan_in("ci", "github", "--cache", "c")
+    assert result.exit_code == 0, result.stderr
+    assert "cannot finish" not in result.stderr
+    rows = {
+        r["name"]: r
+        for r in json.loads(capplan_in("matrix", "--format", "github").stdout)["include"]
+    }
+    assert (rows["torch-fat"]["estimated_minutes"], rows["torch-fat"]["timeout_minutes"]) == (
+        300.0,
+        math.ceil(300 * 1.5) + 30,
+    )
+    # A big-parallel runner that is GitHub-hosted (6 hours) and small: refused again.
+    write(tmp_path, BIG_FLEET + '[policy]\nfat = "fleet"\nbig_parallel_cores = 8\n'
+          '[policy.runners_os]\n"big-parallel" = ["ubuntu-latest-8-cores"]\n')  # fmt: skip
+    result = capplan_in("ci", "github", "--cache", "c")
+    assert result.exit_code == 7
+    assert "about 600 min on ubuntu-latest-8-cores (8 cores)" in result.stderr
+    assert "it needs a bigger big-parallel runner ([policy] big_parallel_cores)" in result.stderr
 
 
 def test_environment_settings_the_plan_job_lacks_are_named(capplan_cli: Any) -> None:
@@ -357,7 +399,10 @@ def test_check_sees_a_layout_change(capplan_in: Any, tmp_path: Path) -> None:
     args = ["ci", "github", "--cache", "c", "--output", str(WORKFLOW)]
     (tmp_path / WORKFLOW).parent.mkdir(parents=True)
     assert capplan_in(*args).exit_code == 0
-    write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.torchvision]\n')
+    # torchvision's torch takes 360 min on a hosted 4-core runner: it needs a big-parallel one
+    # (issue 40), or ci github refuses before it compares.
+    write(tmp_path, '[fleet]\ngpus = ["A100"]\n[packages.torchvision]\n[policy.runners_os]\n'
+          '"big-parallel" = ["self-hosted", "big-parallel"]\n')  # fmt: skip
     stale = capplan_in(*args, "--check")
     one_line_error(stale, ExitCode.STALE)
     assert "+  stage3_shard0:" in stale.stdout

@@ -197,6 +197,21 @@ CSV
 """
 
 
+def test_detect_says_a_driver_runs_any_release_of_its_major(
+    capplan_cli: object, tmp_path: Path
+) -> None:
+    # Issue 38: minor-version compatibility has no ceiling within a major, so a 535 driver runs
+    # any 12.x (12.9 included), not "CUDA up to 12.2"; only new PTX stops at its toolkit's.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    result = capplan_cli("detect", env={"PATH": f"{tmp_path}:/usr/bin:/bin"})  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    text = " ".join(result.stdout.split())  # the lines wrap at the terminal's width
+    assert "driver 535.104.05 (runs any CUDA 12.x; new PTX up to 12.2)" in text, text
+    assert "driver 580.65.06 (runs any CUDA 13.x; new PTX up to 13.0)" in text, text
+
+
 def test_detect_with_a_fake_nvidia_smi_on_path(capplan_cli: object, tmp_path: Path) -> None:
     smi = tmp_path / "nvidia-smi"
     smi.write_text(FAKE_SMI)

@@ -34,8 +34,14 @@ def test_plan_starts_with_jobs_hours_and_warnings(capplan_in: object, tmp_path: 
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     head = " ".join(" ".join(lines[: _first_table_line(lines)]).split())
-    assert head.startswith(f"{jobs} build jobs (one per variant), {minutes:g} build minutes")
-    assert f"about {minutes / 60:.1f} h on {BUILDER}" in head
+    # Issue 40: first the minutes on the runners the jobs are scheduled on (plan --json's
+    # runners), then the knowledge base's on its reference builder.
+    on_runners = round(sum(r["minutes"] for r in data["runners"]), 2)
+    assert on_runners > minutes  # GitHub's 4-core runner against the 16-core reference
+    assert head.startswith(
+        f"{jobs} build jobs (one per variant), {on_runners:g} build minutes on the runners they "
+        f"are scheduled on ({minutes:g}, about {minutes / 60:.1f} h, on {BUILDER}"
+    )
     # [fleet.count] weighs the bottom line: 80 GPUs of two models, 16 of them without cupy.
     assert "for 80 GPUs of 2 models ([fleet.count])" in head
     assert "unserved: cupy has no build for MI300X (x16): 16 GPUs go without" in head
@@ -44,7 +50,11 @@ def test_plan_starts_with_jobs_hours_and_warnings(capplan_in: object, tmp_path: 
 
 
 def test_no_warning_is_said_as_much(capplan_in: object, tmp_path: Path) -> None:
-    (tmp_path / "capplan.toml").write_text('[fleet]\ngpus = ["A100"]\n[packages.torch]\n')
+    # torch-sm80 has a big-parallel runner to finish on (issue 40: else a runner warning).
+    (tmp_path / "capplan.toml").write_text(
+        '[fleet]\ngpus = ["A100"]\n[packages.torch]\n'
+        '[policy.runners_os]\n"big-parallel" = ["self-hosted", "big-parallel"]\n'
+    )
     lines = capplan_in("plan").stdout.splitlines()  # type: ignore[operator]
     head = lines[: _first_table_line(lines)]
     assert "no warnings" in head
@@ -142,3 +152,22 @@ def test_a_library_without_the_gpus_code_is_a_warning_up_front(
     excluded = [d for d in data["decisions"] if d["action"] == "excluded"]
     assert any(d["subject"] == "magma-hip:gfx942" and d["package"] == "torch" for d in excluded)
     assert "excluded: torch: magma-hip:gfx942" not in head
+
+
+def test_a_job_its_runner_cannot_finish_is_a_warning(capplan_in: object, tmp_path: Path) -> None:
+    # Issue 40: torch-sm80 takes 90 min on the knowledge base's 16-core builder, 360 on the
+    # default 4-core runner, past GitHub's 6 hours with the timeout's margin.
+    (tmp_path / "capplan.toml").write_text('[fleet]\ngpus = ["A100"]\n[packages.torch]\n')
+    lines = capplan_in("plan").stdout.splitlines()  # type: ignore[operator]
+    head = " ".join(" ".join(lines[: _first_table_line(lines)]).split())
+    assert "1 warning (the reasons follow below):" in head
+    assert (
+        "runner: torch-sm80 cannot finish: about 360 min on ubuntu-latest (4 cores), 570 with "
+        "the timeout's margin, past its 360-min limit; it needs a big-parallel runner "
+        '([policy.runners_os] "big-parallel")'
+    ) in head
+    # Where the minutes come from: a table of each package's basis and reference machine.
+    text = capplan_in("plan").stdout  # type: ignore[operator]
+    assert "Build minutes: basis" in text
+    row = next(line for line in text.splitlines() if line.startswith("torch "))
+    assert "estimate" in row and "16 cores" in row

@@ -1,6 +1,7 @@
 """[policy] runner_cores and runner_memory_gb through the CLI (issue 34): matrix --json holds
 a job to the compiles its runner's memory allows and asks for big-parallel, --format github
-routes it to the big-parallel runners, and a runner too small for one compile is exit 5."""
+routes it to the big-parallel runners, where its compiles and minutes are those of that runner
+(issue 40), and a runner too small for one compile is exit 5."""
 
 from __future__ import annotations
 
@@ -18,8 +19,24 @@ def test_small_runner_memory_caps_compiles(capplan_in: object, tmp_path: Path) -
     result = capplan_in("matrix", "--json")  # type: ignore[operator]
     assert result.exit_code == 0, result.stderr
     job = {j["name"]: j for j in json.loads(result.stdout)["jobs"]}["llama-cpp-sm86"]
-    assert job["parallel_compiles"] == 2  # 1536 MB / 570 MB
+    # 1536 MB / 570 MB holds the 4-core runner to 2 compiles: the job goes to the big-parallel
+    # runner ([policy] big_parallel_cores 16, big_parallel_memory_gb 64 by default), whose 16
+    # cores it uses: the knowledge base's 16-core minutes, as they are.
+    assert (job["parallel_compiles"], job["runner_cores"]) == (16, 16)
+    assert job["estimated_minutes"] == 3.67
     assert job["required_system_features"] == ["big-parallel"]
+    # Without big-parallel runners it stays on the small one: 2 compiles, 16/2 the minutes.
+    (tmp_path / "capplan.toml").write_text(BASE + "runner_cores = 4\nrunner_memory_gb = 1.5\n")
+    job = {
+        j["name"]: j
+        for j in json.loads(capplan_in("matrix", "--json").stdout)["jobs"]  # type: ignore[operator]
+    }["llama-cpp-sm86"]
+    assert (job["parallel_compiles"], job["runner_cores"]) == (2, 4)
+    assert job["estimated_minutes"] == round(3.67 * 16 / 2, 2)
+    (tmp_path / "capplan.toml").write_text(
+        BASE + "runner_cores = 4\nrunner_memory_gb = 1.5\n"
+        '[policy.runners_os]\n"big-parallel" = ["self-hosted", "big"]\n'
+    )
     rows = json.loads(capplan_in("matrix", "--format", "github").stdout)  # type: ignore[operator]
     row = {r["name"]: r for r in rows["include"]}["llama-cpp-sm86"]
     assert row["os"] == ["self-hosted", "big"]

@@ -31,8 +31,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.integration.fuzzing import derandomized
 
 from capplan.cli.main import cli
 from capplan.errors import ExitCode, printable
@@ -57,14 +58,7 @@ JOBS = [("x86_64-linux.magma-sm86", "magma"), ("x86_64-linux.torch-sm86", "torch
 
 
 def profile(name: str) -> Any:
-    return settings(
-        max_examples=EXAMPLES[name],
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                               HealthCheck.function_scoped_fixture],
-    )  # fmt: skip
+    return derandomized(EXAMPLES[name])
 
 
 @pytest.fixture(scope="module", autouse=True)

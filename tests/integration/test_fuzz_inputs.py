@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.integration.fuzzing import derandomized
 
 from capplan.adapters.binary_cache import output_paths_from_jobs
 from capplan.adapters.environment import _extract_wheel, _owner_maps
@@ -47,14 +48,7 @@ BIG = "9" * 5000  # past Python's 4,300-digit int conversion limit
 
 
 def profile(name: str) -> Any:
-    return settings(
-        max_examples=EXAMPLES[name],
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                               HealthCheck.function_scoped_fixture],
-    )  # fmt: skip
+    return derandomized(EXAMPLES[name])
 
 
 @pytest.fixture(scope="module", autouse=True)

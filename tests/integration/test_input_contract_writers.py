@@ -22,6 +22,9 @@ from capplan.errors import ExitCode, printable
 
 SRC = Path(__file__).resolve().parents[2] / "planner" / "src"
 FLEET = '[fleet]\ngpus = ["RTX 3090", "A100", "MI300X"]\n[packages.torch]\n'
+# The torch builds take 360 min on a hosted 4-core runner: the GitHub shapes need big-parallel
+# runners for them, or refuse (issue 40, exit 7) before they write.
+BIG_RUNNERS = '[policy.runners_os]\n"big-parallel" = ["self-hosted", "big-parallel"]\n'
 HOSTILE = "\x1b]0;pwned\x07\x9b1m\u202e"
 
 
@@ -43,7 +46,7 @@ def _process(cwd: Path, argv: list[str], **kwargs: Any) -> subprocess.CompletedP
 # -- data loss: the open streams ---------------------------------------------------------------
 def test_rows_to_dev_stdout_append_to_the_redirected_file(tmp_path: Path) -> None:
     """`matrix --rows /dev/stdout >> "$GITHUB_OUTPUT"`: what earlier steps wrote stays."""
-    (tmp_path / "capplan.toml").write_text(FLEET)
+    (tmp_path / "capplan.toml").write_text(FLEET + BIG_RUNNERS)
     out = tmp_path / "github_output"
     out.write_text("earlier=step\n")
     with out.open("ab") as handle:
@@ -182,7 +185,7 @@ def test_an_unsearchable_folder_in_any_path_argument_is_one_line(open_tmp: Path)
     suite's unprivileged user): a documented code and one line, never exit 1."""
     from tests.conftest import Cli
 
-    (open_tmp / "capplan.toml").write_text(FLEET)
+    (open_tmp / "capplan.toml").write_text(FLEET + BIG_RUNNERS)
     (open_tmp / "locked" / "inner").mkdir(parents=True)
     (open_tmp / "locked" / "inner" / "capplan.toml").write_text(FLEET)
     inner = str(open_tmp / "locked" / "inner")
@@ -375,7 +378,7 @@ def test_memory_error_is_one_line(capplan_in: Any, tmp_path: Path, monkeypatch: 
     ids=["export", "init", "hydra", "buildbot", "github"],
 )
 def test_home_unset_is_no_internal_error(tmp_path: Path, argv: list[str]) -> None:
-    (tmp_path / "capplan.toml").write_text(FLEET)
+    (tmp_path / "capplan.toml").write_text(FLEET + BIG_RUNNERS)
     env = {k: v for k, v in os.environ.items() if k != "HOME"}
     env["PYTHONPATH"] = str(SRC)
     done = subprocess.run([sys.executable, "-m", "capplan", *argv], cwd=tmp_path, env=env,

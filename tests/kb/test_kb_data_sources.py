@@ -281,7 +281,21 @@ PACKAGE_KEYS = {
     "source",
 }
 LIMIT_KEYS = {"allow_from", "allow", "exclude", "min", "max", "suffixes", "cuda", "source"}
-COST_KEYS = {"base_minutes", "per_target_minutes", "base_size_mb", "per_target_size_mb", "source"}
+COST_KEYS = {
+    "base_minutes",
+    "per_target_minutes",
+    "base_size_mb",
+    "per_target_size_mb",
+    "source",
+    "basis",
+}
+MEASURED_COST_KEYS = {
+    "peak_mb_per_compile",
+    "reference_cores",
+    "reference_cpu",
+    "longest_unit_minutes",
+    "longest_unit_per_target_minutes",
+}
 
 
 def test_packages_shape(packages: dict[str, Any]) -> None:
@@ -300,11 +314,17 @@ def test_packages_shape(packages: dict[str, Any]) -> None:
         _assert_source(pkg, where)
         limits, cost = pkg["limits"], pkg["cost"]
         assert set(limits) == LIMIT_KEYS, where
-        # peak_mb_per_compile only where measured (issue 34): a measured cost's source.
-        assert set(cost) - {"peak_mb_per_compile"} == COST_KEYS, where
-        if "peak_mb_per_compile" in cost:
-            assert cost["source"].startswith("measured:"), where
-            assert "peak_mb_per_compile" in cost["source"], where
+        # Every cost says its basis as a field (issue 40); peak_mb_per_compile, the reference
+        # machine's CPU and the longest unit only where measured (issues 34, 40), each named
+        # in the source.
+        assert set(cost) - MEASURED_COST_KEYS == COST_KEYS, where
+        assert cost["basis"] in ("measured", "estimate"), where
+        assert cost["source"].startswith(cost["basis"]), where
+        for key in sorted(set(cost) & MEASURED_COST_KEYS):
+            assert cost["basis"] == "measured", (where, key)
+            assert key in cost["source"] or key.startswith(("reference", "longest")), where
+        if cost["basis"] == "measured":
+            assert set(cost) >= MEASURED_COST_KEYS, where
         _assert_source(limits, f"{where} limits")
         _assert_source(cost, f"{where} cost")
         assert set(limits["suffixes"]) <= SUFFIXES and limits["suffixes"], where

@@ -13,8 +13,9 @@ import pytest
 from capplan.adapters.kb import load_kb
 from capplan.core.planning.config import config_from_mapping
 from capplan.core.planning.matrix import build_matrix
-from capplan.core.planning.memory import RunnerSize, compile_fit, compile_fits
+from capplan.core.planning.memory import RunnerSize, compile_fit
 from capplan.core.planning.planner import make_plan
+from capplan.core.planning.runners import RunnerSizes, job_costs
 from capplan.errors import ConfigError
 
 CONFIG = {
@@ -48,30 +49,44 @@ def test_the_measured_peak_holds_a_small_runner_to_its_memory() -> None:
     )
     assert peak == math.ceil(max(run["peak_mb"] for run in data["runs"]))
     plan = make_plan(kb, config_from_mapping(CONFIG, origin="test"))
-    fits = compile_fits(kb, plan, RunnerSize(8, 2048))
-    # magma's peak is not measured: its jobs keep every core and get no entry.
-    assert set(fits) == {"llama-cpp-sm86"}
-    assert (fits["llama-cpp-sm86"].parallel, fits["llama-cpp-sm86"].memory_bound) == (3, True)
-    jobs = {j["name"]: j for j in build_matrix(plan, 4, fits).jobs()}
+    costs = job_costs(kb, plan, _sizes(8, 2048))
+    # magma's peak is not measured: its jobs keep every core.
+    assert {name for name, c in costs.items() if c.peak_mb is not None} == {"llama-cpp-sm86"}
+    assert (costs["llama-cpp-sm86"].parallel, costs["llama-cpp-sm86"].memory_bound) == (3, True)
+    assert (costs["magma-sm86"].parallel, costs["magma-sm86"].memory_bound) == (8, False)
+    jobs = {j["name"]: j for j in build_matrix(plan, 4, costs).jobs()}
     llama = jobs["llama-cpp-sm86"]
     assert llama["parallel_compiles"] == 3 and llama["peak_mb_per_compile"] == peak
-    # Three compiles on eight cores: 8/3 of the minutes, in the job and in the schedule.
+    # Three compiles at once: the 16-core builder's minutes times 16/3, in the job and in the
+    # schedule (issue 40: minutes scale from the reference machine's cores).
     minutes = plan.variant("llama-cpp-sm86").minutes  # type: ignore[union-attr]
-    assert llama["estimated_minutes"] == round(minutes * 8 / 3, 2)
+    assert llama["estimated_minutes"] == round(minutes * 16 / 3, 2)
+    assert llama["runner_cores"] == 8
     unbound = build_matrix(plan, 4).summary()["total_minutes"]
-    bound = build_matrix(plan, 4, fits).summary()["total_minutes"]
-    assert bound == pytest.approx(unbound + minutes * 5 / 3, abs=0.02)
+    bound = build_matrix(plan, 4, costs).summary()["total_minutes"]
+    magma = plan.variant("magma-sm86").minutes  # type: ignore[union-attr]
+    assert bound == pytest.approx(unbound + minutes * 13 / 3 + magma, abs=0.02)
     assert "big-parallel" in llama["required_system_features"]
     assert "parallel_compiles" not in jobs["magma-sm86"]
     # A runner with the memory for every core: no big-parallel.
-    roomy = compile_fits(kb, plan, RunnerSize(4, 16 * 1024))
+    roomy = job_costs(kb, plan, _sizes(4, 16 * 1024))
     assert roomy["llama-cpp-sm86"].parallel == 4 and not roomy["llama-cpp-sm86"].memory_bound
     row = {j["name"]: j for j in build_matrix(plan, 4, roomy).jobs()}["llama-cpp-sm86"]
     assert row["required_system_features"] == []
 
 
+def _sizes(cores: int, memory_mb: float) -> RunnerSizes:
+    big = RunnerSize(16, 64 * 1024)
+    return RunnerSizes(RunnerSize(cores, memory_mb), 14 * 1024, big, 200 * 1024)
+
+
 def test_a_runner_too_small_for_one_compile_is_refused() -> None:
     kb = load_kb()
     plan = make_plan(kb, config_from_mapping(CONFIG, origin="test"))
-    with pytest.raises(ConfigError, match=r"llama-cpp-sm86: one compile of llama-cpp peaks at"):
-        compile_fits(kb, plan, RunnerSize(4, 512))
+    # Without a big-parallel runner the job stays on the small one: refused, the key named.
+    with pytest.raises(ConfigError, match=r"llama-cpp-sm86: .*\(\[policy\] runner_memory_gb\)"):
+        job_costs(kb, plan, _sizes(4, 512))
+    # With one ([policy.runners_os] "big-parallel"), the job goes there and fits.
+    moved = job_costs(kb, plan, _sizes(4, 512), {"big-parallel": ("self-hosted", "big")})
+    assert moved["llama-cpp-sm86"].runner.kind == "big-parallel"
+    assert moved["llama-cpp-sm86"].parallel == 16 and moved["llama-cpp-sm86"].problem is None

@@ -107,3 +107,34 @@ def test_plain_width_follows_richs_terminal_rules(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv("TTY_COMPATIBLE")
     monkeypatch.delenv("FORCE_COLOR")
     assert plain_width() == _console_class()(file=io.StringIO()).width
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # drawn without rich (cli/plaintable.py) ...
+        "from capplan.cli.output import print_rows\n"
+        "print_rows(['n', 'text'], [[str(i), 'x' * 60] for i in range(20000)])",
+        # ... and through a rich console
+        "from capplan.cli.output import make_table, out_console, print_table\n"
+        "t = make_table('n', 'text')\n"
+        "[t.add_row(str(i), 'x' * 60) for i in range(5000)]\n"
+        "print_table(out_console(), t)",
+    ],
+)
+def test_a_reader_that_has_gone_ends_the_table_quietly_with_exit_0(code: str) -> None:
+    # `capplan gpus | head -1`: a closed stdout is not an error (docs/exit-codes.md), on both
+    # ways a table is drawn.
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "80"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.read(100)
+    child.stdout.close()
+    err = child.stderr.read()
+    assert child.wait(timeout=60) == 0 and err == b"", err[-2000:]

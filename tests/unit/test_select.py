@@ -64,6 +64,8 @@ def test_driver_too_old_is_never_runnable() -> None:
         assert pick.verdict.level is RunLevel.CANNOT_RUN
         assert pick.needs_driver == "525.60.13"  # CUDA 12.x minor-version compatibility
         assert "needs driver >= 525.60.13" in pick.verdict.reason
+        # Issue 38: within a major there is no ceiling (450.51.06 runs any 11.x).
+        assert "driver 450.51.06 runs any CUDA 11.x" in pick.verdict.reason
         assert pick.blocked is not None
 
 

@@ -39,14 +39,26 @@ def print_bottom_line(
     minutes: float,
     extra: Sequence[str] = (),
     more_warnings: Iterable[tuple[str, str]] = (),
+    on_runners: float | None = None,
 ) -> None:
-    """The first lines: jobs and build hours, whom they serve, then the warnings."""
+    """The first lines: jobs and build hours, whom they serve, then the warnings.
+    ``on_runners``: the jobs' minutes on the runners they are scheduled on (the matrix's),
+    said beside ``minutes``, the knowledge base's on its reference builder."""
     b = plan.baselines
+    if on_runners is None:
+        cost = (
+            f"{minutes:g} build minutes: about {_hours(minutes)} on {BUILDER} (knowledge-base "
+            "costs)"
+        )
+    else:
+        cost = (
+            f"{on_runners:g} build minutes on the runners they are scheduled on ({minutes:g}, "
+            f"about {_hours(minutes)}, on {BUILDER}: knowledge-base costs)"
+        )
     print_wrapped(
         console,
-        f"{jobs} build jobs (one per variant), {minutes:g} build minutes: about "
-        f"{_hours(minutes)} on {BUILDER} (knowledge-base costs); nixpkgs' default fat "
-        f"builds: {b.nixpkgs_default_jobs} jobs, {_hours(b.nixpkgs_default_minutes)}",
+        f"{jobs} build jobs (one per variant), {cost}; nixpkgs' default fat builds: "
+        f"{b.nixpkgs_default_jobs} jobs, {_hours(b.nixpkgs_default_minutes)}",
     )
     counts = gpu_counts(plan)
     models = len(counts)

@@ -25,6 +25,7 @@ from capplan.cli.whereami import warn_without_flake
 from capplan.core.planning.config import Config
 from capplan.core.planning.failures import KnownFailures
 from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix
+from capplan.core.planning.summary import runner_warnings
 from capplan.core.planning.workflow import (
     GITHUB_HOSTED_LIMIT_MINUTES,
     GITHUB_OUTPUT_LIMIT_BYTES,
@@ -65,6 +66,25 @@ _ONE_LINE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(","
 
 def _say(text: str) -> None:
     err_console().print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _refuse_unfinishable(matrix: Matrix, names: set[str] | None = None) -> None:
+    """Exit 7 when a job (of ``names``; default every job) cannot finish on its runner."""
+    costs = matrix.costs
+    if names is not None:
+        costs = {name: cost for name, cost in costs.items() if name in names}
+    stuck = runner_warnings(costs)
+    if not stuck:
+        return
+    several = len(stuck) > 1
+    more = len(stuck) - 3
+    raise InfeasibleError(
+        f"{len(stuck)} job{'s' if several else ''} cannot finish on the runner "
+        f"{'they are' if several else 'it is'} scheduled on: "
+        + "; ".join(text for _, text in stuck[:3])
+        + (f"; and {more} more ('capplan plan' lists them)" if more > 0 else ""),
+        hint="give such jobs a runner in capplan.toml, then rerun",
+    )
 
 
 def print_github_matrix(
@@ -113,6 +133,10 @@ def print_github_matrix(
             hint="regenerate the workflow with 'capplan ci github ... --output FILE' and commit it",
         )
     kept = without_cached(rows, set(cached) | (known.dropped if known else set()))
+    # The rows are the timeouts the build jobs get: none a job cannot meet (issue 40). The
+    # workflow was written when every job could finish; a plan that moved on since (a new
+    # knowledge base, a new fleet) stops its plan job here with the jobs and the runner needed.
+    _refuse_unfinishable(full, {str(row["name"]) for row in kept})
     if fmt == "github-output":
         lines = github_output_lines(layout, kept, _ONE_LINE.encode)
         size = output_bytes(lines)
@@ -253,13 +277,14 @@ def github(
             "the plan does not fit one GitHub Actions run: " + "; ".join(problems),
             hint=_ENGINES,
         )
-
+    # A job that cannot finish on its runner (core/planning/runners.py) would be written with
+    # a timeout it cannot meet: no workflow, the jobs and the runner they need instead (issue 40).
+    _refuse_unfinishable(matrix)
     for row in over_hosted_limit(rows):
+        # Only a job without a cost on its runner comes here (every planned job has one).
         _say(
             f"warning: {row['name']} is estimated at {row['estimated_minutes']:g} min, more than "
-            f"GitHub-hosted runners allow ({GITHUB_HOSTED_LIMIT_MINUTES} min): give it a "
-            "self-hosted runner with [policy.runners_os] "
-            '"big-parallel" = ["self-hosted", "big-parallel"] (or the system\'s key)'
+            f"GitHub-hosted runners allow ({GITHUB_HOSTED_LIMIT_MINUTES} min)"
         )
     for name in sorted(
         n for n in (*CONFIG_ENV, "CAPPLAN_CONFIG", "CAPPLAN_KB_DIR") if n in os.environ

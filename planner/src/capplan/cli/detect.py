@@ -174,10 +174,11 @@ def _print(report: list[dict[str, Any]]) -> None:
         elif entry["max_cuda_minor_compat"] is None:
             runs = "runs no CUDA release capplan knows"
         else:
-            runs = (
-                f"runs CUDA up to {entry['max_cuda_minor_compat']}; "
-                f"new PTX up to {entry['max_cuda'] or '-'}"
-            )
+            # Minor-version compatibility has no ceiling within a major (CUDA release notes,
+            # "CUDA Minor Version Compatibility"): a 580 driver runs any 13.x, 13.5 included;
+            # only PTX newer than the driver's own toolkit cannot be JIT-compiled.
+            major = entry["max_cuda_minor_compat"].split(".")[0]
+            runs = f"runs any CUDA {major}.x; new PTX up to {entry['max_cuda'] or '-'}"
         source = f", from {entry['source']}" if entry["source"] else ""
         pci = f", PCI id {entry['pci_id']}" if entry["pci_id"] else ""
         console.print(

@@ -140,7 +140,9 @@ def export(
     flags = flag_layer(cuda, share, fat, ptx, gpus, rocm_scope=rocm_scope)
     plan = plan_with_settings(config_path, flags).plan
     result = _render(format_name, plan, package, checked, named, rocm_version)
-    _write(output, result, f"{format_name} {package}")
+    from capplan.adapters.exported import write_export
+
+    write_export(output, result, f"{format_name} {package}")
     if as_json:
         from capplan.cli.output import emit_json
 
@@ -200,93 +202,6 @@ def _render(
     from capplan.core.export.spack import spack_environment
 
     return spack_environment(plan, package, version or "")
-
-
-def _write(output: str, result: Export, made_by: str) -> None:
-    from capplan.adapters.files import atomic_write_text, output_folder
-
-    folder = output_folder(output)
-    for item in result.files:
-        # Below the output folder the layout is export's own (variants/<label>/), made as needed.
-        atomic_write_text(folder.joinpath(*item.path.split("/")), item.text, make_parents=True)
-    _forget_stale(folder, made_by, {item.path: item.text for item in result.files})
-
-
-# What each export into a folder wrote there (each file's SHA-256), so a re-export removes the
-# variants/<label>/ files a previous one made and the plan no longer has: only those, only
-# while they hold what capplan wrote (a file the user edited or put there is never removed),
-# and only under variants/ (the index files of other versions are an index's own).
-MANIFEST = ".capplan-export.json"
-_MADE = "variants/"
-_MANIFEST_BYTES = 4 * 1024 * 1024
-
-
-def _digest(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()
-
-
-def _read_manifest(folder: Path) -> dict[str, dict[str, str]]:
-    import json
-
-    from capplan.adapters.files import read_bounded
-
-    try:
-        data = json.loads(read_bounded(folder / MANIFEST, _MANIFEST_BYTES))
-    except (OSError, ValueError, RecursionError):
-        return {}  # none, or not one capplan wrote: nothing is known to be ours
-    made = data.get("made") if isinstance(data, dict) else None
-    if not isinstance(made, dict):
-        return {}
-    return {
-        str(key): {p: d for p, d in files.items() if _ours(p) and isinstance(d, str)}
-        for key, files in made.items()
-        if isinstance(files, dict)
-    }
-
-
-def _forget_stale(folder: Path, made_by: str, written: dict[str, str]) -> None:
-    import json
-    import os
-
-    from capplan.adapters.files import atomic_write_text, read_bounded
-
-    made = _read_manifest(folder)
-    now = {p: _digest(text.encode("utf-8")) for p, text in written.items() if _ours(p)}
-    still = {p for key, files in made.items() if key != made_by for p in files} | set(now)
-    for stale, digest in sorted(made.get(made_by, {}).items()):
-        if stale in still:
-            continue
-        where = folder.joinpath(*stale.split("/"))
-        try:
-            # Never through a link: a variants/<label> that leads out of the folder is not ours.
-            if os.path.realpath(where) != os.path.join(os.path.realpath(folder), *stale.split("/")):
-                continue
-            if _digest(read_bounded(where, _MANIFEST_BYTES)) != digest:
-                continue
-            where.unlink()
-            for parent in where.parents:
-                if parent == folder:
-                    break
-                parent.rmdir()  # only an empty folder goes; OSError ends the walk up
-        except OSError:
-            continue
-    if now:
-        made[made_by] = dict(sorted(now.items()))
-    else:
-        made.pop(made_by, None)
-    if made or os.path.lexists(folder / MANIFEST):
-        text = json.dumps({"format": "capplan-export", "made": made}, indent=2, sort_keys=True)
-        atomic_write_text(folder / MANIFEST, text + "\n")
-
-
-def _ours(path: object) -> bool:
-    """A path export writes under variants/: relative, plain names, nothing hidden or '..'."""
-    if not isinstance(path, str) or not path.startswith(_MADE):
-        return False
-    parts = path.split("/")
-    return all(part and not part.startswith(".") and "\\" not in part for part in parts)
 
 
 def _print(output: str, result: Export) -> None:

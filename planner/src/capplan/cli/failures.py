@@ -330,13 +330,21 @@ class MatrixFailures:
     outputs: dict[str, list[str]] | None
     retry: bool
 
-    def apply(self, variants: Iterable[Any], cached: Iterable[str]) -> KnownFailures:
-        """The jobs to leave out (said on stderr); ``cached`` jobs are built already."""
+    def apply(
+        self,
+        variants: Iterable[Any],
+        cached: Iterable[str],
+        on_runners: Mapping[str, float] | None = None,
+    ) -> KnownFailures:
+        """The jobs to leave out (said on stderr); ``cached`` jobs are built already.
+        ``on_runners``: each job's minutes on the runner it is scheduled on (what the matrix
+        states, issue 40); without, the knowledge base's reference minutes."""
         from capplan.core.planning.failures import known_failures
 
         variants = list(variants)
         needs = {v.name: tuple(v.needs) for v in variants}
         minutes = {v.name: float(v.minutes) for v in variants}
+        minutes.update(on_runners or {})
         known = known_failures(
             needs, self.drvs, minutes, self.record, retry=self.retry, exclude=cached
         )

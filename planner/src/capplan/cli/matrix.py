@@ -25,6 +25,7 @@ from capplan.cli.planning import (
     current_kb,
     flag_layer,
     plan_with_settings,
+    planned_costs,
     planned_matrix,
     policy_options,
 )
@@ -32,6 +33,7 @@ from capplan.core.planning.costbasis import CostBasis, cost_bases, cost_line
 from capplan.core.planning.failures import KnownFailures
 from capplan.core.planning.matrix import GITHUB_MAX_JOBS, Matrix
 from capplan.core.planning.plan import Plan
+from capplan.core.planning.summary import runner_warnings
 from capplan.errors import InvalidInputError
 
 __all__ = ["matrix"]
@@ -210,7 +212,10 @@ def matrix(
         err_console().print(
             f"skipped {name}: every output is in {url}", markup=False, highlight=False
         )
-    known = failures.apply(plan.variants, cached) if failures else None
+    known = None
+    if failures:
+        on_runners = {name: c.minutes for name, c in planned_costs(planned, plan).items()}
+        known = failures.apply(plan.variants, cached, on_runners)
     if fmt in ("github", "github-output"):
         from capplan.cli.ci import print_github_matrix
 
@@ -337,14 +342,15 @@ def _table(
         console,
         plan,
         jobs=s["jobs"],
-        minutes=s["total_minutes"],
+        minutes=round(sum(v.minutes for v in plan.variants), 2),
+        on_runners=s["total_minutes"] if result.costs else None,
         extra=[
             f"{s['stages']} stages; on {s['runners']} runners the schedule takes "
             f"{s['makespan_minutes']:g} min (lower bound {s['lower_bound_minutes']:g}, ratio "
             f"{s['makespan_over_lower_bound']:g})",
             *filter(None, [cost_line(bases)]),
         ],
-        more_warnings=skipped,
+        more_warnings=[*runner_warnings(result.costs), *skipped],
     )
     console.print()
     # No system column: a job's name carries its system (-aarch64), and names stay whole, so

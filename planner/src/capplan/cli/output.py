@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -130,6 +130,12 @@ def _on_broken_pipe(console: Console) -> None:
     """The reader of our output has gone (``capplan plan | head -1``): stop quietly with exit 0,
     as ``git log | head`` does (rich's own default exits 1)."""
     console.quiet = True
+    _reader_gone()
+
+
+def _reader_gone() -> NoReturn:
+    """Exit 0 with stdout pointed at /dev/null, so the interpreter's last flush at exit does not
+    raise BrokenPipeError again."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -230,13 +236,7 @@ def print_rows(columns: Sequence[str], rows: Sequence[Sequence[str | None]]) -> 
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader has gone: exit 0 quietly, as a rich console does (_on_broken_pipe).
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):
-            pass
-        raise SystemExit(0) from None
+        _reader_gone()
 
 
 def _column_widths(table: Table, whole: set[int]) -> list[tuple[int, int]]:

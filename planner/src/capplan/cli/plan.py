@@ -13,7 +13,8 @@ from capplan.cli.planning import (
     config_option,
     current_kb,
     flag_layer,
-    load_plan,
+    plan_with_settings,
+    planned_costs,
     policy_options,
 )
 from capplan.core.families.registry import is_cpu_side, table_keys
@@ -21,6 +22,8 @@ from capplan.core.planning.costbasis import CostBasis, cost_bases, cost_line
 from capplan.core.planning.dispatch import DispatchCost, dispatch_cost, dispatch_packages
 from capplan.core.planning.matrix import plan_dict
 from capplan.core.planning.plan import Plan
+from capplan.core.planning.runners import JobCost
+from capplan.core.planning.summary import runner_warnings
 
 __all__ = ["plan"]
 
@@ -46,7 +49,10 @@ def plan(
     verbose: bool,
 ) -> None:
     """Plan which variants to build for the fleet, and why."""
-    result = load_plan(config_path, flag_layer(cuda, share, fat, ptx, gpus, rocm_scope=rocm_scope))
+    planned = plan_with_settings(
+        config_path, flag_layer(cuda, share, fat, ptx, gpus, rocm_scope=rocm_scope)
+    )
+    result = planned.plan
     if print_identifiers:
         click.echo("\n".join(result.identifiers()))
         return
@@ -57,16 +63,31 @@ def plan(
         for p in dispatch_packages(result, system)
     ]
     bases = cost_bases(kb, result)
+    on_runners = planned_costs(planned)
     if as_json:
         emit_json(
             {
                 **plan_dict(result),
                 "dispatch": [c.to_json() for c in costs],
                 "cost_basis": [b.to_json() for b in bases],
+                "runners": [_runner_json(v.name, on_runners[v.name]) for v in result.variants],
             }
         )
         return
-    _print(result, costs, bases, verbose=verbose)
+    _print(result, costs, bases, verbose=verbose, on_runners=on_runners)
+
+
+def _runner_json(name: str, cost: JobCost) -> dict[str, Any]:
+    """One job on the runner it is scheduled on (core/planning/runners.py)."""
+    return {
+        "job": name,
+        "runner": list(cost.runner.labels),
+        "runner_kind": cost.runner.kind,
+        "cores": cost.cores,
+        "minutes": cost.minutes,
+        "critical_minutes": cost.critical_minutes,
+        "cannot_finish": cost.problem,
+    }
 
 
 def _times(counts: dict[str, int], gpu: str) -> str:
@@ -82,6 +103,7 @@ def _print(
     bases: tuple[CostBasis, ...] = (),
     *,
     verbose: bool = False,
+    on_runners: dict[str, JobCost] | None = None,
 ) -> None:
     console = out_console()
     b = result.baselines
@@ -92,6 +114,8 @@ def _print(
         jobs=b.plan_jobs,
         minutes=b.plan_minutes,
         extra=[line] if line else [],
+        more_warnings=runner_warnings(on_runners or {}),
+        on_runners=round(sum(c.minutes for c in on_runners.values()), 2) if on_runners else None,
     )
     console.print()
     # [fleet.count]'s effect where it is set: how many GPUs of each model a build serves.
@@ -142,6 +166,7 @@ def _print(
         f"{b.naive_size_mb:g}",
     )
     print_table(console, costs)
+    _print_cost_bases(console, bases)
     _print_cpu_costs(console, result)
     if dispatch:
         sizes = make_table(
@@ -229,4 +254,17 @@ def _print_cpu_costs(console: Any, result: Plan) -> None:
         f"{c.every_level_minutes:g}",
         f"{c.every_level_size_mb:g}",
     )
+    print_table(console, table)
+
+
+def _print_cost_bases(console: Any, bases: tuple[CostBasis, ...]) -> None:
+    """Where each package's minutes come from: measured or estimated, on which machine (the
+    whole source is in --json's cost_basis)."""
+    if not bases:
+        return
+    table = make_table(
+        "package", "vendor", "basis", "minutes stated for", title="Build minutes: basis"
+    )
+    for b in bases:
+        table.add_row(b.package, b.vendor, b.basis, b.reference)
     print_table(console, table)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from capplan.core.planning.config import Config
     from capplan.core.planning.matrix import Matrix
     from capplan.core.planning.plan import Plan
+    from capplan.core.planning.runners import JobCost
 
 __all__ = [
     "Planned",
@@ -30,6 +31,7 @@ __all__ = [
     "kb_directory",
     "load_plan",
     "plan_with_settings",
+    "planned_costs",
     "planned_matrix",
     "policy_options",
     "variant_targets",
@@ -185,15 +187,28 @@ def plan_with_settings(
 
 def planned_matrix(planned: Planned, plan: Plan | None = None) -> Matrix:
     """The schedule of ``plan`` (default: the planned one) on the configured runners, each
-    memory-measured job's compiles at once held to the runner's memory ([policy]
-    runner_cores, runner_memory_gb; core/planning/memory.py)."""
+    job's minutes those of the runner it is scheduled on (:func:`planned_costs`)."""
     from capplan.core.planning.matrix import build_matrix
-    from capplan.core.planning.memory import RunnerSize, compile_fits
+
+    plan = planned.plan if plan is None else plan
+    return build_matrix(plan, planned.config.policy.runners, planned_costs(planned, plan))
+
+
+def planned_costs(planned: Planned, plan: Plan | None = None) -> dict[str, JobCost]:
+    """Each job's minutes on the runner it is scheduled on ([policy] runner_cores,
+    runner_memory_gb, runner_disk_gb, big_parallel_*; [policy.runners_os])."""
+    from capplan.core.planning.memory import RunnerSize
+    from capplan.core.planning.runners import RunnerSizes, job_costs
 
     policy = planned.config.policy
+    sizes = RunnerSizes(
+        RunnerSize(policy.runner_cores, policy.runner_memory_gb * 1024),
+        policy.runner_disk_gb * 1024,
+        RunnerSize(policy.big_parallel_cores, policy.big_parallel_memory_gb * 1024),
+        policy.big_parallel_disk_gb * 1024,
+    )
     plan = planned.plan if plan is None else plan
-    runner = RunnerSize(policy.runner_cores, policy.runner_memory_gb * 1024)
-    return build_matrix(plan, policy.runners, compile_fits(current_kb(), plan, runner))
+    return job_costs(current_kb(), plan, sizes, policy.runners_os)
 
 
 def _cpu_model(kb: KnowledgeBase, config: Config) -> CpuModel | None:

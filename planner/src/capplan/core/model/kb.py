@@ -24,12 +24,14 @@ if TYPE_CHECKING:  # only an annotation here: commands without AMD data never im
     from capplan.core.families.rocm.kb import AmdKnowledgeBase
 
 __all__ = [
+    "REFERENCE_CORES",
     "CapField",
     "CapabilitiesFile",
     "CapabilityInfo",
     "ChipInfo",
     "ChipsFile",
     "Cost",
+    "CostBasisKind",
     "CudaField",
     "CudaFile",
     "CudaRelease",
@@ -201,6 +203,14 @@ class Limits(Record):
     source: str
 
 
+# Where a cost's minutes come from (issue 40): "measured" on a real build or compiles (the
+# source names the data and the command), or an "estimate" (the source says on what it rests).
+CostBasisKind = Literal["measured", "estimate"]
+# The builder every cost's minutes are stated for unless its entry names another
+# (kb/packages.json's top-level source): minutes scale from its cores to a runner's.
+REFERENCE_CORES = 16
+
+
 @record
 class Cost(Record):
     base_minutes: float
@@ -208,9 +218,18 @@ class Cost(Record):
     base_size_mb: float
     per_target_size_mb: float
     source: str
+    basis: CostBasisKind = "estimate"
+    # The machine the minutes are stated for: its cores (minutes scale by cores to a runner's,
+    # core/planning/runners.py) and, where measured, its CPU class.
+    reference_cores: int = REFERENCE_CORES
+    reference_cpu: str | None = None
     # Peak resident memory of one compiler process (nvcc), measured (bench/data): how many
     # compiles a runner holds at once (core/planning/memory.py). None: not measured.
     peak_mb_per_compile: float | None = None
+    # The longest compile unit's minutes on one core, base + per target (measured only): a job
+    # takes at least this long whatever its runner's cores. None: not measured.
+    longest_unit_minutes: float | None = None
+    longest_unit_per_target_minutes: float | None = None
 
     def __post_init__(self) -> None:
         check_costs(
@@ -220,6 +239,19 @@ class Cost(Record):
             raise ValueError(
                 f"peak_mb_per_compile must be positive, got {self.peak_mb_per_compile}"
             )
+        if not 1 <= self.reference_cores <= 4096:
+            raise ValueError(f"reference_cores must be 1 to 4096, got {self.reference_cores}")
+        longest = (self.longest_unit_minutes, self.longest_unit_per_target_minutes)
+        if (longest[0] is None) != (longest[1] is None):
+            raise ValueError("give longest_unit_minutes and longest_unit_per_target_minutes both")
+        if longest[0] is not None:
+            check_costs(self, "longest_unit_minutes", "longest_unit_per_target_minutes")
+
+    def longest_unit(self, targets: int) -> float | None:
+        """The longest compile unit's minutes for ``targets`` targets; None: not measured."""
+        if self.longest_unit_minutes is None or self.longest_unit_per_target_minutes is None:
+            return None
+        return self.longest_unit_minutes + targets * self.longest_unit_per_target_minutes
 
 
 PackageKind = Literal["capability-dependent", "capability-independent", "ignores-capabilities"]

@@ -28,6 +28,11 @@ class FamilySpec:
         a family's rank, then its own order of target lists."""
         raise NotImplementedError
 
+    def compiled_targets(self) -> int:
+        """How many device-code targets the build compiles (CUDA: each capability's SASS
+        and each PTX; what a package's measured longest compile unit is scaled by)."""
+        raise NotImplementedError
+
     def dependency_targets(self) -> tuple[object, ...]:
         """What a capability-dependent dependency must be built for too (the planner hands
         it the variant's own list); () where the family checks nothing."""

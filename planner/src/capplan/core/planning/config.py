@@ -334,6 +334,37 @@ class PolicyConfig(_Strict):
         "big-parallel (default 16: GitHub's ubuntu-latest for public repositories; a private "
         "repository's is smaller, docs/configuration.md)",
     )
+    # GitHub's hosted Linux runners have about 14 GB of free disk (docs.github.com, "GitHub-
+    # hosted runners": 14 GB of SSD), what is left after the image.
+    runner_disk_gb: StrictFloat | StrictInt = Field(
+        default=14,
+        gt=0,
+        le=1_048_576,
+        description="free disk of each CI runner in GB: a job whose outputs take more needs a "
+        "big-parallel runner (default 14: GitHub's hosted runners)",
+    )
+    # The runners [policy.runners_os] "big-parallel" names (issue 40): a job scheduled there
+    # has its minutes stated for them. The defaults are the knowledge base's 16-core reference
+    # builder with room for its compiles: assumed, not any runner's published size.
+    big_parallel_cores: StrictInt = Field(
+        default=16,
+        ge=1,
+        le=4096,
+        description='cores of each big-parallel runner ([policy.runners_os] "big-parallel"; '
+        "default 16, the knowledge base's reference builder)",
+    )
+    big_parallel_memory_gb: StrictFloat | StrictInt = Field(
+        default=64,
+        gt=0,
+        le=65536,
+        description="memory of each big-parallel runner in GB (default 64)",
+    )
+    big_parallel_disk_gb: StrictFloat | StrictInt = Field(
+        default=200,
+        gt=0,
+        le=1_048_576,
+        description="free disk of each big-parallel runner in GB (default 200)",
+    )
     runners: StrictInt | dict[str, StrictInt] = Field(
         default=4,
         description="CI runners for the schedule: one number (each system's pool), or a table "

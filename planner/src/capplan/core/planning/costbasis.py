@@ -1,24 +1,27 @@
 """Where each planned package's build minutes come from: a measurement or an estimate.
 
-A knowledge-base cost whose ``source`` begins with ``measured:`` was fitted from real compiles
-(``bench/bench_costs.py``, its data under ``bench/data/``); every other cost is an estimate
-(its source says on what it rests). ``plan`` and ``matrix`` name the estimated ones, so a reader
-knows which build hours to trust (issue 34).
+Each knowledge-base cost says so in its ``basis`` field (issue 40): ``measured`` (read off real
+builds or compiles by ``bench/bench_costs.py``, its data under ``bench/data/``) or ``estimate``
+(its source says on what it rests), and the machine its minutes are stated for
+(``reference_cores``, ``reference_cpu``). ``plan`` and ``matrix`` name the estimated ones, so a
+reader knows which build hours to trust (issue 34).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from capplan.core.model.kb import REFERENCE_CORES
+
 if TYPE_CHECKING:
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.plan import Plan
 
-__all__ = ["MEASURED", "CostBasis", "cost_bases", "cost_line", "is_measured"]
+__all__ = ["CostBasis", "cost_bases", "cost_line"]
 
-MEASURED = "measured:"
 # kb/cpu_packages.json gives a CPU-side package's minutes and size_mb without a cost source.
 _CPU_SOURCE = "estimate: kb/cpu_packages.json minutes and size_mb (no measurement)"
+_REFERENCE: tuple[int, str | None] = (REFERENCE_CORES, None)
 
 
 class CostBasis(NamedTuple):
@@ -29,29 +32,63 @@ class CostBasis(NamedTuple):
     measured: bool
     source: str
     independent: bool  # only capability-independent jobs: no per-target compile to measure
+    # The machine the minutes are stated for; None: a prebuilt redistributable, fetched and
+    # patched, not compiled, whose minutes hold on any runner (core/planning/runners.py).
+    reference_cores: int | None = REFERENCE_CORES
+    reference_cpu: str | None = None  # its CPU class, where the figures name it
+
+    @property
+    def basis(self) -> str:
+        return "measured" if self.measured else "estimate"
+
+    @property
+    def reference(self) -> str:
+        if self.reference_cores is None:
+            return "any runner (prebuilt)"
+        cpu = f" of {self.reference_cpu}" if self.reference_cpu else ""
+        return f"{self.reference_cores} cores{cpu}"
 
     def to_json(self) -> dict[str, object]:
         return {
             "package": self.package,
             "vendor": self.vendor,
-            "basis": "measured" if self.measured else "estimate",
+            "basis": self.basis,
             "source": self.source,
+            "reference": {"cores": self.reference_cores, "cpu": self.reference_cpu},
         }
 
 
-def is_measured(source: str) -> bool:
-    return source.startswith(MEASURED)
+_Entry = tuple[str, str, tuple[int | None, str | None]]  # basis, source, (cores, cpu)
 
 
-def _sources(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
+def _sources(kb: KnowledgeBase) -> dict[str, dict[str, _Entry]]:
     """Each vendor's cost sources by package, as its knowledge-base file holds them.
 
     A table rather than a branch per vendor (tests/unit/test_architecture.py): a family's
     costs could move behind its FamilyPlanning once it has a cost-source lookup of its own."""
-    tables = {"nvidia": {name: p.cost.source for name, p in kb.packages.items()}}
+    tables: dict[str, dict[str, _Entry]] = {
+        "nvidia": {
+            name: (
+                p.cost.basis,
+                p.cost.source,
+                (
+                    None if p.kind == "capability-independent" else p.cost.reference_cores,
+                    p.cost.reference_cpu,
+                ),
+            )
+            for name, p in kb.packages.items()
+        }
+    }
     if kb.amd is not None:
-        amd = {name: b.cost.source for name, b in kb.amd.builds.items()}
-        amd.update({name: s.cost.source for name, s in kb.amd.stack_libraries.items()})
+        amd: dict[str, _Entry] = {
+            name: (b.cost.basis, b.cost.source, _REFERENCE) for name, b in kb.amd.builds.items()
+        }
+        amd.update(
+            {
+                name: (s.cost.basis, s.cost.source, _REFERENCE)
+                for name, s in kb.amd.stack_libraries.items()
+            }
+        )
         tables["amd"] = amd
     return tables
 
@@ -65,8 +102,10 @@ def cost_bases(kb: KnowledgeBase, plan: Plan) -> tuple[CostBasis, ...]:
     tables = _sources(kb)
     out = []
     for (package, vendor), alone in sorted(independent.items()):
-        source = tables.get(vendor, {}).get(package, _CPU_SOURCE)
-        out.append(CostBasis(package, vendor, is_measured(source), source, alone))
+        basis, source, (cores, cpu) = tables.get(vendor, {}).get(
+            package, ("estimate", _CPU_SOURCE, _REFERENCE)
+        )
+        out.append(CostBasis(package, vendor, basis == "measured", source, alone, cores, cpu))
     return tuple(out)
 
 

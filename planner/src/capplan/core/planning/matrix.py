@@ -10,7 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.registry import gccarch_feature, job_keys, nix_keys, plan_keys
+from capplan.core.families.registry import (
+    gccarch_feature,
+    is_cpu_level,
+    job_keys,
+    nix_keys,
+    plan_keys,
+)
 from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.graph import JobGraph, build_job_graph
 from capplan.core.planning.plan import Plan, Variant
@@ -18,7 +24,7 @@ from capplan.core.planning.schedule import Schedule, schedule_jobs
 from capplan.core.planning.workflow import github_rows
 
 if TYPE_CHECKING:
-    from capplan.core.planning.memory import CompileFit
+    from capplan.core.planning.runners import JobCost
 
 __all__ = ["GITHUB_MAX_JOBS", "Matrix", "build_matrix", "github_matrices", "plan_dict", "plan_json"]
 
@@ -31,9 +37,9 @@ class Matrix:
     graph: JobGraph
     schedule: Schedule  # every pool together: runners summed, makespan the longest pool's
     pools: Mapping[str, Schedule]  # one runner pool per system (jobs never cross systems)
-    # Job name -> compiles at once on the configured runner (core/planning/memory.py), for
-    # the jobs whose package has a measured peak memory per compile.
-    fits: Mapping[str, CompileFit] = field(default_factory=dict)
+    # Job name -> its minutes on the runner it is scheduled on (core/planning/runners.py);
+    # a job without one keeps the knowledge base's reference minutes.
+    costs: Mapping[str, JobCost] = field(default_factory=dict)
 
     @gc_paused
     def jobs(self) -> list[dict[str, Any]]:
@@ -68,16 +74,26 @@ class Matrix:
                     **job_keys(v),
                 }
             )
-            fit = self.fits.get(name)
-            if fit is not None:
-                jobs[-1]["estimated_minutes"] = fit.minutes(v.minutes)
-                jobs[-1]["peak_mb_per_compile"] = fit.peak_mb
-                jobs[-1]["parallel_compiles"] = fit.parallel
-                if fit.memory_bound and not v.big_parallel:
-                    # Memory, not cores, caps its compiles: a bigger runner builds it faster.
-                    jobs[-1]["required_system_features"].append("big-parallel")
+            cost = self.costs.get(name)
+            if cost is not None:
+                job = jobs[-1]
+                job["estimated_minutes"] = cost.minutes
+                job["runner_cores"] = cost.cores
+                if cost.critical_minutes is not None:
+                    job["critical_minutes"] = cost.critical_minutes
+                if cost.peak_mb is not None:
+                    job["peak_mb_per_compile"] = cost.peak_mb
+                    job["parallel_compiles"] = cost.parallel
+                if cost.needs_big and not v.big_parallel and not is_cpu_level(v):
+                    # Memory holds its compiles below the runner's cores, or the runner
+                    # cannot finish it: a bigger runner builds it (faster). A CPU-level job
+                    # goes only to the runners of its gccarch feature, whatever it needs.
+                    job["required_system_features"].append("big-parallel")
+                if cost.problem is not None:
+                    job["cannot_finish"] = cost.problem
             if (gccarch := gccarch_feature(v)) is not None:
-                # CPU-level jobs only: the derivation's gccarch-<arch> feature.
+                # CPU-level jobs only: the derivation's gccarch-<arch> feature (what the
+                # runner's CPU must have before it declares it is the CPU family's job key).
                 jobs[-1]["required_system_features"].append(gccarch)
         return jobs
 
@@ -134,18 +150,19 @@ class Matrix:
 def build_matrix(
     plan: Plan,
     runners: int | Mapping[str, int],
-    fits: Mapping[str, CompileFit] | None = None,
+    costs: Mapping[str, JobCost] | None = None,
 ) -> Matrix:
     """Schedule the plan's jobs: each system's jobs on that system's own runner pool
     (``runners``: one size for every pool, or a size per system, 4 where a system is missing);
-    ``fits``: the compiles each memory-measured job runs at once (memory.compile_fits).
+    ``costs``: each job's minutes on its runner (runners.job_costs); without: the knowledge
+    base's reference minutes.
     """
     graph = build_job_graph(plan.variants)
     variant = plan.variant
     ordered: list[Variant] = [variant(name) for name in graph.order]  # type: ignore[misc]
-    fits = dict(fits or {})
-    # One lookup per job, not one per field; a memory-bound job runs fewer compiles at once.
-    minutes = [fits[v.name].minutes(v.minutes) if v.name in fits else v.minutes for v in ordered]
+    costs = dict(costs or {})
+    # One lookup per job, not one per field.
+    minutes = [costs[v.name].minutes if v.name in costs else v.minutes for v in ordered]
     systems = [v.system for v in ordered]
     pools: dict[str, Schedule] = {}
     for system in dict.fromkeys((*plan.systems, *systems)):
@@ -154,7 +171,7 @@ def build_matrix(
             continue
         size = runners if isinstance(runners, int) else runners.get(system, 4)
         pools[system] = _schedule_pool(graph, minutes, members, size)
-    return Matrix(plan, graph, _together(pools), pools, fits)
+    return Matrix(plan, graph, _together(pools), pools, costs)
 
 
 def _schedule_pool(

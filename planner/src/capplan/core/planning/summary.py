@@ -4,13 +4,14 @@ them (cli/bottomline.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from capplan.core.planning.plan import Decision, Plan
+    from capplan.core.planning.runners import JobCost
 
-__all__ = ["gpu_counts", "warnings"]
+__all__ = ["gpu_counts", "runner_warnings", "warnings"]
 
 
 def gpu_counts(plan: Plan) -> dict[str, int]:
@@ -58,3 +59,18 @@ def _said_by_a_gap(excluded: Decision, gaps: Sequence[Decision]) -> bool:
         and f"no {target} code" in g.reason
         for g in gaps
     )
+
+
+def runner_warnings(costs: Mapping[str, JobCost]) -> list[tuple[str, str]]:
+    """("runner", text) for each job that cannot finish on the runner it is scheduled on
+    (core/planning/runners.py), by job name: what it would take, and the runner it needs."""
+    out = []
+    for name, cost in sorted(costs.items()):
+        if cost.problem is None:
+            continue
+        if cost.runner.kind == "standard":
+            need = 'it needs a big-parallel runner ([policy.runners_os] "big-parallel")'
+        else:
+            need = "it needs a bigger big-parallel runner ([policy] big_parallel_cores)"
+        out.append(("runner", f"{name} cannot finish: {cost.problem}; {need}"))
+    return out

@@ -36,5 +36,9 @@ class CpuSpec(FamilySpec):
         # Beside generic builds, by name (a CPU-side package has no GPU family's variant).
         return (0, ())
 
+    def compiled_targets(self) -> int:
+        # Host code only: one build per target (a hwcaps layout copies its levels' builds).
+        return 0 if self.target is None else 1
+
     def dependency_targets(self) -> tuple[object, ...]:
         return ()

@@ -176,7 +176,7 @@ def pick_variant(
     top = runs.max_cuda()
     reason = (
         f"{variant.name} is built with CUDA {variant.cuda}, which needs driver >= {need}; "
-        f"driver {runs.driver} runs CUDA up to {top or 'none of the known releases'} "
+        f"driver {runs.driver} runs {f'any CUDA {top.major}.x' if top else 'no known CUDA'} "
         f"(upgrade the driver, or add a CUDA version it runs to policy.cuda)"
     )
     return Pick(

@@ -29,6 +29,9 @@ class CudaSpec(FamilySpec):
         # CUDA's (and the CPU family's) variants first, by capability list.
         return (0, tuple(c.sort_key for c in self.capabilities))
 
+    def compiled_targets(self) -> int:
+        return len(self.capabilities) + len(self.ptx)
+
     def dependency_targets(self) -> tuple[object, ...]:
         return self.capabilities
 

@@ -199,6 +199,9 @@ class RocmCost(Record):
     base_size_mb: float
     per_target_size_mb: float
     source: str
+    # "measured" or "estimate" (capplan.core.model.kb.CostBasisKind); every AMD cost is an
+    # estimate today.
+    basis: Literal["measured", "estimate"] = "estimate"
 
     def __post_init__(self) -> None:
         check_costs(

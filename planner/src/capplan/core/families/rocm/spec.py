@@ -34,6 +34,10 @@ class RocmSpec(FamilySpec):
         # After CUDA's variants of a package, by target list.
         return (1, self.targets)
 
+    def compiled_targets(self) -> int:
+        # () is nixpkgs' default list, which the plan does not count per variant.
+        return len(self.targets)
+
     def dependency_targets(self) -> tuple[object, ...]:
         # A ROCm job's dependencies are built for its target or nixpkgs' default list (its
         # shared builds): nothing to check.
