@@ -1,9 +1,11 @@
 """The target families capplan knows, in one table: the only module that names them.
 
 Everything else reaches a family through :mod:`capplan.core.families.base` and the functions
-here. Adding a family (Intel GPUs, say) is one package under ``core/families/`` and one entry in
-each table below (docs/layout.md, "How to add a family"). A family's modules are imported when
-first asked for, so a command that only looks a GPU up never loads the planner.
+here. Adding a family (Intel GPUs, say) is one package under ``core/families/`` and one line in
+``_FAMILIES`` below (docs/layout.md, "How to add a family"): the package's ``entry.py`` says
+what the family has (a GPU family, a verifier, a detector, its planning), its ``keys.py`` how
+its spec of a variant is written. A family's modules are imported when first asked for, so a
+command that only looks a GPU up never loads the planner.
 """
 
 from __future__ import annotations
@@ -44,12 +46,31 @@ __all__ = [
 ]
 
 
+# The families, one line each, in planning order (decisions and error messages follow it; the
+# CPU family plans last: it keeps CPU levels to the packages no GPU family built). The order is
+# also the GPU detectors' (the order detect lists GPUs in) and the order each family's keys are
+# written in; GPU families claim fleet entries and spellings in it, the fallback last.
+_FAMILIES = (
+    "capplan.core.families.cuda",
+    "capplan.core.families.rocm",
+    "capplan.core.families.cpu",
+)
+
+
+@cache
+def _entries() -> tuple[Any, ...]:
+    return tuple(import_module(f"{package}.entry") for package in _FAMILIES)
+
+
+def _gpu_entries() -> tuple[Any, ...]:
+    """The GPU families' entries in claiming order: the fallback last."""
+    gpus = [e for e in _entries() if hasattr(e, "gpu_family")]
+    return tuple(sorted(gpus, key=lambda e: bool(e.FALLBACK)))
+
+
 def gpu_families(kb: KnowledgeBase) -> tuple[GpuFamily[Any], ...]:
     """The GPU families in claiming order: the fallback (CUDA) last."""
-    from capplan.core.families.cuda.family import CudaFamily
-    from capplan.core.families.rocm.family import RocmFamily
-
-    return (RocmFamily(kb), CudaFamily(kb))
+    return tuple(e.gpu_family(kb) for e in _gpu_entries())
 
 
 def gpu_verifiers(
@@ -60,10 +81,8 @@ def gpu_verifiers(
     """What ``capplan verify`` asks each GPU family, in claiming order (the fallback, CUDA,
     last). The loaders are called only when a question needs them: the whole knowledge base,
     the capability table alone, the AMD knowledge base."""
-    from capplan.core.families.cuda.verify import CudaVerifier
-    from capplan.core.families.rocm.verify import RocmVerifier
-
-    return (RocmVerifier(amd_kb), CudaVerifier(kb, capability_kb))
+    loaders = {"kb": kb, "capability_kb": capability_kb, "amd_kb": amd_kb}
+    return tuple(e.verifier(**loaders) for e in _gpu_entries() if hasattr(e, "verifier"))
 
 
 # Each family's adapters, which read the machine or a database and so live in capplan.adapters
@@ -71,11 +90,7 @@ def gpu_verifiers(
 # capplan.adapters.families when a command asks. A GPU detector's function takes the knowledge
 # base and board= (whether to read a board's own description, the Jetson device tree, when no
 # driver tool answers) and returns a base.Found; the detection order is the order detect lists
-# the GPUs in.
-_GPU_DETECTORS = (
-    "capplan.adapters.detect.nvidia:find_devices",
-    "capplan.adapters.detect.amd:find_devices",
-)
+# the GPUs in. Each GPU family's is its entry's DETECTOR.
 _CPU_DETECTOR = "capplan.adapters.detect.cpu:detect_cpu"
 # The CPU family's target model (archspec's, with kb/cpu_packages.json's package entries).
 _CPU_ADAPTER = "capplan.adapters.cpu_archspec:load_cpu_model"
@@ -83,7 +98,7 @@ _CPU_ADAPTER = "capplan.adapters.cpu_archspec:load_cpu_model"
 
 def gpu_detectors() -> tuple[str, ...]:
     """Every GPU family's detector, as ``module:function``, in detection order."""
-    return _GPU_DETECTORS
+    return tuple(e.DETECTOR for e in _entries() if hasattr(e, "DETECTOR"))
 
 
 def cpu_detector() -> str:
@@ -132,28 +147,26 @@ def planning_families(
     """Every family's planning for one plan, in planning order (decisions and error messages
     follow it); the fallback family (CUDA) claims what the others leave. The CPU family plans
     last: it keeps CPU levels to the packages no GPU family built."""
-    from capplan.core.families.cpu.planning import CpuPlanning
-    from capplan.core.families.cuda.planning import CudaPlanning
-    from capplan.core.families.rocm.planning import RocmPlanning
-
-    rocm = RocmPlanning(kb, config)
-    cuda = CudaPlanning(kb, config, others=(rocm.family,))
-    return (cuda, rocm, CpuPlanning(kb, config, cpu))
-
-
-# Each family's writers of a variant's spec (core/families/<family>/keys.py): its plan.json keys
-# (pkgs/variant.nix reads them), its ``capplan plan --json`` fields, its matrix job fields.
-_KEYS = (
-    ("capplan.core.families.cuda.keys", "cuda"),
-    ("capplan.core.families.rocm.keys", "rocm"),
-    ("capplan.core.families.cpu.keys", "cpu"),
-)
+    entries = _entries()
+    # What the fallback leaves to the others: the spellings the other GPU families claim.
+    others = tuple(e.gpu_family(kb) for e in _gpu_entries() if not e.FALLBACK)
+    found = {
+        e: e.planning(kb, config, others=others if getattr(e, "FALLBACK", False) else (), cpu=cpu)
+        for e in sorted(entries, key=lambda e: bool(getattr(e, "FALLBACK", False)))
+    }
+    return tuple(found[e] for e in entries)
 
 
 @cache
 def _key_functions(kind: str) -> tuple[Callable[..., Any], ...]:
-    # A family without the writer (the CPU family has no verify targets) is left out.
-    found = (getattr(import_module(module), f"{f}_{kind}", None) for module, f in _KEYS)
+    # Each family's writers of a variant's spec (core/families/<family>/keys.py, functions
+    # named <family>_<kind>): its plan.json keys (pkgs/variant.nix reads them), its ``capplan
+    # plan --json`` fields, its matrix job fields, ...; a family without the writer (the CPU
+    # family has no verify targets) is left out.
+    found = (
+        getattr(import_module(f"{package}.keys"), f"{package.rpartition('.')[2]}_{kind}", None)
+        for package in _FAMILIES
+    )
     return tuple(function for function in found if function is not None)
 
 
