@@ -158,22 +158,33 @@ def planning_families(
 
 
 @cache
-def _key_functions(kind: str) -> tuple[Callable[..., Any], ...]:
+def _key_functions(kind: str) -> tuple[tuple[str, Callable[..., Any]], ...]:
     # Each family's writers of a variant's spec (core/families/<family>/keys.py, functions
-    # named <family>_<kind>): its plan.json keys (pkgs/variant.nix reads them), its ``capplan
-    # plan --json`` fields, its matrix job fields, ...; a family without the writer (the CPU
-    # family has no verify targets) is left out.
-    found = (
-        getattr(import_module(f"{package}.keys"), f"{package.rpartition('.')[2]}_{kind}", None)
-        for package in _FAMILIES
-    )
-    return tuple(function for function in found if function is not None)
+    # named <family>_<kind>), with the family's name: its plan.json keys (pkgs/variant.nix
+    # reads them), its ``capplan plan --json`` fields, its matrix job fields, ...; a family
+    # without the writer (the CPU family has no verify targets) is left out.
+    found = []
+    for package in _FAMILIES:
+        name = package.rpartition(".")[2]
+        function = getattr(import_module(f"{package}.keys"), f"{name}_{kind}", None)
+        if function is not None:
+            found.append((name, function))
+    return tuple(found)
 
 
 def _merged(kind: str, v: Variant) -> dict[str, Any]:
+    """Every family's ``kind`` keys of ``v``, in the table's order; where two write one key
+    (CUDA writes its keys on every variant, empty on others'), the variant's own family's
+    value stands."""
     found: dict[str, Any] = {}
-    for keys in _key_functions(kind):
-        found.update(keys(v))
+    owner = None if v.spec is None else v.spec.family
+    own: dict[str, Any] = {}
+    for name, keys in _key_functions(kind):
+        written = keys(v)
+        found.update(written)
+        if name == owner:
+            own = written
+    found.update(own)
     return found
 
 
@@ -213,7 +224,7 @@ def verify_targets(
     target type (the family whose verifier owns them checks them); None when the variant has
     no planned device code (a capability-independent or CPU-side build). ``kb`` loads the
     knowledge base when a family's question needs it."""
-    for targets in _key_functions("verify_targets"):
+    for _, targets in _key_functions("verify_targets"):
         found: tuple[object, ...] | None = targets(plan, v, kb)
         if found is not None:
             return found
