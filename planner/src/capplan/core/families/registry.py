@@ -131,9 +131,18 @@ def is_cpu_side(v: Variant) -> bool:
 def gccarch_feature(v: Variant) -> str | None:
     """The ``gccarch-<arch>`` system feature a CPU-level variant's job requires (None for
     every other variant): the matrix's part of the CPU family."""
+    spec = v.spec
+    # Asked of every job of a matrix: a GPU family's variant is answered without a call.
+    if spec is None or spec.family != "cpu":
+        return None
+    return _cpu_feature()(v)
+
+
+@cache
+def _cpu_feature() -> Callable[[Variant], str | None]:
     from capplan.core.families.cpu.keys import gccarch_feature as feature
 
-    return feature(v)
+    return feature
 
 
 def family_for_text(families: Sequence[GpuFamily[Any]], text: str) -> GpuFamily[Any]:
@@ -212,9 +221,8 @@ def table_keys(v: Variant) -> dict[str, str]:
 def is_cpu_level(v: Variant) -> bool:
     """Whether ``v`` is built for a CPU target (a level, a microarchitecture, or a
     glibc-hwcaps layout of levels) rather than generic CPU code or a GPU family's targets."""
-    from capplan.core.families.cpu.keys import cpu_spec
-
-    return cpu_spec(v) is not None
+    spec = v.spec
+    return spec is not None and spec.family == "cpu"
 
 
 def verify_targets(

@@ -81,8 +81,8 @@ def cpu_plan_keys(v: Variant) -> dict[str, Any]:
 def cpu_job_keys(v: Variant) -> dict[str, Any]:
     """A matrix job's CPU fields: on CPU-level jobs only, what the runner's CPU must have
     before it declares the job's gccarch feature (workflow.CPU_CHECK)."""
-    spec = cpu_spec(v)
-    if spec is None or spec.gccarch is None:
+    spec = v.spec  # (no cpu_spec call: asked of every job of a matrix)
+    if not isinstance(spec, CpuSpec) or spec.gccarch is None:
         return {}
     return {"cpu_features": list(spec.features)}
 

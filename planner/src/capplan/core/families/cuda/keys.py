@@ -61,7 +61,9 @@ def cuda_plan_keys(v: Variant) -> dict[str, Any]:
 
 def cuda_job_keys(v: Variant) -> dict[str, Any]:
     """A matrix job's CUDA fields, on every job."""
-    spec = cuda_spec(v)
+    spec = v.spec  # (no cuda_spec call: asked of every job of a matrix)
+    if not isinstance(spec, CudaSpec):
+        return {"capabilities": [], "ptx": []}
     return {
         "capabilities": [c.text for c in spec.capabilities],
         "ptx": [c.text for c in spec.ptx],

@@ -64,8 +64,8 @@ def rocm_plan_keys(v: Variant) -> dict[str, Any]:
 
 def rocm_job_keys(v: Variant) -> dict[str, Any]:
     """A matrix job's ROCm fields: on AMD jobs only (CUDA jobs keep their shape)."""
-    spec = rocm_spec(v)
-    if spec is None:
+    spec = v.spec  # (no rocm_spec call: asked of every job of a matrix)
+    if not isinstance(spec, RocmSpec):
         return {}
     return {"vendor": v.vendor, "gfx_targets": [str(t) for t in spec.targets]}
 
