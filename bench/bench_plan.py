@@ -146,7 +146,7 @@ def run_one(n: int, repeats: int, systems: int = 1, amd: bool = False) -> dict[s
         )
         jobs, ratio = len(plan.variants), max(p.ratio for p in matrix.pools.values())
         cudas = {str(v.cuda) for v in plan.variants if v.cuda is not None}
-        amd_jobs = sum(1 for v in plan.variants if v.rocm is not None)
+        amd_jobs = sum(1 for v in plan.variants if v.vendor == "amd")
         del plan, matrix, text  # one run's objects at a time: peak RSS is one run's
     best = min(runs, key=lambda r: r["total_s"])
     return {

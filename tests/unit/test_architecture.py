@@ -102,6 +102,7 @@ FAMILY_MODULES = {
     "core/model/gpus.py",
     "core/families/cuda/planning.py",
     "core/families/cpu/planning.py",
+    "core/families/cpu/keys.py",
     "core/families/rocm/planning.py",
     "core/families/rocm/select.py",
     "adapters/detect/amd.py",
@@ -188,12 +189,16 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
     # "one typed field") and the knowledge-base records; the planner still takes CPU's model
     # and CUDA's policy inputs.
+    # The plan: a Variant holds one typed family spec (core/model/spec.py's FamilySpec, issue
+    # 42), but the fleet entries, the CUDA policy and version and nixpkgs' default ROCm
+    # targets are still written in CUDA's and ROCm's types.
     "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/gpus.py": {"cuda.capability"},
     "core/model/systems.py": {"cuda.capability", "cuda.version"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},
-    "core/planning/dispatch.py": {"cuda.capability"},
+    # Dispatch is NVIDIA-only: it reads CUDA variants' specs.
+    "core/planning/dispatch.py": {"cuda.capability", "cuda.keys", "cuda.spec"},
     "core/planning/nixpkgs_check.py": {
         "cpu.kb",
         "cuda.capability",
@@ -203,7 +208,8 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
         "rocm.target",
     },
     "core/planning/planner.py": {"cpu.planning", "cuda.inputs"},
-    # Binary readers and exports that judge CUDA and AMD device code side by side.
+    # Binary readers and exports that judge CUDA and AMD device code side by side; the
+    # exporters read each family's spec of a variant through the family's keys.py.
     "core/binaries/doctor.py": {
         "cuda.capability",
         "cuda.compat",
@@ -213,8 +219,10 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     },
     "core/binaries/fatbin.py": {"cuda.capability"},
     "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
-    "core/export/common.py": {"cuda.capability", "cuda.compat", "rocm.target"},
-    "core/export/conda.py": {"cuda.capability"},
+    "core/export/common.py": {"cuda.capability", "cuda.compat", "cuda.keys", "rocm.target"},
+    "core/export/conda.py": {"cuda.capability", "cuda.keys", "rocm.keys"},
+    "core/export/spack.py": {"cpu.keys", "cuda.keys", "rocm.keys"},
+    "core/export/wheel.py": {"cpu.keys", "cuda.keys", "rocm.keys"},
     # Adapters that read a family's files (the fatbin reader, the KB loader: AMD's and the CPU
     # package file, archspec's loader); the Jetson device tree is the NVIDIA detector's own.
     "adapters/cpu_archspec.py": {"cpu.kb", "cpu.planning"},

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from capplan.adapters.cpu_archspec import ArchspecCpuModel, OverrideRule
 from capplan.adapters.kb import load_kb
 from capplan.core.families.base import RunLevel
+from capplan.core.families.cpu.keys import cpu_spec
 from capplan.core.families.cpu.planning import CpuFamily, CpuPackagePolicy, is_cpu_side
 from capplan.core.planning.config import config_from_mapping
 from capplan.core.planning.matrix import plan_dict, plan_json
@@ -83,7 +84,7 @@ def test_mixed_fleet_builds_per_level_only_for_compile_time_packages() -> None:
         "gromacs-sapphirerapids",
     }
     v3 = names["gromacs-x86-64-v3"]
-    assert v3.cpu is not None and v3.cpu.target == "x86-64-v3"
+    assert cpu_spec(v3) is not None and cpu_spec(v3).target == "x86-64-v3"
     assert [(s.gpu, s.level) for s in v3.serves] == [("x86-64-v3", RunLevel.NATIVE)]
     assert [s.gpu for s in names["gromacs-sapphirerapids"].serves] == ["sapphirerapids"]
     action, reason = _decisions(plan, "gromacs")["gromacs-x86-64-v3"]
@@ -91,7 +92,7 @@ def test_mixed_fleet_builds_per_level_only_for_compile_time_packages() -> None:
     assert "2 CPU targets" in reason
     # numpy dispatches at run time: one generic build for both, with that reason.
     assert [n for n in names if n.startswith("numpy")] == ["numpy"]
-    assert names["numpy"].cpu is None
+    assert cpu_spec(names["numpy"]) is None
     assert {s.gpu for s in names["numpy"].serves} == set(MIXED)
     action, reason = _decisions(plan, "numpy")["numpy"]
     assert action == "generic" and "at run time" in reason
@@ -143,8 +144,8 @@ def test_hwcaps_only_for_shared_libraries_and_psabi_levels() -> None:
 def test_hwcaps_serves_a_microarchitecture_with_the_level_it_runs() -> None:
     plan = _plan(MIXED, {"openblas": {}})
     hwcaps = plan.variant("openblas-hwcaps")
-    assert hwcaps is not None and hwcaps.cpu is not None
-    assert dict(hwcaps.cpu.hwcaps) == {"x86-64-v3": "openblas-x86-64-v3"}
+    assert hwcaps is not None and cpu_spec(hwcaps) is not None
+    assert dict(cpu_spec(hwcaps).hwcaps) == {"x86-64-v3": "openblas-x86-64-v3"}
     serves = {s.gpu: (s.level, s.reason) for s in hwcaps.serves}
     assert serves["x86-64-v3"][0] is RunLevel.NATIVE
     # A Sapphire Rapids machine loads the v3 directory (it has no sapphirerapids one).
@@ -162,13 +163,13 @@ def test_one_target_one_build_and_the_baseline_is_generic() -> None:
     plan = _plan(["X86_64_V3"], {"gromacs": {}})
     assert [v.name for v in plan.variants] == ["gromacs-x86-64-v3"]
     plan = _plan(["x86-64"], {"gromacs": {}})
-    assert [(v.name, v.cpu) for v in plan.variants] == [("gromacs", None)]
+    assert [(v.name, cpu_spec(v)) for v in plan.variants] == [("gromacs", None)]
     assert "baseline" in _decisions(plan, "gromacs")["gromacs"][1]
 
 
 def test_cpu_generic_opts_a_package_out() -> None:
     plan = _plan(MIXED, {"gromacs": {"cpu": "generic"}})
-    assert [(v.name, v.cpu) for v in plan.variants] == [("gromacs", None)]
+    assert [(v.name, cpu_spec(v)) for v in plan.variants] == [("gromacs", None)]
     assert _decisions(plan, "gromacs")["gromacs"] == (
         "generic",
         'packages.gromacs.cpu = "generic": one generic build',
@@ -181,7 +182,7 @@ def test_cpu_generic_opts_a_package_out() -> None:
 def test_gpu_packages_keep_generic_cpu_code_with_the_reason() -> None:
     plan = _plan(MIXED, {"torch": {}, "gromacs": {}}, fleet={"gpus": ["A100"]})
     torch = [v for v in plan.variants if v.package == "torch"]
-    assert torch and all(v.cpu is None and not is_cpu_side(v) for v in torch)
+    assert torch and all(cpu_spec(v) is None and not is_cpu_side(v) for v in torch)
     action, reason = _decisions(plan, "torch")["cpu"]
     assert action == "generic" and "CPU-side packages only" in reason
     # gromacs is CPU-side in the same plan.

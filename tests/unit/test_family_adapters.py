@@ -29,7 +29,7 @@ def _register(monkeypatch: pytest.MonkeyPatch, **detectors: Callable[..., Found]
         module.find_devices = function  # type: ignore[attr-defined]
         monkeypatch.setitem(sys.modules, module.__name__, module)
         names.append(f"{module.__name__}:find_devices")
-    monkeypatch.setattr(registry, "_GPU_DETECTORS", tuple(names))
+    monkeypatch.setattr(registry, "gpu_detectors", lambda: tuple(names))
 
 
 def _finds(*devices: Device, **more: Any) -> Callable[..., Found]:

@@ -16,6 +16,7 @@ from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import sass_runs_on
 from capplan.core.families.cuda.cover import min_cover
+from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase, PackageInfo
 from capplan.core.planning.config import Config, config_from_mapping
@@ -60,7 +61,7 @@ def test_exact_capability_is_preferred() -> None:
     assert serving(plan, "torch", "RTX 3090") == [("torch-sm86", RunLevel.NATIVE)]
     torch86 = plan.variant("torch-sm86")
     assert torch86 is not None
-    assert torch86.capabilities == (Capability(8, 6),) and torch86.ptx == ()
+    assert cuda_spec(torch86).capabilities == (Capability(8, 6),) and cuda_spec(torch86).ptx == ()
     assert str(torch86.cuda) == "12.9" and torch86.cuda_set is None
 
 
@@ -82,8 +83,10 @@ def test_torch_1_13_limit_serves_h100_through_ptx() -> None:
     assert serving(plan, "torch", "H100") == [("torch-sm86", RunLevel.PTX_JIT)]
     assert serving(plan, "torch", "RTX 3090") == [("torch-sm86", RunLevel.NATIVE)]
     variant = plan.variant("torch-sm86")
-    assert variant is not None and variant.ptx == (Capability(8, 6),)
-    assert variant.gpu_targets == ("8.6+PTX",)  # torch only embeds PTX through gpuTargets
+    assert variant is not None and cuda_spec(variant).ptx == (Capability(8, 6),)
+    assert cuda_spec(variant).gpu_targets == (
+        "8.6+PTX",
+    )  # torch only embeds PTX through gpuTargets
     ptx = [d for d in plan.decisions if d.subject == "H100"]
     assert ptx and ptx[0].action == "ptx" and "JIT" in ptx[0].reason
 
@@ -204,7 +207,7 @@ def test_dependencies_become_per_variant_and_shared_jobs() -> None:
     assert "torch-sm86" in torchvision.needs
     assert {"magma-sm86", "nccl-sm86", "cudnn"} <= set(torch.needs)
     cudnn = plan.variant("cudnn")
-    assert cudnn is not None and cudnn.independent and cudnn.capabilities == ()
+    assert cudnn is not None and cudnn.independent and cuda_spec(cudnn).capabilities == ()
     build_matrix(plan, 2)  # the graph is consistent
 
 
@@ -229,13 +232,17 @@ def test_fat_build_has_ptx_only_on_the_highest_capability() -> None:
     )
     fat = plan.variant("torch-fat")
     assert fat is not None and fat.fat
-    assert [str(c) for c in fat.capabilities] == ["8.0", "8.6", "9.0"]
-    assert fat.ptx == (Capability(9, 0),)
-    assert fat.gpu_targets == ("8.0", "8.6", "9.0+PTX")
+    assert [str(c) for c in cuda_spec(fat).capabilities] == ["8.0", "8.6", "9.0"]
+    assert cuda_spec(fat).ptx == (Capability(9, 0),)
+    assert cuda_spec(fat).gpu_targets == ("8.0", "8.6", "9.0+PTX")
     nccl = plan.variant("nccl-fat")
     # One nixpkgs instance for the whole fat build: nccl-fat is torch-fat's nccl.
-    assert nccl is not None and nccl.forward_compat and nccl.gpu_targets == fat.gpu_targets
-    assert fat.forward_compat
+    assert (
+        nccl is not None
+        and cuda_spec(nccl).forward_compat
+        and cuda_spec(nccl).gpu_targets == cuda_spec(fat).gpu_targets
+    )
+    assert cuda_spec(fat).forward_compat
     assert {s.gpu for s in fat.serves} == {"A100", "RTX 3090", "H100"}
 
 
@@ -249,11 +256,13 @@ def test_ptx_variants_of_one_capability_share_one_instance() -> None:
     found = {n: plan.variant(n) for n in names}
     variants = {n: v for n, v in found.items() if v is not None}
     assert set(variants) == set(names)
-    assert {(v.forward_compat, v.gpu_targets) for v in variants.values()} == {(True, ("8.6+PTX",))}
-    assert variants["torch-sm86"].ptx == (Capability(8, 6),)
-    assert variants["nccl-sm86"].ptx == (Capability(8, 6),)
+    assert {(cuda_spec(v).forward_compat, cuda_spec(v).gpu_targets) for v in variants.values()} == {
+        (True, ("8.6+PTX",))
+    }
+    assert cuda_spec(variants["torch-sm86"]).ptx == (Capability(8, 6),)
+    assert cuda_spec(variants["nccl-sm86"]).ptx == (Capability(8, 6),)
     # torchvision inherits the PTX torch; its own kernels follow torch.cudaCapabilities.
-    assert variants["torchvision-sm86"].ptx == ()
+    assert cuda_spec(variants["torchvision-sm86"]).ptx == ()
     assert any(
         d.action == "no-ptx"
         and d.subject == "torchvision-sm86"
@@ -272,13 +281,18 @@ def test_without_ptx_the_instance_has_no_forward_compat() -> None:
     plan = make_plan(KB, config(["RTX 3090"], {"torch": {}, "nccl": {}}))
     for name in ("torch-sm86", "nccl-sm86"):
         v = plan.variant(name)
-        assert v is not None and not v.forward_compat and v.gpu_targets == () and v.ptx == ()
+        assert (
+            v is not None
+            and not cuda_spec(v).forward_compat
+            and cuda_spec(v).gpu_targets == ()
+            and cuda_spec(v).ptx == ()
+        )
 
 
 def test_named_fat_groups() -> None:
     plan = make_plan(KB, config(["A100", "H100", "RTX 3090"], fat={"dc": ["A100", "H100"]}))
     group = plan.variant("torch-fat-dc")
-    assert group is not None and [str(c) for c in group.capabilities] == ["8.0", "9.0"]
+    assert group is not None and [str(c) for c in cuda_spec(group).capabilities] == ["8.0", "9.0"]
 
 
 def test_costs_follow_the_kb_and_baselines() -> None:

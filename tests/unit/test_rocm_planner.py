@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from capplan.adapters.kb import load_kb
 from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.families.rocm.planning import _build_target
 from capplan.core.families.rocm.select import (
     amd_plans_by_system,
@@ -60,12 +62,12 @@ def test_mixed_fleet_plans_one_variant_per_gpu_and_vendor() -> None:
     assert serving(plan, "torch", "Strix Halo") == [("torch-gfx1151", RunLevel.NATIVE)]
     amd = plan.variant("torch-gfx942")
     assert amd is not None and amd.vendor == "amd" and amd.cuda is None
-    assert amd.capabilities == () and amd.rocm is not None
-    assert amd.rocm.targets == (AmdTarget.parse("gfx942"),)
-    assert amd.rocm.scope == "package" and amd.rocm.scope_attr is None
-    assert amd.rocm.overrides == (("torch", ("gfx942",)),)
+    assert cuda_spec(amd).capabilities == () and rocm_spec(amd) is not None
+    assert rocm_spec(amd).targets == (AmdTarget.parse("gfx942"),)
+    assert rocm_spec(amd).scope == "package" and rocm_spec(amd).scope_attr is None
+    assert rocm_spec(amd).overrides == (("torch", ("gfx942",)),)
     cuda = plan.variant("torch-sm80")
-    assert cuda is not None and cuda.vendor == "nvidia" and cuda.rocm is None
+    assert cuda is not None and cuda.vendor == "nvidia" and rocm_spec(cuda) is None
     assert [g.label for g in plan.amd_fleet] == MIXED[1:]
     assert [g.label for g in plan.fleet] == ["A100"]
 
@@ -102,11 +104,11 @@ def test_magma_for_an_accepted_target_narrows_the_shared_instance() -> None:
     plan = make_plan(KB, config(["RX 6800"], {"torch": {}, "magma": {}}))
     magma = plan.variant("magma-gfx1030")
     torch = plan.variant("torch-gfx1030")
-    assert magma is not None and torch is not None and magma.rocm is not None
+    assert magma is not None and torch is not None and rocm_spec(magma) is not None
     assert magma.attr == "magma-hip"
     # magma's package.nix compares gpuTargets with its list as given: "1030", no gfx prefix.
-    assert dict(magma.rocm.overrides) == {"magma-hip": ("1030",), "torch": ("gfx1030",)}
-    assert torch.rocm == magma.rocm  # one instance: torch links magma-gfx1030
+    assert dict(rocm_spec(magma).overrides) == {"magma-hip": ("1030",), "torch": ("gfx1030",)}
+    assert rocm_spec(torch) == rocm_spec(magma)  # one instance: torch links magma-gfx1030
     assert torch.needs == ("magma-gfx1030",)
 
 
@@ -129,8 +131,8 @@ def test_stack_scope_rebuilds_the_target_dependent_libraries() -> None:
     package = make_plan(KB, config(["MI300X"]))
     stack = make_plan(KB, config(["MI300X"], rocm_scope="stack"))
     torch = stack.variant("torch-gfx942")
-    assert torch is not None and torch.rocm is not None
-    assert torch.rocm.scope == "stack" and torch.rocm.scope_attr == "gfx942"
+    assert torch is not None and rocm_spec(torch) is not None
+    assert rocm_spec(torch).scope == "stack" and rocm_spec(torch).scope_attr == "gfx942"
     assert set(torch.needs) == {
         "composable_kernel-gfx942",
         "hipblaslt-gfx942",
@@ -140,7 +142,7 @@ def test_stack_scope_rebuilds_the_target_dependent_libraries() -> None:
     }
     for name in torch.needs:
         dep = stack.variant(name)
-        assert dep is not None and dep.rocm == torch.rocm
+        assert dep is not None and rocm_spec(dep) == rocm_spec(torch)
     assert package.variant("torch-gfx942").needs == ()  # type: ignore[union-attr]
     # The cost model shows the difference.
     assert stack.baselines.plan_minutes > package.baselines.plan_minutes
@@ -163,22 +165,22 @@ def test_stack_scope_builds_composable_kernel_for_every_gfx9_target() -> None:
     # stack builds CK, and the plan has its job and cost.
     plan = make_plan(KB, config(["MI50"], rocm_scope="stack"))
     torch = plan.variant("torch-gfx906")
-    assert torch is not None and torch.rocm is not None and torch.rocm.scope == "stack"
+    assert torch is not None and rocm_spec(torch) is not None and rocm_spec(torch).scope == "stack"
     ck = plan.variant("composable_kernel-gfx906")
     assert ck is not None and ck.minutes > 0
     assert {"composable_kernel-gfx906", "miopen-gfx906", "rocblas-gfx906"} <= set(torch.needs)
-    assert torch.rocm.scope_overrides == ()
+    assert rocm_spec(torch).scope_overrides == ()
     assert "links composable_kernel-gfx906" in decisions(plan, "holds")[("miopen", "miopen-gfx906")]
 
 
 def test_stack_scope_without_gfx9_builds_miopen_without_composable_kernel() -> None:
     stack = make_plan(KB, config(["RX 7900 XTX", "MI300X"], rocm_scope="stack"))
     torch = stack.variant("torch-gfx1100")
-    assert torch is not None and torch.rocm is not None
-    assert torch.rocm.scope_overrides == (("miopen", (("withComposableKernel", False),)),)
+    assert torch is not None and rocm_spec(torch) is not None
+    assert rocm_spec(torch).scope_overrides == (("miopen", (("withComposableKernel", False),)),)
     # The same scope change for every variant of the target (one instance), none for gfx942.
-    assert stack.variant("miopen-gfx1100").rocm == torch.rocm  # type: ignore[union-attr]
-    assert stack.variant("torch-gfx942").rocm.scope_overrides == ()  # type: ignore[union-attr]
+    assert rocm_spec(stack.variant("miopen-gfx1100")) == rocm_spec(torch)  # type: ignore[union-attr]
+    assert rocm_spec(stack.variant("torch-gfx942")).scope_overrides == ()  # type: ignore[union-attr]
     held = decisions(stack, "holds")[("miopen", "miopen-gfx1100")]
     assert "withComposableKernel = false" in held and "absent" in held
     refused = decisions(stack, "refused")[("torch", "composable_kernel:gfx1100")]
@@ -188,7 +190,7 @@ def test_stack_scope_without_gfx9_builds_miopen_without_composable_kernel() -> N
     assert "scope_overrides" not in plan_json(stack)["variants"]["torch-gfx942"]["rocm"]
     # "package" scope: the default scope's MIOpen (with CK, from the cache), nothing changed.
     package = make_plan(KB, config(["RX 7900 XTX"]))
-    assert package.variant("torch-gfx1100").rocm.scope_overrides == ()  # type: ignore[union-attr]
+    assert rocm_spec(package.variant("torch-gfx1100")).scope_overrides == ()  # type: ignore[union-attr]
 
 
 def test_onnxruntime_follows_the_scope() -> None:
@@ -200,8 +202,8 @@ def test_onnxruntime_follows_the_scope() -> None:
         "onnxruntime-rocm",
     ]
     one = stack.variant("onnxruntime-gfx942")
-    assert one is not None and one.rocm is not None and one.big_parallel
-    assert one.rocm.scope_attr == "gfx942" and not one.independent
+    assert one is not None and rocm_spec(one) is not None and one.big_parallel
+    assert rocm_spec(one).scope_attr == "gfx942" and not one.independent
     assert {"miopen-gfx942", "composable_kernel-gfx942"} <= set(one.needs)
     # gfx1031 has no per-target scope: the shared default build serves it.
     assert serving(stack, "onnxruntime", "RX 6700 XT")[0][0] == "onnxruntime-rocm"
@@ -239,8 +241,8 @@ def test_magma_gap_is_said_per_variant_in_both_scopes() -> None:
 def test_stack_scope_falls_back_where_nixpkgs_has_no_per_target_scope() -> None:
     plan = make_plan(KB, config(["RX 6700 XT"], rocm_scope="stack"))
     torch = plan.variant("torch-gfx1031")
-    assert torch is not None and torch.rocm is not None
-    assert torch.rocm.scope == "package" and torch.rocm.scope_attr is None
+    assert torch is not None and rocm_spec(torch) is not None
+    assert rocm_spec(torch).scope == "package" and rocm_spec(torch).scope_attr is None
     assert "rocmPackages.gfx1031" in decisions(plan, "scope")[("torch", "gfx1031")]
 
 
@@ -271,8 +273,8 @@ def test_share_compatible_builds_a_generic_target_for_a_family() -> None:
 def test_a_package_reading_only_the_default_list_is_one_shared_build() -> None:
     plan = make_plan(KB, config(["MI300X", "RX 6700 XT", "Radeon 680M"], {"onnxruntime": {}}))
     job = plan.variant("onnxruntime-rocm")
-    assert job is not None and job.independent and job.rocm is not None
-    assert job.rocm.targets == ()
+    assert job is not None and job.independent and rocm_spec(job) is not None
+    assert rocm_spec(job).targets == ()
     levels = {s.gpu: s.level for s in job.serves}
     assert levels == {"MI300X": RunLevel.NATIVE, "RX 6700 XT": RunLevel.COMPATIBLE}
     unserved = {(d.package, d.subject): d.reason for d in plan.unserved}
@@ -450,5 +452,7 @@ def test_any_fleet_plans_deterministically_and_serves_or_explains(
         for need in v.needs:
             dep = plan.variant(need)
             assert dep is not None and dep.system == v.system
-            if v.rocm is not None:
-                assert dep.rocm == v.rocm  # dependencies share the variant's ROCm instance
+            if rocm_spec(v) is not None:
+                assert rocm_spec(dep) == rocm_spec(
+                    v
+                )  # dependencies share the variant's ROCm instance

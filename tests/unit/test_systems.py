@@ -9,6 +9,7 @@ import pytest
 
 from capplan.adapters.kb import load_kb
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.systems import (
     is_pre_sbsa_jetson,
@@ -47,7 +48,7 @@ def config(
 def torch_by_system(plan: Plan) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for v in plan.variants_of("torch"):
-        found.setdefault(v.system, []).extend(str(c) for c in v.capabilities)
+        found.setdefault(v.system, []).extend(str(c) for c in cuda_spec(v).capabilities)
     return found
 
 
@@ -175,7 +176,7 @@ def test_fat_build_splits_pre_sbsa_jetson_on_cuda_12() -> None:
             cuda=["12.9"],
         ),
     )
-    fat = {v.name: [str(c) for c in v.capabilities] for v in plan.variants if v.fat}
+    fat = {v.name: [str(c) for c in cuda_spec(v).capabilities] for v in plan.variants if v.fat}
     assert fat == {"magma-fat-aarch64": ["9.0", "12.1"], "magma-fat-jetson-aarch64": ["8.7"]}
     assert any(d.action == "split" for d in plan.decisions)
 
@@ -191,7 +192,7 @@ def test_fat_build_mixes_orin_on_cuda_13() -> None:
             cuda=["13.0"],
         ),
     )
-    fat = [[str(c) for c in v.capabilities] for v in plan.variants if v.fat]
+    fat = [[str(c) for c in cuda_spec(v).capabilities] for v in plan.variants if v.fat]
     assert fat == [["8.7", "9.0"]]
     assert not any(v.jetson for v in plan.variants)
 
@@ -283,7 +284,7 @@ def test_named_fat_group_is_built_per_system_with_its_own_members() -> None:
             fat={"dc": ["A100", "L4", "GH200", "GB10"]},
         ),
     )
-    fat = {v.name: [str(c) for c in v.capabilities] for v in plan.variants if v.fat}
+    fat = {v.name: [str(c) for c in cuda_spec(v).capabilities] for v in plan.variants if v.fat}
     assert fat == {"magma-fat-dc": ["8.0", "8.9"], "magma-fat-dc-aarch64": ["9.0", "12.1"]}
 
 

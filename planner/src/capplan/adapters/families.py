@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.registry import cpu_adapter, cpu_detector, gpu_detectors
+from capplan.core.families import registry
 
 if TYPE_CHECKING:
     from capplan.core.families.base import Found
@@ -30,14 +30,14 @@ def _function(name: str) -> Any:
 def find_gpus(kb: KnowledgeBase, *, board: bool = True) -> tuple[Found, ...]:
     """What each GPU family's detector finds, in the registry's detection order; ``board``:
     read a board's own description (the Jetson device tree) when no driver tool answers."""
-    found: list[Found] = [_function(name)(kb, board=board) for name in gpu_detectors()]
+    found: list[Found] = [_function(name)(kb, board=board) for name in registry.gpu_detectors()]
     return tuple(found)
 
 
 def find_driver(kb: KnowledgeBase) -> str | None:
     """The first GPU driver version a detector reports (the detectors in order, stopping at
     the first that has one); None when none does."""
-    for name in gpu_detectors():
+    for name in registry.gpu_detectors():
         found: Found = _function(name)(kb, board=False)
         driver = next((d.driver for d in found.devices if d.driver), None)
         if driver is not None:
@@ -48,12 +48,12 @@ def find_driver(kb: KnowledgeBase) -> str | None:
 def find_cpu() -> tuple[Any, str]:
     """This machine's CPU (the CPU family's detector: ``microarchitecture``, ``arch``,
     ``to_json()``) and, when none is known, why."""
-    found: tuple[Any, str] = _function(cpu_detector())()
+    found: tuple[Any, str] = _function(registry.cpu_detector())()
     return found
 
 
 def cpu_model(*, packages: bool = True) -> CpuModel:
     """The CPU family's target model; ``packages=False`` leaves out its package file (for the
     commands that only judge a CPU)."""
-    model: CpuModel = _function(cpu_adapter())(packages=packages)
+    model: CpuModel = _function(registry.cpu_adapter())(packages=packages)
     return model

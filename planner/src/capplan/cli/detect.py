@@ -11,7 +11,7 @@ import click
 from capplan.cli.output import emit_json, escape, make_table, out_console, print_table
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
 from capplan.core.families.base import GpuFamily, Machine
-from capplan.core.families.registry import cpu_family, gpu_families
+from capplan.core.families.registry import cpu_family, gpu_families, is_cpu_level
 from capplan.errors import printable
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         emit_json({"gpus": report, "notes": notes, "cpu": cpu})
         return
     _print(report)
-    _print_cpu(cpu, levels=any(v.cpu is not None for v in plan.variants))
+    _print_cpu(cpu, levels=any(is_cpu_level(v) for v in plan.variants))
     for note in notes:
         out_console().print(f"note: {printable(note)}", markup=False)
 

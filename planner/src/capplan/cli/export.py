@@ -69,7 +69,9 @@ def _wheel_name(text: str | None, package: str) -> str | None:
 def _cpu_generic(plan: Plan, package: str) -> Callable[[str], tuple[str, tuple[str, ...]] | None]:
     """target -> its generic target (x86-64 level, Arm version) and that target's features,
     from archspec; only loaded for CPU builds."""
-    if not any(v.cpu is not None for v in plan.variants_of(package)):
+    from capplan.core.families.registry import is_cpu_level
+
+    if not any(is_cpu_level(v) for v in plan.variants_of(package)):
         return lambda target: None
     from capplan.adapters.families import cpu_model
 

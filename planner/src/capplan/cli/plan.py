@@ -17,11 +17,11 @@ from capplan.cli.planning import (
     planned_costs,
     policy_options,
 )
-from capplan.core.families.registry import is_cpu_side
+from capplan.core.families.registry import is_cpu_side, table_keys
 from capplan.core.planning.costbasis import CostBasis, cost_bases, cost_line
 from capplan.core.planning.dispatch import DispatchCost, dispatch_cost, dispatch_packages
 from capplan.core.planning.matrix import plan_dict
-from capplan.core.planning.plan import Plan, Variant
+from capplan.core.planning.plan import Plan
 from capplan.core.planning.runners import JobCost
 from capplan.core.planning.summary import runner_warnings
 
@@ -97,15 +97,6 @@ def _times(counts: dict[str, int], gpu: str) -> str:
 _HOLDS = ("holds", "gap")
 
 
-def _toolkit(v: Variant) -> str:
-    """The CUDA column: the CUDA version, or ROCm and its scope for an AMD variant."""
-    if v.rocm is None:
-        return str(v.cuda)
-    if v.rocm.scope_attr is not None:
-        return f"ROCm (rocmPackages.{v.rocm.scope_attr})"
-    return "ROCm" if v.rocm.targets else "ROCm (default targets)"
-
-
 def _print(
     result: Plan,
     dispatch: list[DispatchCost],
@@ -140,8 +131,10 @@ def _print(
                 ", ".join(f"{s.gpu}{_times(counts, s.gpu)} ({s.level.value})" for s in v.serves)
                 or "(dependency)"
             )
-            caps = ", ".join(map(str, v.capabilities or (v.rocm.targets if v.rocm else ())))
-            table.add_row(v.name, caps, _toolkit(v), ", ".join(map(str, v.ptx)) or "-", serves)
+            # The families' cells: the targets, the CUDA version (ROCm and its scope for an
+            # AMD variant) and the PTX capabilities.
+            cells = table_keys(v)
+            table.add_row(v.name, cells["targets"], cells["toolkit"], cells["ptx"] or "-", serves)
         print_table(console, table)
     # CPU-side builds (vendor None) get their own table; GPU packages' shared jobs stay here.
     shared = [v for v in result.variants if v.independent and not is_cpu_side(v)]
@@ -151,7 +144,11 @@ def _print(
             "job", "CUDA", "serves", title="capability-independent (one build each)", whole=("job",)
         )
         for v in shared:
-            table.add_row(v.name, _toolkit(v), ", ".join(s.gpu for s in v.serves) or "(dependency)")
+            table.add_row(
+                v.name,
+                table_keys(v)["toolkit"],
+                ", ".join(s.gpu for s in v.serves) or "(dependency)",
+            )
         print_table(console, table)
     _print_decisions(console, result, verbose)
     costs = make_table("strategy", "jobs", "build minutes", "output MB", title="Costs")
@@ -233,12 +230,7 @@ def _print_cpu(console: Any, result: Plan) -> None:
         return
     table = make_table("build", "CPU", "serves", title="CPU-side packages", whole=("build",))
     for v in cpu_side:
-        if v.cpu is None:
-            target = "generic"
-        elif v.cpu.target is None:
-            target = "glibc-hwcaps: " + ", ".join(level for level, _ in v.cpu.hwcaps)
-        else:
-            target = v.cpu.target
+        target = table_keys(v)["cpu"]
         serves = ", ".join(f"{s.gpu} ({s.level.value})" for s in v.serves) or "-"
         table.add_row(v.name, target, serves)
     print_table(console, table)

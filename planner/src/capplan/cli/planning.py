@@ -241,20 +241,12 @@ def variant_targets(name: str, config: Path | None) -> tuple[object, ...]:
             f"no variant '{name}' in the plan",
             hint=closest(name, list(plan.identifiers()), what="variant"),
         )
-    if variant.rocm is not None:
-        amd = current_kb().amd
-        build = amd.builds.get(variant.package) if amd is not None else None
-        if build is not None and not build.device_code:
-            raise InvalidInputError(
-                f"variant '{name}' holds no GPU code: {variant.package}'s ROCm build compiles "
-                "none (it only links the torch of its set)",
-                hint="verify the variant it builds against, such as "
-                + (", ".join(variant.needs) or "torch-gfx942"),
-            )
-        return variant.rocm.targets or plan.amd_default_targets
-    if variant.independent:
+    from capplan.core.families.registry import verify_targets
+
+    targets = verify_targets(plan, variant, current_kb)
+    if targets is None:
         raise InvalidInputError(
             f"variant '{name}' is capability-independent: it has no planned device code",
             hint="verify a capability-dependent variant such as torch-sm86",
         )
-    return variant.targets
+    return targets

@@ -9,7 +9,8 @@ from typing import Any
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import how_runs
-from capplan.core.families.registry import is_cpu_side
+from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.registry import is_cpu_level, is_cpu_side
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import InvalidInputError
@@ -68,7 +69,7 @@ def export_variants(plan: Plan, package: str) -> tuple[Variant, ...]:
     # GPU families' per-target builds, and a CPU-side package's builds (per level, hwcaps, or
     # the generic one beside them); not the capability-independent jobs GPU builds need.
     variants = tuple(v for v in plan.variants_of(package) if not v.independent or is_cpu_side(v))
-    if all(v.independent and v.cpu is None for v in variants):
+    if all(v.independent and not is_cpu_level(v) for v in variants):
         raise InvalidInputError(
             f"package '{package}' has no per-target builds in the plan",
             hint="one build serves the whole fleet (no per-GPU or per-CPU build): nothing to split",
@@ -89,7 +90,8 @@ def _runs(plan: Plan, v: Variant, label: str) -> bool:
     nvidia = fleet_nvidia(plan)
     if label in nvidia:
         capability, jetson, _ = nvidia[label]
-        verdict = how_runs(capability, v.capabilities, v.ptx, jetson=jetson)
+        spec = cuda_spec(v)
+        verdict = how_runs(capability, spec.capabilities, spec.ptx, jetson=jetson)
         return verdict.level is not RunLevel.CANNOT_RUN
     return False
 

@@ -33,6 +33,8 @@ from capplan.core.export.common import (
     yaml_string,
 )
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import InvalidInputError
 
@@ -102,7 +104,7 @@ def _cuda_row(plan: Plan, v: Variant, torch_like: bool) -> dict[str, Any]:
     assert v.cuda is not None
     nvidia = fleet_nvidia(plan)
     served = [nvidia[s.gpu][0] for s in v.serves if s.gpu in nvidia]
-    lowest = min(served) if served else min(v.capabilities)
+    lowest = min(served) if served else min(cuda_spec(v).capabilities)
     notes = []
     misses = mixed_machine_misses(plan, v, keyed_on="lowest")
     if misses:
@@ -114,9 +116,9 @@ def _cuda_row(plan: Plan, v: Variant, torch_like: bool) -> dict[str, Any]:
         "variants": [v.name],
         "system": v.system,
         "cuda": str(v.cuda),
-        "CUDAARCHS": _cudaarchs(v.capabilities, v.ptx),
+        "CUDAARCHS": _cudaarchs(cuda_spec(v).capabilities, cuda_spec(v).ptx),
         "cuda_arch_min": str(lowest.base),
-        "requires": f"__cuda_arch {cuda_arch_spec(v.capabilities, v.ptx)}",
+        "requires": f"__cuda_arch {cuda_arch_spec(cuda_spec(v).capabilities, cuda_spec(v).ptx)}",
         "serves": sorted({s.gpu for s in v.serves}),
         "notes": notes,
         # Rows serving fleet GPUs above rows for extra targets (an 'a' or 'f' build beside
@@ -127,20 +129,21 @@ def _cuda_row(plan: Plan, v: Variant, torch_like: bool) -> dict[str, Any]:
             *lowest.base.sort_key,
             v.cuda.major,
             v.cuda.minor,
-            *(-n for c in v.capabilities for n in c.sort_key),
+            *(-n for c in cuda_spec(v).capabilities for n in c.sort_key),
         ),
     }
     if torch_like:
-        row["TORCH_CUDA_ARCH_LIST"] = _torch_list(v.capabilities, v.ptx)
+        row["TORCH_CUDA_ARCH_LIST"] = _torch_list(cuda_spec(v).capabilities, cuda_spec(v).ptx)
     return row
 
 
 def _amd_row(plan: Plan, v: Variant) -> dict[str, Any]:
-    assert v.rocm is not None
-    targets = v.rocm.targets or plan.amd_default_targets
+    spec = rocm_spec(v)
+    assert spec is not None
+    targets = spec.targets or plan.amd_default_targets
     bases = sorted({t.base for t in targets})
     notes = []
-    if not v.rocm.targets:
+    if not spec.targets:
         notes.append("a shared ROCm build: it holds nixpkgs' default gfx targets")
     if any(t != t.base for t in targets):
         notes.append("__amdgpu_arch has no xnack/sramecc features: the row keys on the ISA")
@@ -175,7 +178,7 @@ def _fallback(
         ]
         mine = [r for r in rows if r["system"] == system and r["cuda"] == str(cuda)]
         if fat:
-            capabilities, ptx = fat[0].capabilities, fat[0].ptx
+            capabilities, ptx = cuda_spec(fat[0]).capabilities, cuda_spec(fat[0]).ptx
         else:
             capabilities = tuple(sorted({c for r in mine for c in r["_caps"]}))
             ptx = tuple(sorted({c for r in mine for c in r["_ptx"]}))
@@ -210,7 +213,7 @@ def conda_config(plan: Plan, package: str, version: str, *, torch_like: bool) ->
     plan has several) for ``package``'s GPU builds."""
     # The GPU builds: CPU builds have no virtual package to key on.
     variants = [
-        v for v in export_variants(plan, package) if v.cuda is not None or v.rocm is not None
+        v for v in export_variants(plan, package) if v.cuda is not None or rocm_spec(v) is not None
     ]
     if not variants:
         raise InvalidInputError(
@@ -222,11 +225,11 @@ def conda_config(plan: Plan, package: str, version: str, *, torch_like: bool) ->
     for v in variants:
         if v.fat:
             continue
-        if v.rocm is not None:
+        if rocm_spec(v) is not None:
             rows.append(_amd_row(plan, v))
         else:
             row = _cuda_row(plan, v, torch_like)
-            row.update(_caps=v.capabilities, _ptx=v.ptx)
+            row.update(_caps=cuda_spec(v).capabilities, _ptx=cuda_spec(v).ptx)
             rows.append(row)
     systems = sorted({v.system for v in variants}, key=lambda s: (s != plan.system, s))
     fallbacks = [r for s in systems for r in _fallback(plan, package, rows, s, torch_like)]

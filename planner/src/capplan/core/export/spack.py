@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from capplan.core.export.common import Export, ExportFile, export_variants, yaml_string
+from capplan.core.families.cpu.keys import cpu_spec
+from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import InvalidInputError
 
@@ -80,7 +83,7 @@ def _level(text: str) -> str:
 
 def _cuda(v: Variant, recipe: SpackPackage, version: str) -> tuple[str, list[str]]:
     notes = []
-    archs = ",".join(c.cmake for c in v.capabilities)
+    archs = ",".join(c.cmake for c in cuda_spec(v).capabilities)
     target = f"target={_generic(v.system)}"
     gpu = f"+cuda cuda_arch={archs}"
     if recipe.cuda:
@@ -94,10 +97,10 @@ def _cuda(v: Variant, recipe: SpackPackage, version: str) -> tuple[str, list[str
             f"{recipe.name} has no cuda variant: the CUDA targets are {carrier.name}'s, which "
             "it builds its CUDA code with"
         )
-    if v.ptx:
+    if cuda_spec(v).ptx:
         notes.append(
             "cuda_arch has no PTX choice: Spack's CudaPackage flags decide what PTX "
-            f"is embedded, not the plan's compute_{max(v.ptx).cmake}"
+            f"is embedded, not the plan's compute_{max(cuda_spec(v).ptx).cmake}"
         )
     notes.append(
         f"target={_generic(v.system)}: the plan's GPU builds carry generic CPU code (Spack's "
@@ -107,8 +110,9 @@ def _cuda(v: Variant, recipe: SpackPackage, version: str) -> tuple[str, list[str
 
 
 def _rocm(plan: Plan, v: Variant, recipe: SpackPackage, version: str) -> tuple[str, list[str]]:
-    assert v.rocm is not None
-    targets = ",".join(str(t) for t in (v.rocm.targets or plan.amd_default_targets))
+    spec = rocm_spec(v)
+    assert spec is not None
+    targets = ",".join(str(t) for t in (spec.targets or plan.amd_default_targets))
     target = f"target={_generic(v.system)}"
     notes = []
     carrier = recipe
@@ -136,13 +140,14 @@ def _cpu(v: Variant, recipe: SpackPackage, version: str) -> tuple[list[str], lis
     off = " ~cuda" if recipe.cuda else ""
     off += " ~rocm" if recipe.rocm else ""
     head = f"{recipe.name}{version}{off}"
-    if v.cpu is None:
+    spec = cpu_spec(v)
+    if spec is None:
         return [f"{head} target={_generic(v.system)}"], []
-    if v.cpu.target is None:
-        return [f"{head} target={_level(level)}" for level, _ in v.cpu.hwcaps], [
+    if spec.target is None:
+        return [f"{head} target={_level(level)}" for level, _ in spec.hwcaps], [
             "a glibc-hwcaps layout has no Spack spelling: one spec per level it holds"
         ]
-    return [f"{head} target={_level(v.cpu.target)}"], []
+    return [f"{head} target={_level(spec.target)}"], []
 
 
 def _gpu_cuda(plan: Plan, v: Variant, recipe: SpackPackage, at: str) -> tuple[list[str], list[str]]:

@@ -43,6 +43,9 @@ from typing import Any
 
 from capplan.core.export.common import Export, ExportFile, export_variants, mixed_machine_misses
 from capplan.core.families.base import RunLevel
+from capplan.core.families.cpu.keys import cpu_spec
+from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
@@ -211,7 +214,7 @@ def _nvidia(
 ) -> tuple[str, Properties, list[str]]:
     notes: list[str] = []
     real: list[str] = []
-    for c in v.capabilities:
+    for c in cuda_spec(v).capabilities:
         value = f"{c.number}_real"
         if c.suffix == "a":
             notes.append(
@@ -225,7 +228,7 @@ def _nvidia(
         if value not in real:
             real.append(value)
     virtual: list[str] = []
-    for c in v.ptx:
+    for c in cuda_spec(v).ptx:
         value = f"{c.major}0_virtual"
         if c.minor == 0 and not c.suffix:
             if value not in virtual:
@@ -237,8 +240,8 @@ def _nvidia(
             )
     if v.fat:
         real, virtual = _fat_sm_arch(v, real, virtual, stated_by_singles, notes)
-    if v.ptx:
-        newest = max(v.ptx)
+    if cuda_spec(v).ptx:
+        newest = max(cuda_spec(v).ptx)
         notes.append(
             f"PTX compute_{newest.cmake} also runs (JIT-compiled) on GPUs of later majors; "
             "the nvidia provider offers a GPU only its own major's X0_virtual, so installers "
@@ -260,7 +263,12 @@ def _nvidia(
     if v.fat:
         parts = ["fat"]
     else:
-        parts = ["sm" + "_".join(c.cmake + ("p" if c in v.ptx else "") for c in v.capabilities)]
+        parts = [
+            "sm"
+            + "_".join(
+                c.cmake + ("p" if c in cuda_spec(v).ptx else "") for c in cuda_spec(v).capabilities
+            )
+        ]
     return _label(v.cuda.slug, parts, properties), properties, notes
 
 
@@ -281,7 +289,7 @@ def _fat_sm_arch(
     below = [value for value in real if value in stated_by_singles]
     lows = [
         f"{c.major}0_virtual"
-        for c in v.capabilities
+        for c in cuda_spec(v).capabilities
         if c.minor == 0
         and not c.suffix
         and f"{c.number}_real" in below
@@ -303,9 +311,10 @@ def _fat_sm_arch(
 
 
 def _amd(plan: Plan, v: Variant, rocm_version: str | None) -> tuple[str, Properties, list[str]]:
-    assert v.rocm is not None
+    spec = rocm_spec(v)
+    assert spec is not None
     notes: list[str] = []
-    targets = v.rocm.targets
+    targets = spec.targets
     if not targets:
         targets = plan.amd_default_targets
         notes.append("a shared ROCm build: it holds nixpkgs' default gfx targets")
@@ -321,7 +330,7 @@ def _amd(plan: Plan, v: Variant, rocm_version: str | None) -> tuple[str, Propert
             "(give --rocm-version)"
         )
     properties: Properties = {"amd": amd}
-    parts = ["_".join(amd["gfx_arch"])] if v.rocm.targets else ["default"]
+    parts = ["_".join(amd["gfx_arch"])] if spec.targets else ["default"]
     return _label("rocm", parts, properties), properties, notes
 
 
@@ -333,7 +342,7 @@ def _arm_version(generic: str) -> str:
 
 def _cpu(v: Variant, generic_of: CpuGeneric) -> tuple[str, Properties, list[str]]:
     notes: list[str] = []
-    spec = v.cpu
+    spec = cpu_spec(v)
     # Generic code, and a glibc-hwcaps layout (every level in one wheel, the loader choosing),
     # run on every CPU: the null variant, which installers take when nothing better fits.
     if spec is None or spec.target is None:
@@ -398,7 +407,9 @@ def _singles_sm_arch(plan: Plan, variants: tuple[Variant, ...]) -> dict[str, fro
     found: dict[str, set[str]] = {}
     for v in variants:
         if v.cuda is not None and not v.fat:
-            found.setdefault(v.system, set()).update(f"{c.number}_real" for c in v.capabilities)
+            found.setdefault(v.system, set()).update(
+                f"{c.number}_real" for c in cuda_spec(v).capabilities
+            )
     return {system: frozenset(values) for system, values in found.items()}
 
 
@@ -484,9 +495,10 @@ def _breadth(v: Variant) -> int:
     """How widely a build runs, for two builds of equal properties: arch-specific ('a') code
     on one capability, family ('f') code on its family, baseline code on every later minor; a
     microarchitecture build on fewer CPUs than its level's."""
-    if v.cpu is not None and v.cpu.target is not None and "-v" not in v.cpu.target:
+    cpu = cpu_spec(v)
+    if cpu is not None and cpu.target is not None and "-v" not in cpu.target:
         return 0
-    suffixes = {c.suffix for c in v.capabilities}
+    suffixes = {c.suffix for c in cuda_spec(v).capabilities}
     return 0 if "a" in suffixes else 1 if "f" in suffixes else 2
 
 

@@ -1,15 +1,18 @@
 """The target families capplan knows, in one table: the only module that names them.
 
 Everything else reaches a family through :mod:`capplan.core.families.base` and the functions
-here. Adding a family (Intel GPUs, say) is one package under ``core/families/`` and one entry in
-each table below (docs/layout.md, "How to add a family"). A family's modules are imported when
-first asked for, so a command that only looks a GPU up never loads the planner.
+here. Adding a family (Intel GPUs, say) is one package under ``core/families/`` and one line in
+``_FAMILIES`` below (docs/layout.md, "How to add a family"): the package's ``entry.py`` says
+what the family has (a GPU family, a verifier, a detector, its planning), its ``keys.py`` how
+its spec of a variant is written. A family's modules are imported when first asked for, so a
+command that only looks a GPU up never loads the planner.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import cache
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
@@ -21,7 +24,7 @@ if TYPE_CHECKING:
     from capplan.core.families.rocm.kb import AmdKnowledgeBase
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
-    from capplan.core.planning.plan import Variant
+    from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
     "cpu_adapter",
@@ -32,18 +35,42 @@ __all__ = [
     "gpu_detectors",
     "gpu_families",
     "gpu_verifiers",
+    "is_cpu_level",
     "is_cpu_side",
+    "job_keys",
     "nix_keys",
+    "plan_keys",
     "planning_families",
+    "table_keys",
+    "verify_targets",
 ]
+
+
+# The families, one line each, in planning order (decisions and error messages follow it; the
+# CPU family plans last: it keeps CPU levels to the packages no GPU family built). The order is
+# also the GPU detectors' (the order detect lists GPUs in) and the order each family's keys are
+# written in; GPU families claim fleet entries and spellings in it, the fallback last.
+_FAMILIES = (
+    "capplan.core.families.cuda",
+    "capplan.core.families.rocm",
+    "capplan.core.families.cpu",
+)
+
+
+@cache
+def _entries() -> tuple[Any, ...]:
+    return tuple(import_module(f"{package}.entry") for package in _FAMILIES)
+
+
+def _gpu_entries() -> tuple[Any, ...]:
+    """The GPU families' entries in claiming order: the fallback last."""
+    gpus = [e for e in _entries() if hasattr(e, "gpu_family")]
+    return tuple(sorted(gpus, key=lambda e: bool(e.FALLBACK)))
 
 
 def gpu_families(kb: KnowledgeBase) -> tuple[GpuFamily[Any], ...]:
     """The GPU families in claiming order: the fallback (CUDA) last."""
-    from capplan.core.families.cuda.family import CudaFamily
-    from capplan.core.families.rocm.family import RocmFamily
-
-    return (RocmFamily(kb), CudaFamily(kb))
+    return tuple(e.gpu_family(kb) for e in _gpu_entries())
 
 
 def gpu_verifiers(
@@ -54,10 +81,8 @@ def gpu_verifiers(
     """What ``capplan verify`` asks each GPU family, in claiming order (the fallback, CUDA,
     last). The loaders are called only when a question needs them: the whole knowledge base,
     the capability table alone, the AMD knowledge base."""
-    from capplan.core.families.cuda.verify import CudaVerifier
-    from capplan.core.families.rocm.verify import RocmVerifier
-
-    return (RocmVerifier(amd_kb), CudaVerifier(kb, capability_kb))
+    loaders = {"kb": kb, "capability_kb": capability_kb, "amd_kb": amd_kb}
+    return tuple(e.verifier(**loaders) for e in _gpu_entries() if hasattr(e, "verifier"))
 
 
 # Each family's adapters, which read the machine or a database and so live in capplan.adapters
@@ -65,11 +90,7 @@ def gpu_verifiers(
 # capplan.adapters.families when a command asks. A GPU detector's function takes the knowledge
 # base and board= (whether to read a board's own description, the Jetson device tree, when no
 # driver tool answers) and returns a base.Found; the detection order is the order detect lists
-# the GPUs in.
-_GPU_DETECTORS = (
-    "capplan.adapters.detect.nvidia:find_devices",
-    "capplan.adapters.detect.amd:find_devices",
-)
+# the GPUs in. Each GPU family's is its entry's DETECTOR.
 _CPU_DETECTOR = "capplan.adapters.detect.cpu:detect_cpu"
 # The CPU family's target model (archspec's, with kb/cpu_packages.json's package entries).
 _CPU_ADAPTER = "capplan.adapters.cpu_archspec:load_cpu_model"
@@ -77,7 +98,7 @@ _CPU_ADAPTER = "capplan.adapters.cpu_archspec:load_cpu_model"
 
 def gpu_detectors() -> tuple[str, ...]:
     """Every GPU family's detector, as ``module:function``, in detection order."""
-    return _GPU_DETECTORS
+    return tuple(e.DETECTOR for e in _entries() if hasattr(e, "DETECTOR"))
 
 
 def cpu_detector() -> str:
@@ -110,9 +131,18 @@ def is_cpu_side(v: Variant) -> bool:
 def gccarch_feature(v: Variant) -> str | None:
     """The ``gccarch-<arch>`` system feature a CPU-level variant's job requires (None for
     every other variant): the matrix's part of the CPU family."""
-    from capplan.core.families.cpu.planning import gccarch_feature as feature
+    spec = v.spec
+    # Asked of every job of a matrix: a GPU family's variant is answered without a call.
+    if spec is None or spec.family != "cpu":
+        return None
+    return _cpu_feature()(v)
 
-    return feature(v)
+
+@cache
+def _cpu_feature() -> Callable[[Variant], str | None]:
+    from capplan.core.families.cpu.keys import gccarch_feature as feature
+
+    return feature
 
 
 def family_for_text(families: Sequence[GpuFamily[Any]], text: str) -> GpuFamily[Any]:
@@ -126,28 +156,84 @@ def planning_families(
     """Every family's planning for one plan, in planning order (decisions and error messages
     follow it); the fallback family (CUDA) claims what the others leave. The CPU family plans
     last: it keeps CPU levels to the packages no GPU family built."""
-    from capplan.core.families.cpu.planning import CpuPlanning
-    from capplan.core.families.cuda.planning import CudaPlanning
-    from capplan.core.families.rocm.planning import RocmPlanning
-
-    rocm = RocmPlanning(kb, config)
-    cuda = CudaPlanning(kb, config, others=(rocm.family,))
-    return (cuda, rocm, CpuPlanning(kb, config, cpu))
+    entries = _entries()
+    # What the fallback leaves to the others: the spellings the other GPU families claim.
+    others = tuple(e.gpu_family(kb) for e in _gpu_entries() if not e.FALLBACK)
+    found = {
+        e: e.planning(kb, config, others=others if getattr(e, "FALLBACK", False) else (), cpu=cpu)
+        for e in sorted(entries, key=lambda e: bool(getattr(e, "FALLBACK", False)))
+    }
+    return tuple(found[e] for e in entries)
 
 
 @cache
-def _nix_key_functions() -> tuple[Callable[[Variant], dict[str, Any]], ...]:
-    # Each family's plan.json keys of a variant (pkgs/variant.nix reads them).
-    from capplan.core.families.cpu.planning import cpu_nix_keys
-    from capplan.core.families.cuda.planning import cuda_nix_keys
-    from capplan.core.families.rocm.planning import rocm_nix_keys
+def _key_functions(kind: str) -> tuple[tuple[str, Callable[..., Any]], ...]:
+    # Each family's writers of a variant's spec (core/families/<family>/keys.py, functions
+    # named <family>_<kind>), with the family's name: its plan.json keys (pkgs/variant.nix
+    # reads them), its ``capplan plan --json`` fields, its matrix job fields, ...; a family
+    # without the writer (the CPU family has no verify targets) is left out.
+    found = []
+    for package in _FAMILIES:
+        name = package.rpartition(".")[2]
+        function = getattr(import_module(f"{package}.keys"), f"{name}_{kind}", None)
+        if function is not None:
+            found.append((name, function))
+    return tuple(found)
 
-    return (cuda_nix_keys, rocm_nix_keys, cpu_nix_keys)
+
+def _merged(kind: str, v: Variant) -> dict[str, Any]:
+    """Every family's ``kind`` keys of ``v``, in the table's order; where two write one key
+    (CUDA writes its keys on every variant, empty on others'), the variant's own family's
+    value stands."""
+    found: dict[str, Any] = {}
+    owner = None if v.spec is None else v.spec.family
+    own: dict[str, Any] = {}
+    for name, keys in _key_functions(kind):
+        written = keys(v)
+        found.update(written)
+        if name == owner:
+            own = written
+    found.update(own)
+    return found
 
 
 def nix_keys(v: Variant) -> dict[str, Any]:
     """Every family's plan.json keys of ``v``."""
-    found: dict[str, Any] = {}
-    for keys in _nix_key_functions():
-        found.update(keys(v))
-    return found
+    return _merged("nix_keys", v)
+
+
+def plan_keys(v: Variant) -> dict[str, Any]:
+    """Every family's ``capplan plan --json`` fields of ``v``."""
+    return _merged("plan_keys", v)
+
+
+def job_keys(v: Variant) -> dict[str, Any]:
+    """Every family's fields of ``v``'s matrix job."""
+    return _merged("job_keys", v)
+
+
+def table_keys(v: Variant) -> dict[str, str]:
+    """Every family's cells of ``v`` in ``capplan plan``'s tables: ``targets``, ``toolkit``
+    (the CUDA column) and ``ptx`` of a GPU family's variant, ``cpu`` of a CPU-side build."""
+    return _merged("table_keys", v)
+
+
+def is_cpu_level(v: Variant) -> bool:
+    """Whether ``v`` is built for a CPU target (a level, a microarchitecture, or a
+    glibc-hwcaps layout of levels) rather than generic CPU code or a GPU family's targets."""
+    spec = v.spec
+    return spec is not None and spec.family == "cpu"
+
+
+def verify_targets(
+    plan: Plan, v: Variant, kb: Callable[[], KnowledgeBase]
+) -> tuple[object, ...] | None:
+    """The targets ``v``'s build must hold (``capplan verify --variant``), in its family's
+    target type (the family whose verifier owns them checks them); None when the variant has
+    no planned device code (a capability-independent or CPU-side build). ``kb`` loads the
+    knowledge base when a family's question needs it."""
+    for _, targets in _key_functions("verify_targets"):
+        found: tuple[object, ...] | None = targets(plan, v, kb)
+        if found is not None:
+            return found
+    return None

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.cuda.spec import CudaSpec
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.suggest import closest
 from capplan.core.planning.plan import Plan, Variant
@@ -48,7 +50,9 @@ def _variants(plan: Plan, package: str | None, system: str | None = None) -> tup
     return tuple(
         v
         for v in (plan.variants if package is None else plan.variants_of(package))
-        if not v.independent and v.rocm is None and (system is None or v.system == system)
+        if not v.independent
+        and isinstance(v.spec, CudaSpec)
+        and (system is None or v.system == system)
     )
 
 
@@ -91,8 +95,8 @@ def dispatch_table(
         "variants": [
             {
                 "name": v.name,
-                "sass": [c.text for c in v.capabilities],
-                "ptx": [c.text for c in v.ptx],
+                "sass": [c.text for c in cuda_spec(v).capabilities],
+                "ptx": [c.text for c in cuda_spec(v).ptx],
             }
             for v in _variants(plan, package, system)
         ],
@@ -169,7 +173,7 @@ def dispatch_cost(
 
     sizes = [closure(v) for v in singles]
     shared_mb = sum(shared.values())
-    caps = len({c for v in singles for c in v.capabilities})
+    caps = len({c for v in singles for c in cuda_spec(v).capabilities})
     fat_mb = sum(
         kb.package(name).cost.base_size_mb + caps * kb.package(name).cost.per_target_size_mb
         for name in _dependent_closure(plan, singles)

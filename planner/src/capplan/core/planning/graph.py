@@ -84,8 +84,8 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
                 or dep.system != v.system
                 or (
                     not dep.independent
-                    and dep.capabilities is not v.capabilities
-                    and dep.capabilities != v.capabilities
+                    and (theirs := _targets(dep)) is not (mine := _targets(v))
+                    and theirs != mine
                 )
             ):
                 raise GraphError(
@@ -134,6 +134,10 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
     )
 
 
+def _targets(v: Variant) -> tuple[object, ...]:
+    return () if v.spec is None else v.spec.dependency_targets()
+
+
 def _desc(v: Variant) -> str:
-    caps = ",".join(map(str, v.capabilities)) or "any"
+    caps = ",".join(map(str, _targets(v))) or "any"
     return f"{caps}, CUDA {v.cuda}, {v.system}"

@@ -10,7 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.registry import gccarch_feature, nix_keys
+from capplan.core.families.registry import (
+    gccarch_feature,
+    is_cpu_level,
+    job_keys,
+    nix_keys,
+    plan_keys,
+)
 from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.graph import JobGraph, build_job_graph
 from capplan.core.planning.plan import Plan, Variant
@@ -55,9 +61,7 @@ class Matrix:
                     "attr": prefixes.get(system, f"legacyPackages.{system}.") + name,
                     "nixpkgs_attr": v.attr,
                     "system": system,
-                    "capabilities": [c.text for c in v.capabilities],
                     "cuda": v.cuda.text if v.cuda is not None else None,
-                    "ptx": [c.text for c in v.ptx],
                     "needs": list(needs),
                     "stage": stage,
                     "estimated_minutes": v.minutes,
@@ -65,6 +69,9 @@ class Matrix:
                     "required_system_features": ["big-parallel"] if v.big_parallel else [],
                     "runner": runner[name],
                     "start_minute": round(start[name], 2),
+                    # Each family's fields (CUDA's capabilities and PTX on every job, AMD
+                    # jobs' gfx targets, CPU-level jobs' required CPU features).
+                    **job_keys(v),
                 }
             )
             cost = self.costs.get(name)
@@ -77,21 +84,17 @@ class Matrix:
                 if cost.peak_mb is not None:
                     job["peak_mb_per_compile"] = cost.peak_mb
                     job["parallel_compiles"] = cost.parallel
-                if cost.needs_big and not v.big_parallel and v.cpu is None:
+                if cost.needs_big and not v.big_parallel and not is_cpu_level(v):
                     # Memory holds its compiles below the runner's cores, or the runner
                     # cannot finish it: a bigger runner builds it (faster). A CPU-level job
                     # goes only to the runners of its gccarch feature, whatever it needs.
                     job["required_system_features"].append("big-parallel")
                 if cost.problem is not None:
                     job["cannot_finish"] = cost.problem
-            if v.cpu is not None and (gccarch := gccarch_feature(v)) is not None:
-                # CPU-level jobs only: the derivation's gccarch-<arch> feature, and what the
-                # runner's CPU must have before it declares it (workflow.CPU_CHECK).
+            if (gccarch := gccarch_feature(v)) is not None:
+                # CPU-level jobs only: the derivation's gccarch-<arch> feature (what the
+                # runner's CPU must have before it declares it is the CPU family's job key).
                 jobs[-1]["required_system_features"].append(gccarch)
-                jobs[-1]["cpu_features"] = list(v.cpu.features)
-            if v.rocm is not None:  # AMD jobs only: CUDA jobs keep their shape
-                jobs[-1]["vendor"] = v.vendor
-                jobs[-1]["gfx_targets"] = [str(t) for t in v.rocm.targets]
         return jobs
 
     def summary(self) -> dict[str, Any]:
@@ -327,16 +330,11 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "package": v.package,
                 "system": v.system,
                 "attr": v.attr,
-                "capabilities": [str(c) for c in v.capabilities],
                 "cuda": None if v.cuda is None else str(v.cuda),
                 "vendor": v.vendor,
-                "gfx_targets": [str(t) for t in v.rocm.targets] if v.rocm else [],
-                # The CPU target the variant is built for; None: generic CPU code.
-                "cpu": v.cpu.target if v.cpu is not None else None,
-                "rocm_scope": v.rocm.scope if v.rocm else None,
-                "ptx": [str(c) for c in v.ptx],
-                "gpu_targets": list(v.gpu_targets),
-                "forward_compat": v.forward_compat,
+                # Each family's fields: CUDA's capabilities, PTX, gpu_targets and
+                # forward_compat; ROCm's gfx_targets and rocm_scope; the CPU target.
+                **plan_keys(v),
                 "independent": v.independent,
                 "fat": v.fat,
                 "needs": list(v.needs),

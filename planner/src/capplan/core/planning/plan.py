@@ -10,21 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from capplan.core.families.cuda.capability import Capability, Target
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.model.runs import RunLevel
+from capplan.core.model.spec import FamilySpec
 
 __all__ = [
     "AmdFleetGpu",
     "Baselines",
     "CpuCosts",
     "CpuFleetEntry",
-    "CpuSpec",
     "Decision",
     "FleetGpu",
     "Plan",
-    "RocmSpec",
     "Serve",
     "Variant",
 ]
@@ -65,26 +64,6 @@ class CpuFleetEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class CpuSpec:
-    """How a CPU variant is built (plan.json ``cpu``): for one target through the package's
-    own options (``mechanism = "override"``) or compiler flags (``"cflags"``), or, for a
-    ``<package>-hwcaps`` variant, the per-level builds laid out in ``lib/glibc-hwcaps``."""
-
-    target: str | None  # None: a hwcaps variant
-    arch: str
-    mechanism: str  # "override", "cflags" or "hwcaps"
-    override: tuple[tuple[str, object], ...] = ()  # package argument -> its JSON value
-    cflags: tuple[str, ...] = ()
-    hwcaps: tuple[tuple[str, str], ...] = ()  # psABI level -> the variant built for it
-    # GCC's name of the target (nixpkgs' gcc.arch): the `gccarch-<arch>` system feature the
-    # build requires; None for a hwcaps variant.
-    gccarch: str | None = None
-    # The instruction-set features (/proc/cpuinfo names) the build's code may use: what a CI
-    # runner's CPU must have before it declares the gccarch feature.
-    features: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
 class CpuCosts:
     """CPU-side builds priced three ways: this plan, one generic build per package, and every
     package built for every fleet CPU target."""
@@ -98,23 +77,6 @@ class CpuCosts:
     every_level_jobs: int = 0
     every_level_minutes: float = 0.0
     every_level_size_mb: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class RocmSpec:
-    """The ROCm package set of an AMD variant (plan.json ``rocm``): every variant with equal
-    values shares one nixpkgs instance (``cudaSupport = false; rocmSupport = true;``)."""
-
-    scope: str  # "package" or "stack"
-    scope_attr: str | None  # stack: rocmPackages = rocmPackages.<scope_attr>
-    targets: tuple[AmdTarget, ...]  # what the variant's device code is for; () = the default list
-    # gpuTargets overrides in the instance: "torch" (the Python torch) or a top-level attribute.
-    overrides: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # The override argument where it is not gpuTargets: ("llama-cpp", "rocmGpuTargets").
-    arguments: tuple[tuple[str, str], ...] = ()
-    # Libraries changed inside a stack scope, for every consumer of it:
-    # (("miopen", (("withComposableKernel", False),)),) where composable_kernel cannot build.
-    scope_overrides: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...] = ()
 
 
 class Serve(NamedTuple):
@@ -135,19 +97,14 @@ class Decision(NamedTuple):
 
 
 class Variant(NamedTuple):
-    """One build job: a package built for a capability list with one CUDA version."""
+    """One build job: a package built for its family's targets (``spec``) with one CUDA
+    version."""
 
     name: str
     package: str
     attr: str
-    capabilities: tuple[Capability, ...]  # sorted; () for capability-independent jobs
-    cuda: CudaVersion | None  # None: an AMD (ROCm) variant
+    cuda: CudaVersion | None  # None: an AMD (ROCm) variant or a CPU-side package's build
     cuda_set: str | None  # None: nixpkgs' default CUDA package set
-    ptx: tuple[Capability, ...]  # capabilities that also get PTX
-    # The settings of the variant's nixpkgs instance, shared by every variant built for the same
-    # CUDA and capability list: cudaForwardCompat, and torch's gpuTargets in its Python set.
-    forward_compat: bool
-    gpu_targets: tuple[str, ...]
     independent: bool
     fat: bool
     needs: tuple[str, ...]  # names of the variants this one builds against
@@ -160,13 +117,10 @@ class Variant(NamedTuple):
     # (linux-aarch64) redistributables, so such jobs never share them with SBSA jobs.
     jetson: bool = False
     vendor: str | None = "nvidia"  # "nvidia" or "amd"; None for a CPU-side package's build
-    rocm: RocmSpec | None = None  # set exactly for AMD variants
-    cpu: CpuSpec | None = None  # None: generic CPU code (nixpkgs' default)
-
-    @property
-    def targets(self) -> tuple[Target, ...]:
-        ptx = set(self.ptx)
-        return tuple(Target(c, c in ptx) for c in self.capabilities)
+    # The family's own spec (issue 42: one typed field, not one per family): CUDA's
+    # capabilities and PTX, ROCm's targets and scope, a CPU target; None: generic CPU code
+    # (nixpkgs' default) of a CPU-side package.
+    spec: FamilySpec | None = None
 
     @property
     def attr_path(self) -> tuple[str, ...]:

@@ -45,6 +45,7 @@ from capplan.core.families.cuda.inputs import (
 )
 from capplan.core.families.registry import planning_families
 from capplan.core.model.kb import KnowledgeBase
+from capplan.core.model.spec import spec_order
 from capplan.core.planning.config import Config
 from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.plan import Baselines, Decision, Plan, Variant
@@ -173,15 +174,13 @@ def _check_package(kb: KnowledgeBase, config: Config, checks: _PackageChecks, na
 
 
 def _variant_order(v: Variant) -> tuple[object, ...]:
-    """Package, then single variants by capability, then fat builds; CUDA, then name last
-    (so a capability's x86_64 and aarch64 variants sit together)."""
-    amd = v.rocm.targets if v.rocm is not None else ()
+    """Package, then single variants before fat builds, each by its family's order (CUDA's by
+    capability list, then ROCm's by gfx target list); CUDA, then name last (so a capability's
+    x86_64 and aarch64 variants sit together)."""
     return (
         v.package,
         v.fat,
-        v.rocm is not None,
-        tuple(c.sort_key for c in v.capabilities),
-        amd,
+        spec_order(v.spec),
         v.cuda is None,
         v.cuda or NIXPKGS_DEFAULT_CUDA,
         v.name,

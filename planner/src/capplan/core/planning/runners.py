@@ -193,8 +193,8 @@ class _Placer:
             # Only nvcc's peak and units are measured: a ROCm or CPU build is not.
             reference = info.cost.reference_cores
             peak = info.cost.peak_mb_per_compile
-            critical = info.cost.longest_unit(len(v.capabilities) + len(v.ptx))
-        feature = gccarch_feature(v) if v.cpu is not None else None
+            critical = info.cost.longest_unit(0 if v.spec is None else v.spec.compiled_targets())
+        feature = gccarch_feature(v)
         key = (v.minutes, reference, peak, critical, v.size_mb, v.big_parallel, v.system, feature)
         found = self.placed.get(key)
         if found is None:

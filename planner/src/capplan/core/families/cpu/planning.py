@@ -44,13 +44,14 @@ from capplan.core.families.base import (
     RunLevel,
     RunsOn,
 )
+from capplan.core.families.cpu.keys import cpu_spec
+from capplan.core.families.cpu.spec import CpuSpec
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import AARCH64, X86_64, system_suffix
 from capplan.core.planning.config import Config
 from capplan.core.planning.plan import (
     CpuCosts,
     CpuFleetEntry,
-    CpuSpec,
     Decision,
     Plan,
     Serve,
@@ -59,23 +60,17 @@ from capplan.core.planning.plan import (
 from capplan.errors import CapplanError, ConfigError, shorten
 
 __all__ = [
-    "GCCARCH_PREFIX",
     "CpuFamily",
     "CpuModel",
     "CpuPackagePolicy",
     "CpuPick",
     "CpuPlanning",
-    "cpu_json",
-    "cpu_nix_keys",
-    "gccarch_feature",
     "is_cpu_side",
     "pick_cpu_variants",
 ]
 
 # Where a CPU architecture's builds run (archspec's family names).
 _SYSTEM_OF_ARCH = {"x86_64": X86_64, "aarch64": AARCH64}
-# The system feature of a CPU-level build: nixpkgs' `gccarch-<gcc.arch>` (make-derivation.nix).
-GCCARCH_PREFIX = "gccarch-"
 # The cost of laying out per-level builds in one output (a copy of store paths).
 _HWCAPS_MINUTES = 1.0
 
@@ -221,7 +216,7 @@ class CpuFamily:
         for p in pick_cpu_variants(plan.variants, machine.system, cpu, self._model()):
             if p.variant is None:
                 level = RunLevel.CANNOT_RUN
-            elif p.variant.cpu is not None and p.variant.cpu.target == cpu:
+            elif _target(p.variant) == cpu:
                 level = RunLevel.NATIVE
             else:
                 level = RunLevel.COMPATIBLE
@@ -472,9 +467,8 @@ class CpuPlanning:
         levels = tuple(
             (level, v.name)
             for v in built
-            if v.cpu is not None
-            and v.cpu.target is not None
-            and (level := model.psabi_level(v.cpu.target)) is not None
+            if (target := _target(v)) is not None
+            and (level := model.psabi_level(target)) is not None
         )
         if not policy.hwcaps:
             result.decisions.append(
@@ -505,12 +499,8 @@ class CpuPlanning:
             name=name,
             package=package,
             attr=attr,
-            capabilities=(),
             cuda=None,
             cuda_set=None,
-            ptx=(),
-            forward_compat=False,
-            gpu_targets=(),
             independent=True,
             fat=False,
             needs=tuple(sorted(v.name for v in members)),
@@ -520,7 +510,7 @@ class CpuPlanning:
             serves=serves,
             system=system,
             vendor=None,
-            cpu=spec,
+            spec=spec,
         )
         result.decisions.append(
             Decision(
@@ -559,12 +549,8 @@ class CpuPlanning:
             name=name,
             package=package,
             attr=attr,
-            capabilities=(),
             cuda=None,
             cuda_set=None,
-            ptx=(),
-            forward_compat=False,
-            gpu_targets=(),
             independent=True,
             fat=False,
             needs=(),
@@ -574,7 +560,7 @@ class CpuPlanning:
             serves=serves,
             system=system,
             vendor=None,
-            cpu=spec,
+            spec=spec,
         )
 
     # -- costs ------------------------------------------------------------------------------
@@ -603,46 +589,6 @@ def is_cpu_side(v: Variant) -> bool:
     return v.vendor is None
 
 
-def cpu_json(spec: CpuSpec | None) -> dict[str, Any] | None:
-    """plan.json's ``cpu`` object: null for generic CPU code; the target and how the build
-    gets it (the package's own options, ``override``, or compiler flags, ``cflags``); or, for a
-    ``<package>-hwcaps`` variant, the variant built for each psABI level."""
-    if spec is None:
-        return None
-    if spec.mechanism == "hwcaps":
-        return {"hwcaps": dict(spec.hwcaps)}
-    return {
-        "target": spec.target,
-        "arch": spec.arch,
-        "mechanism": spec.mechanism,
-        "override": dict(spec.override),
-        "cflags": list(spec.cflags),
-        # make-derivation.nix adds requiredSystemFeatures "gccarch-${gcc.arch}" to every
-        # derivation of a set with gcc.arch, so only a builder that declares the feature (its
-        # CPU runs that code) builds and tests it; pkgs/variant.nix does the same for this one
-        # package.
-        "gccarch": spec.gccarch,
-    }
-
-
-def gccarch_feature(v: Variant) -> str | None:
-    """The ``gccarch-<arch>`` system feature a CPU-level variant's derivation requires; None
-    for generic CPU code and ``-hwcaps`` outputs (which copy builds, running none of them)."""
-    if v.cpu is None or v.cpu.gccarch is None:
-        return None
-    return GCCARCH_PREFIX + v.cpu.gccarch
-
-
-def cpu_nix_keys(v: Variant) -> dict[str, Any]:
-    """plan.json's CPU key, on every variant (pkgs/variant.nix reads ``cpu``); a CPU-side
-    variant (no GPU vendor) also says ``"vendor": null``, so Nix builds it in a plain package
-    set rather than a CUDA one (plans before CPU levels had no such variant)."""
-    keys: dict[str, Any] = {"cpu": cpu_json(v.cpu)}
-    if v.vendor is None:
-        keys["vendor"] = None
-    return keys
-
-
 @dataclass(frozen=True, slots=True)
 class CpuPick:
     """For one package with per-level builds on this system: the build to use on a CPU (None
@@ -651,6 +597,17 @@ class CpuPick:
     package: str
     variant: Variant | None
     reason: str
+
+
+def _target(v: Variant) -> str | None:
+    """The CPU target ``v`` is built for; None: generic code, a hwcaps output, or a GPU
+    family's variant."""
+    spec = cpu_spec(v)
+    return spec.target if spec is not None else None
+
+
+def _rank(model: CpuModel, target: str | None) -> tuple[object, ...]:
+    return model.rank(target) if target else ()
 
 
 def pick_cpu_variants(
@@ -663,37 +620,34 @@ def pick_cpu_variants(
     levels: dict[str, list[Variant]] = {}
     hwcaps: dict[str, Variant] = {}
     for v in variants:
-        if v.system != system or v.cpu is None:
+        spec = cpu_spec(v)
+        if v.system != system or spec is None:
             continue
-        if v.cpu.mechanism == "hwcaps":
+        if spec.mechanism == "hwcaps":
             hwcaps[v.package] = v
-        elif v.cpu.target is not None:
+        elif spec.target is not None:
             levels.setdefault(v.package, []).append(v)
     picks: list[CpuPick] = []
     for package in sorted(levels):
         runnable = [
             v
             for v in levels[package]
-            if v.cpu is not None
-            and v.cpu.target is not None
-            and model.why_not(cpu, v.cpu.target) is None
+            if (target := _target(v)) is not None and model.why_not(cpu, target) is None
         ]
         also = f"; {hwcaps[package].name} picks by itself at load time" if package in hwcaps else ""
         if not runnable:
             whys = sorted(
-                f"{v.name}: {model.why_not(cpu, v.cpu.target)}"
+                f"{v.name}: {model.why_not(cpu, target)}"
                 for v in levels[package]
-                if v.cpu is not None and v.cpu.target is not None
+                if (target := _target(v)) is not None
             )
             reason = f"no per-level build runs here ({'; '.join(whys)})"
             picks.append(
                 CpuPick(package, None, f"{reason}: use a generic build, or add it to fleet.cpus")
             )
             continue
-        best = max(
-            runnable, key=lambda v: model.rank(v.cpu.target) if v.cpu and v.cpu.target else ()
-        )
-        target = best.cpu.target if best.cpu else None
+        best = max(runnable, key=lambda v: _rank(model, _target(v)))
+        target = _target(best)
         how = "built for it" if target == cpu else f"{cpu} runs {target} code"
         picks.append(CpuPick(package, best, f"{how}{also}"))
     return tuple(picks)

@@ -20,6 +20,7 @@ from capplan.core.families.cuda.serve import (
     serve_gpu,
     share_compatible,
 )
+from capplan.core.families.cuda.spec import CudaSpec
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.gpus import resolve_device
 from capplan.core.model.kb import KnowledgeBase, PackageInfo
@@ -277,12 +278,8 @@ class Builder:
             name=spec.name,
             package=pkg.name,
             attr=pkg.attr,
-            capabilities=spec.caps,
             cuda=spec.ctx.cuda,
             cuda_set=spec.ctx.cuda_set,
-            ptx=ptx,
-            forward_compat=spec.independent or forward_compat,
-            gpu_targets=() if spec.independent else gpu_targets,
             independent=spec.independent,
             fat=spec.fat,
             needs=spec.needs,
@@ -292,6 +289,12 @@ class Builder:
             serves=tuple(spec.serves),
             system=self.rules.system,
             jetson=self._jetson_cap(spec.ctx, spec.caps) is not None,
+            spec=CudaSpec(
+                capabilities=spec.caps,
+                ptx=ptx,
+                forward_compat=spec.independent or forward_compat,
+                gpu_targets=() if spec.independent else gpu_targets,
+            ),
         )
 
 

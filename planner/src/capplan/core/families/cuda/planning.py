@@ -26,10 +26,10 @@ from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import AARCH64, system_suffix
 from capplan.core.planning.config import Config
 from capplan.core.planning.graph import dependency_closure
-from capplan.core.planning.plan import Decision, FleetGpu, Variant
+from capplan.core.planning.plan import Decision, FleetGpu
 from capplan.errors import InfeasibleError, InvalidInputError, shorten
 
-__all__ = ["CudaPlanning", "cuda_nix_keys"]
+__all__ = ["CudaPlanning"]
 
 
 class CudaPlanning:
@@ -197,20 +197,6 @@ class CudaPlanning:
 
     def plan_fields(self) -> dict[str, Any]:
         return {"cuda_policy": self.policy_cuda, "fleet": self.fleet}
-
-
-def cuda_nix_keys(v: Variant) -> dict[str, Any]:
-    """plan.json's CUDA keys, on every variant (readers of earlier plans expect them; an AMD
-    variant has none of the values): pkgs/variant.nix imports nixpkgs with
-    ``cudaCapabilities``, ``cudaForwardCompat`` and the CUDA package set, and torch's
-    ``gpuTargets`` for its Python set."""
-    return {
-        "capabilities": [str(c) for c in v.capabilities],
-        "cuda": None if v.cuda is None else str(v.cuda),
-        "cuda_set": v.cuda_set,
-        "forward_compat": v.forward_compat,
-        "gpu_targets": list(v.gpu_targets),
-    }
 
 
 def _cuda_view(kb: KnowledgeBase, config: Config, others: Sequence[GpuFamily[Any]]) -> Config:

@@ -22,6 +22,7 @@ from capplan.core.families.base import Machine, RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import Verdict, how_runs, is_jetson
 from capplan.core.families.cuda.drivers import version_key
+from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import uses_jetson_redist
@@ -120,7 +121,7 @@ def _device_verdict(
             f"{variant.package} is capability-independent: one build for every GPU "
             f"CUDA {variant.cuda} supports",
         )
-    return how_runs(device, variant.capabilities, variant.ptx, jetson=jetson)
+    return how_runs(device, cuda_spec(variant).capabilities, cuda_spec(variant).ptx, jetson=jetson)
 
 
 def pick_variant(
@@ -157,7 +158,7 @@ def pick_variant(
         key = (
             not runs.runs(variant.cuda),
             verdict.level.rank,
-            len(variant.capabilities),
+            len(cuda_spec(variant).capabilities),
             (-variant.cuda.major, -variant.cuda.minor),
             variant.name,
         )

@@ -45,15 +45,16 @@ from capplan.core.families.rocm.kb import (
     RocmBuild,
     RocmCost,
 )
+from capplan.core.families.rocm.spec import RocmSpec
 from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_runs
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import X86_64, system_suffix
 from capplan.core.model.vendors import amd_entry, looks_like_gfx
 from capplan.core.planning.config import Config, gpu_system
-from capplan.core.planning.plan import AmdFleetGpu, Decision, RocmSpec, Serve, Variant
+from capplan.core.planning.plan import AmdFleetGpu, Decision, Serve, Variant
 from capplan.errors import InvalidInputError, shorten
 
-__all__ = ["RocmPlan", "RocmPlanning", "plan_rocm", "rocm_baselines", "rocm_nix_keys"]
+__all__ = ["RocmPlan", "RocmPlanning", "plan_rocm", "rocm_baselines"]
 
 _LEVEL = {AmdRunLevel.EXACT: RunLevel.NATIVE, AmdRunLevel.COMPATIBLE: RunLevel.COMPATIBLE}
 
@@ -700,12 +701,8 @@ def _finish(planner: _Planner) -> None:
                 name=job.name,
                 package=job.package,
                 attr=job.attr,
-                capabilities=(),
                 cuda=None,
                 cuda_set=None,
-                ptx=(),
-                forward_compat=False,
-                gpu_targets=(),
                 independent=job.independent,
                 fat=False,
                 needs=tuple(sorted(set(job.needs))),
@@ -715,7 +712,7 @@ def _finish(planner: _Planner) -> None:
                 serves=tuple(job.serves),
                 system=job.system,
                 vendor="amd",
-                rocm=spec,
+                spec=spec,
             )
         )
 
@@ -875,25 +872,3 @@ class RocmPlanning:
             "rocm_scope": self.config.policy.rocm_scope,
             "amd_default_targets": amd.nixpkgs_default_targets if amd is not None else (),
         }
-
-
-def rocm_nix_keys(v: Variant) -> dict[str, Any]:
-    """plan.json's AMD keys (only on AMD variants): the ROCm package set pkgs/variant.nix
-    imports (``rocm.scope``, ``rocm.scope_attr``, ``rocm.overrides``) and the targets."""
-    if v.rocm is None:
-        return {}
-    return {
-        "vendor": v.vendor,
-        "rocm": {
-            "scope": v.rocm.scope,
-            "scope_attr": v.rocm.scope_attr,
-            "targets": [str(t) for t in v.rocm.targets],
-            "overrides": {key: list(values) for key, values in v.rocm.overrides},
-            **({"arguments": dict(v.rocm.arguments)} if v.rocm.arguments else {}),
-            **(
-                {"scope_overrides": {lib: dict(args) for lib, args in v.rocm.scope_overrides}}
-                if v.rocm.scope_overrides
-                else {}
-            ),
-        },
-    }

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from capplan.core.families import base
 from capplan.core.families.base import Machine, RunLevel
+from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, AmdVerdict, amd_how_runs
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.planning.plan import Plan, Variant
@@ -40,9 +41,10 @@ def pick_amd_variant(plan: Plan, package: str, device: AmdTarget) -> AmdPick:
     best: tuple[tuple[object, ...], Variant, AmdVerdict] | None = None
     whys: list[str] = []
     for variant in plan.variants_of(package):
-        if variant.rocm is None:
+        spec = rocm_spec(variant)
+        if spec is None:
             continue
-        targets = variant.rocm.targets or plan.amd_default_targets
+        targets = spec.targets or plan.amd_default_targets
         verdict = amd_how_runs(device, targets)
         if verdict.level is AmdRunLevel.CANNOT_RUN:
             whys.append(f"{variant.name}: {verdict.reason}")
@@ -75,7 +77,7 @@ def pick_amd_variant(plan: Plan, package: str, device: AmdTarget) -> AmdPick:
 def amd_plans_by_system(plan: Plan, system: str) -> tuple[Plan, Plan]:
     """The plan's AMD variants for a machine of ``system``, and those of the other systems
     (made once per ``detect`` run, then asked per GPU and package)."""
-    amd = tuple(v for v in plan.variants if v.rocm is not None)
+    amd = tuple(v for v in plan.variants if rocm_spec(v) is not None)
     mine = replace(plan, variants=tuple(v for v in amd if v.system == system))
     elsewhere = replace(plan, variants=tuple(v for v in amd if v.system != system))
     return mine, elsewhere

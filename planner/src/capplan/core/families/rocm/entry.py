@@ -1,0 +1,40 @@
+"""The ROCm family's line in the registry: what it has, each part imported when first asked
+for (:mod:`capplan.core.families.registry` reads this module, and nothing else of the family,
+until a command needs a part)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from capplan.core.families.base import FamilyPlanning, GpuFamily, Verifier
+    from capplan.core.model.kb import KnowledgeBase
+    from capplan.core.planning.config import Config
+
+FALLBACK = False
+DETECTOR = "capplan.adapters.detect.amd:find_devices"
+
+
+def gpu_family(kb: KnowledgeBase) -> GpuFamily[Any]:
+    from capplan.core.families.rocm.family import RocmFamily
+
+    return RocmFamily(kb)
+
+
+def verifier(amd_kb: Callable[[], Any], **_: Any) -> Verifier:
+    from capplan.core.families.rocm.verify import RocmVerifier
+
+    return RocmVerifier(amd_kb)
+
+
+def planning(
+    kb: KnowledgeBase,
+    config: Config,
+    *,
+    others: Sequence[GpuFamily[Any]],
+    cpu: object,  # the CPU family's model: not this family's
+) -> FamilyPlanning:
+    from capplan.core.families.rocm.planning import RocmPlanning
+
+    return RocmPlanning(kb, config)
