@@ -30,6 +30,7 @@ __all__ = [
     "cpu_adapter",
     "cpu_detector",
     "cpu_family",
+    "export_writer",
     "family_for_text",
     "gccarch_feature",
     "gpu_detectors",
@@ -216,6 +217,16 @@ def table_keys(v: Variant) -> dict[str, str]:
     """Every family's cells of ``v`` in ``capplan plan``'s tables: ``targets``, ``toolkit``
     (the CUDA column) and ``ptx`` of a GPU family's variant, ``cpu`` of a CPU-side build."""
     return _merged("table_keys", v)
+
+
+def export_writer(kind: str, v: Variant) -> tuple[str, Callable[..., Any]]:
+    """The family that owns ``v`` (a generic CPU build, which has no spec, is the CPU
+    family's) with its ``kind`` exporter: ``<family>_<kind>`` in core/families/<family>/
+    export.py (``spack``: the variant's Spack specs and notes)."""
+    name = "cpu" if v.spec is None else v.spec.family
+    package = next(p for p in _FAMILIES if p.rpartition(".")[2] == name)
+    function: Callable[..., Any] = getattr(import_module(f"{package}.export"), f"{name}_{kind}")
+    return name, function
 
 
 def is_cpu_level(v: Variant) -> bool:

@@ -1,0 +1,50 @@
+"""The ROCm family's part of the exports (``capplan export``): its variants as Spack specs.
+
+The spec grammar and recipes are core/export/spack.py's (spack-packages' ROCmPackage gives
+``rocm`` and ``amdgpu_target``); the exporter asks the variant's family through the registry
+(:func:`capplan.core.families.registry.export_writer`).
+"""
+
+from __future__ import annotations
+
+from capplan.core.export.spack import (
+    AMDGPU_TARGET_ONLY,
+    SPACK_PACKAGES,
+    SpackPackage,
+    generic_target,
+)
+from capplan.core.families.rocm.keys import rocm_spec
+from capplan.core.planning.plan import Plan, Variant
+
+__all__ = ["rocm_spack"]
+
+
+def rocm_spack(
+    plan: Plan, v: Variant, recipe: SpackPackage, version: str
+) -> tuple[list[str], list[str]]:
+    """(specs, notes): one spec, ``+rocm amdgpu_target=...`` on the recipe or on the package
+    that builds its GPU code; nixpkgs' default targets where the variant names none."""
+    spec = rocm_spec(v)
+    assert spec is not None
+    targets = ",".join(str(t) for t in (spec.targets or plan.amd_default_targets))
+    target = f"target={generic_target(v.system)}"
+    notes = []
+    carrier = recipe
+    if not recipe.rocm and recipe.via is not None:
+        carrier = SPACK_PACKAGES[recipe.via]
+        notes.append(
+            f"{recipe.name} has no rocm variant: the gfx targets are {carrier.name}'s, which "
+            "it builds its GPU code with"
+        )
+    gpu = []
+    if carrier.cuda:
+        gpu.append("~cuda")
+    if carrier.rocm:
+        gpu.append("+rocm")
+    if carrier.rocm or carrier.name in AMDGPU_TARGET_ONLY:
+        gpu.append(f"amdgpu_target={targets}")
+    else:
+        notes.append(f"{carrier.name} has no amdgpu_target variant: Spack builds its own targets")
+    if carrier is recipe:
+        return [" ".join([f"{recipe.name}{version}", *gpu, target])], notes
+    return [f"{recipe.name}{version} {target} ^{carrier.name} {' '.join(gpu)}"], notes
