@@ -7,8 +7,10 @@ import dataclasses
 import re
 
 from capplan.adapters.kb import load_kb
-from capplan.core.export.wheel import _label, _nvidia, wheel_variants
+from capplan.core.export.wheel import wheel_label as _label
+from capplan.core.export.wheel import wheel_variants
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.export import cuda_wheel_properties as _nvidia
 from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.families.cuda.spec import CudaSpec
 from capplan.core.planning.config import config_from_mapping

@@ -1,4 +1,5 @@
-"""The CUDA family's part of the exports (``capplan export``): its variants as Spack specs.
+"""The CUDA family's part of the exports (``capplan export``): its variants as PEP 825 wheel
+variants (the nvidia provider's properties, core/export/wheel.py) and as Spack specs.
 
 The spec grammar and recipes are core/export/spack.py's (spack-packages' CudaPackage gives
 ``cuda`` and ``cuda_arch``); the exporter asks the variant's family through the registry
@@ -7,11 +8,14 @@ The spec grammar and recipes are core/export/spack.py's (spack-packages' CudaPac
 
 from __future__ import annotations
 
+from capplan.core.export.common import mixed_machine_misses
 from capplan.core.export.spack import SPACK_PACKAGES, SpackPackage, generic_target
+from capplan.core.export.wheel import Properties, Translation, WheelContext, wheel_label
+from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.planning.plan import Plan, Variant
 
-__all__ = ["cuda_spack"]
+__all__ = ["cuda_spack", "cuda_wheel", "cuda_wheel_breadth", "cuda_wheel_properties"]
 
 
 def cuda_spack(
@@ -44,3 +48,139 @@ def cuda_spack(
         "(Spack's own ML stack pins x86_64_v3 instead)"
     )
     return [spec], notes
+
+
+def cuda_wheel(plan: Plan, v: Variant, context: WheelContext) -> Translation:
+    """``capplan export wheel-variants``' translation of a CUDA build (None for a fat build
+    every one of whose GPUs a single-target wheel serves: as a wheel it could only tie with
+    them, and PEP 825 gives no way to rank it below, so none)."""
+    singles = (
+        _singles_sm_arch(context.variants).get(v.system, frozenset()) if v.fat else frozenset()
+    )
+    label, properties, notes = cuda_wheel_properties(plan, v, singles)
+    if "sm_arch" not in properties["nvidia"]:
+        return None, properties, notes, "every GPU it runs on has a single-target wheel"
+    return label, properties, notes, ""
+
+
+def cuda_wheel_breadth(v: Variant) -> int:
+    """How widely a CUDA build runs, for two builds of equal properties: arch-specific ('a')
+    code on one capability, family ('f') code on its family, baseline code on every later
+    minor."""
+    suffixes = {c.suffix for c in cuda_spec(v).capabilities}
+    return 0 if "a" in suffixes else 1 if "f" in suffixes else 2
+
+
+def cuda_wheel_properties(
+    plan: Plan, v: Variant, stated_by_singles: frozenset[str]
+) -> tuple[str, Properties, list[str]]:
+    """A CUDA build as the nvidia provider's properties (``cuda_version_lower_bound``,
+    ``sm_arch``), its label and notes; ``stated_by_singles``: the sm_arch real values the
+    package's single-target wheels on its system state (a fat build states none of them)."""
+    notes: list[str] = []
+    real: list[str] = []
+    for c in cuda_spec(v).capabilities:
+        value = f"{c.number}_real"
+        if c.suffix == "a":
+            notes.append(
+                f"sm_{c.cmake} is stated as {value}: sm_arch has no 'a' values, and the nvidia "
+                f"provider offers {value} to every later {c.major}.x GPU as well (a 10.3 GPU is "
+                f"offered 100_real), where arch-specific code does not run: it runs only on "
+                f"{c.base}"
+            )
+        # An 'f' target needs no note: family code runs on the later minors of its major,
+        # which is what the provider offers X0_real to.
+        if value not in real:
+            real.append(value)
+    virtual: list[str] = []
+    for c in cuda_spec(v).ptx:
+        value = f"{c.major}0_virtual"
+        if c.minor == 0 and not c.suffix:
+            if value not in virtual:
+                virtual.append(value)
+        else:
+            notes.append(
+                f"PTX compute_{c.cmake} is not stated: sm_arch names PTX per major "
+                f"({value}), which would claim {c.major}.x GPUs below {c.base} too"
+            )
+    if v.fat:
+        real, virtual = _fat_sm_arch(v, real, virtual, stated_by_singles, notes)
+    if cuda_spec(v).ptx:
+        newest = max(cuda_spec(v).ptx)
+        notes.append(
+            f"PTX compute_{newest.cmake} also runs (JIT-compiled) on GPUs of later majors; "
+            "the nvidia provider offers a GPU only its own major's X0_virtual, so installers "
+            "do not offer this wheel to them"
+        )
+    jit = sorted({s.gpu for s in v.serves if s.level is RunLevel.PTX_JIT})
+    if jit:
+        notes.append(f"serves {', '.join(jit)} through PTX only, which installers cannot see")
+    misses = mixed_machine_misses(plan, v, keyed_on="highest")
+    if misses:
+        notes.append(
+            "the nvidia provider keys on a machine's highest GPU: a machine that also holds "
+            f"{', '.join(misses)} can be given this wheel, which does not run there"
+        )
+    assert v.cuda is not None
+    properties: Properties = {"nvidia": {"cuda_version_lower_bound": [str(v.cuda)]}}
+    if real or virtual:
+        properties["nvidia"]["sm_arch"] = real + virtual
+    if v.fat:
+        parts = ["fat"]
+    else:
+        parts = [
+            "sm"
+            + "_".join(
+                c.cmake + ("p" if c in cuda_spec(v).ptx else "") for c in cuda_spec(v).capabilities
+            )
+        ]
+    return wheel_label(v.cuda.slug, parts, properties), properties, notes
+
+
+def _fat_sm_arch(
+    v: Variant,
+    real: list[str],
+    virtual: list[str],
+    stated_by_singles: frozenset[str],
+    notes: list[str],
+) -> tuple[list[str], list[str]]:
+    """A fat wheel must lose to every single-target wheel that runs on a GPU: an installer
+    ranks wheels by their best value the GPU is offered, and a fat wheel holding every
+    ``XY_real`` ties with each single-target wheel on it (and wins the tie by label). So it
+    states only the real values no single-target wheel states, and its SASS for an X.0 as
+    ``X0_virtual``, which the provider offers after every real value: SASS for X.0 runs on
+    every X.y GPU, as the virtual value says."""
+    kept = [value for value in real if value not in stated_by_singles]
+    below = [value for value in real if value in stated_by_singles]
+    lows = [
+        f"{c.major}0_virtual"
+        for c in cuda_spec(v).capabilities
+        if c.minor == 0
+        and not c.suffix
+        and f"{c.number}_real" in below
+        and f"{c.major}0_virtual" not in virtual
+    ]
+    virtual = virtual + sorted(set(lows), key=lambda text: int(text.split("_")[0]))
+    if below:
+        notes.append(
+            f"{', '.join(below)} left out of the fat wheel's sm_arch: a single-target wheel "
+            "states each, and the fat wheel must rank below it on those GPUs"
+        )
+    if lows:
+        notes.append(
+            f"SASS for {', '.join(v[: -len('0_virtual')] + '.0' for v in sorted(set(lows)))} "
+            "is stated as the major's X0_virtual: it runs on every later minor of the major, "
+            "and ranks below every real value"
+        )
+    return kept, virtual
+
+
+def _singles_sm_arch(variants: tuple[Variant, ...]) -> dict[str, frozenset[str]]:
+    """Per system, the sm_arch real values the single-target NVIDIA wheels state."""
+    found: dict[str, set[str]] = {}
+    for v in variants:
+        if v.cuda is not None and not v.fat:
+            found.setdefault(v.system, set()).update(
+                f"{c.number}_real" for c in cuda_spec(v).capabilities
+            )
+    return {system: frozenset(values) for system, values in found.items()}

@@ -1,4 +1,5 @@
-"""The ROCm family's part of the exports (``capplan export``): its variants as Spack specs.
+"""The ROCm family's part of the exports (``capplan export``): its variants as PEP 825 wheel
+variants (the amd provider's properties, core/export/wheel.py) and as Spack specs.
 
 The spec grammar and recipes are core/export/spack.py's (spack-packages' ROCmPackage gives
 ``rocm`` and ``amdgpu_target``); the exporter asks the variant's family through the registry
@@ -13,10 +14,11 @@ from capplan.core.export.spack import (
     SpackPackage,
     generic_target,
 )
+from capplan.core.export.wheel import Properties, Translation, WheelContext, wheel_label
 from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.planning.plan import Plan, Variant
 
-__all__ = ["rocm_spack"]
+__all__ = ["rocm_spack", "rocm_wheel", "rocm_wheel_breadth"]
 
 
 def rocm_spack(
@@ -48,3 +50,35 @@ def rocm_spack(
     if carrier is recipe:
         return [" ".join([f"{recipe.name}{version}", *gpu, target])], notes
     return [f"{recipe.name}{version} {target} ^{carrier.name} {' '.join(gpu)}"], notes
+
+
+def rocm_wheel(plan: Plan, v: Variant, context: WheelContext) -> Translation:
+    """``capplan export wheel-variants``' translation of a ROCm build: the amd provider's
+    ``gfx_arch`` (nixpkgs' default targets for a shared build) and ``rocm_version``."""
+    rocm_version = context.rocm_version
+    spec = rocm_spec(v)
+    assert spec is not None
+    notes: list[str] = []
+    targets = spec.targets
+    if not targets:
+        targets = plan.amd_default_targets
+        notes.append("a shared ROCm build: it holds nixpkgs' default gfx targets")
+    amd: dict[str, list[str]] = {"gfx_arch": sorted({str(t.base) for t in targets})}
+    if any(t != t.base for t in targets):
+        notes.append("gfx_arch has no xnack/sramecc feature values: stated without them")
+    if rocm_version is not None:
+        # The AMD provider offers rocm_version as major.minor (7.2 for ROCm 7.2.3).
+        amd["rocm_version"] = [".".join(rocm_version.split(".")[:2])]
+    else:
+        notes.append(
+            "rocm_version is not stated: the plan does not record the ROCm release "
+            "(give --rocm-version)"
+        )
+    properties: Properties = {"amd": amd}
+    parts = ["_".join(amd["gfx_arch"])] if spec.targets else ["default"]
+    return wheel_label("rocm", parts, properties), properties, notes, ""
+
+
+def rocm_wheel_breadth(v: Variant) -> int:
+    """Two ROCm builds of equal properties run equally widely."""
+    return 2
