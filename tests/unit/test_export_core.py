@@ -85,7 +85,7 @@ def caps(*texts: str) -> tuple[Capability, ...]:
 
 
 def test_cuda_arch_spec_says_where_each_kind_of_code_runs() -> None:
-    from capplan.core.export.conda import cuda_arch_spec
+    from capplan.core.families.cuda.export import cuda_arch_spec
 
     assert cuda_arch_spec(caps("8.6"), ()) == ">=8.6,<9"  # SASS: its major's later minors
     assert cuda_arch_spec(caps("8.0", "8.6", "9.0"), ()) == ">=8.0,<9|>=9.0,<10"
@@ -96,7 +96,7 @@ def test_cuda_arch_spec_says_where_each_kind_of_code_runs() -> None:
 
 
 def test_amdgpu_arch_is_the_isa_version_py_rattler_reports() -> None:
-    from capplan.core.export.conda import amdgpu_arch
+    from capplan.core.families.rocm.export import amdgpu_arch
 
     assert amdgpu_arch("gfx942") == "9.4.2"
     assert amdgpu_arch("gfx90a") == "9.0.10"

@@ -1,5 +1,6 @@
 """The CUDA family's part of the exports (``capplan export``): its variants as PEP 825 wheel
-variants (the nvidia provider's properties, core/export/wheel.py) and as Spack specs.
+variants (the nvidia provider's properties, core/export/wheel.py), as rattler-build rows keyed
+on ``__cuda_arch`` (core/export/conda.py's sources) and as Spack specs.
 
 The spec grammar and recipes are core/export/spack.py's (spack-packages' CudaPackage gives
 ``cuda`` and ``cuda_arch``); the exporter asks the variant's family through the registry
@@ -8,14 +9,25 @@ The spec grammar and recipes are core/export/spack.py's (spack-packages' CudaPac
 
 from __future__ import annotations
 
-from capplan.core.export.common import mixed_machine_misses
+from typing import Any
+
+from capplan.core.export.common import fleet_nvidia, mixed_machine_misses
 from capplan.core.export.spack import SPACK_PACKAGES, SpackPackage, generic_target
 from capplan.core.export.wheel import Properties, Translation, WheelContext, wheel_label
 from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.planning.plan import Plan, Variant
 
-__all__ = ["cuda_spack", "cuda_wheel", "cuda_wheel_breadth", "cuda_wheel_properties"]
+__all__ = [
+    "cuda_arch_spec",
+    "cuda_conda",
+    "cuda_conda_fallbacks",
+    "cuda_spack",
+    "cuda_wheel",
+    "cuda_wheel_breadth",
+    "cuda_wheel_properties",
+]
 
 
 def cuda_spack(
@@ -184,3 +196,129 @@ def _singles_sm_arch(variants: tuple[Variant, ...]) -> dict[str, frozenset[str]]
                 f"{c.number}_real" for c in cuda_spec(v).capabilities
             )
     return {system: frozenset(values) for system, values in found.items()}
+
+
+def _cudaarchs(capabilities: tuple[Capability, ...], ptx: tuple[Capability, ...]) -> str:
+    """CMake's CUDA_ARCHITECTURES: ``86-real`` is SASS alone, ``86`` SASS and PTX."""
+    return ";".join(c.cmake if c in ptx else f"{c.cmake}-real" for c in capabilities)
+
+
+def _torch_list(capabilities: tuple[Capability, ...], ptx: tuple[Capability, ...]) -> str:
+    """torch's TORCH_CUDA_ARCH_LIST: ``8.6``, ``9.0a``, ``12.0+PTX``."""
+    return " ".join(f"{c}+PTX" if c in ptx else str(c) for c in capabilities)
+
+
+def cuda_arch_spec(capabilities: tuple[Capability, ...], ptx: tuple[Capability, ...]) -> str:
+    """The ``__cuda_arch`` versions a build runs on, as a conda version spec: SASS for X.Y on
+    X.Y up to the next major (the lowest minor of a major covers the others), PTX on X.Y and
+    later, arch-specific code on X.Y alone."""
+    lowest_sass: dict[int, Capability] = {}
+    exact: list[Capability] = []
+    later: list[Capability] = []
+    for c in capabilities:
+        if c.suffix == "a":
+            exact.append(c)
+        elif c in ptx:
+            later.append(c)
+        elif c.major not in lowest_sass or c < lowest_sass[c.major]:
+            lowest_sass[c.major] = c
+    sass = [c for _, c in sorted(lowest_sass.items())]
+    if later:
+        lowest_ptx = min(later)
+        sass = [c for c in sass if (c.major, c.minor) < (lowest_ptx.major, lowest_ptx.minor)]
+    parts = [f">={c.major}.{c.minor},<{c.major + 1}" for c in sass]
+    if later:
+        parts.append(f">={lowest_ptx.major}.{lowest_ptx.minor}")
+    covered = {c.major: c for c in sass}
+    for c in exact:  # arch-specific code: X.Y alone, unless a wider part holds it already
+        held = covered.get(c.major)
+        if (held is None or held.minor > c.minor) and not (
+            later and (c.major, c.minor) >= (lowest_ptx.major, lowest_ptx.minor)
+        ):
+            parts.append(f"=={c.major}.{c.minor}")
+    return "|".join(dict.fromkeys(parts))
+
+
+def cuda_conda(plan: Plan, v: Variant, torch_like: bool) -> dict[str, Any]:
+    """``capplan export conda``'s row of a CUDA build: CMake's and torch's target lists and
+    the ``__cuda_arch`` versions it runs on (and its targets, for the fallback row)."""
+    assert v.cuda is not None
+    nvidia = fleet_nvidia(plan)
+    served = [nvidia[s.gpu][0] for s in v.serves if s.gpu in nvidia]
+    lowest = min(served) if served else min(cuda_spec(v).capabilities)
+    notes = []
+    misses = mixed_machine_misses(plan, v, keyed_on="lowest")
+    if misses:
+        notes.append(
+            "__cuda_arch is a machine's lowest GPU: a machine that also holds "
+            f"{', '.join(misses)} can be given this build, which does not run there"
+        )
+    row: dict[str, Any] = {
+        "variants": [v.name],
+        "system": v.system,
+        "cuda": str(v.cuda),
+        "CUDAARCHS": _cudaarchs(cuda_spec(v).capabilities, cuda_spec(v).ptx),
+        "cuda_arch_min": str(lowest.base),
+        "requires": f"__cuda_arch {cuda_arch_spec(cuda_spec(v).capabilities, cuda_spec(v).ptx)}",
+        "serves": sorted({s.gpu for s in v.serves}),
+        "notes": notes,
+        # Rows serving fleet GPUs above rows for extra targets (an 'a' or 'f' build beside
+        # the plain one): the plan picks those for its GPUs.
+        "_key": (
+            0,
+            int(bool(served)),
+            *lowest.base.sort_key,
+            v.cuda.major,
+            v.cuda.minor,
+            *(-n for c in cuda_spec(v).capabilities for n in c.sort_key),
+        ),
+    }
+    if torch_like:
+        row["TORCH_CUDA_ARCH_LIST"] = _torch_list(cuda_spec(v).capabilities, cuda_spec(v).ptx)
+    row.update(_caps=cuda_spec(v).capabilities, _ptx=cuda_spec(v).ptx)
+    return row
+
+
+def cuda_conda_fallbacks(
+    plan: Plan, package: str, rows: list[dict[str, Any]], system: str, torch_like: bool
+) -> list[dict[str, Any]]:
+    """Per CUDA version of ``system``: the plan's fat build when it has one, else every target
+    its rows hold in one build, unless a row already is that build."""
+    found = []
+    cudas = sorted({v.cuda for v in plan.variants_of(package) if v.cuda and v.system == system})
+    for cuda in cudas:
+        fat = [
+            v
+            for v in plan.variants_of(package)
+            if v.fat and v.cuda == cuda and v.system == system and not v.independent
+        ]
+        mine = [r for r in rows if r["system"] == system and r["cuda"] == str(cuda)]
+        if fat:
+            capabilities, ptx = cuda_spec(fat[0]).capabilities, cuda_spec(fat[0]).ptx
+        else:
+            capabilities = tuple(sorted({c for r in mine for c in r["_caps"]}))
+            ptx = tuple(sorted({c for r in mine for c in r["_ptx"]}))
+        archs = _cudaarchs(capabilities, ptx)
+        if not fat and any(r["CUDAARCHS"] == archs for r in mine):
+            continue  # one row holds every target already: it is the fallback
+        row: dict[str, Any] = {
+            "variants": [v.name for v in fat],
+            "system": system,
+            "cuda": str(cuda),
+            "CUDAARCHS": archs,
+            "cuda_arch_min": str(min(capabilities).base),
+            "requires": f"__cuda_arch {cuda_arch_spec(capabilities, ptx)}",
+            "serves": sorted(
+                {g for r in mine for g in r["serves"]} | {s.gpu for v in fat for s in v.serves}
+            ),
+            "notes": [
+                "the fallback for clients without __cuda_arch: its __cuda_arch versions are a "
+                "run constraint, which applies only where the virtual package exists, so such "
+                "a client installs this row and no other"
+            ],
+            "fallback": True,
+        }
+        if torch_like:
+            row["TORCH_CUDA_ARCH_LIST"] = _torch_list(capabilities, ptx)
+        found.append(row)
+    return found

@@ -1,5 +1,6 @@
 """The ROCm family's part of the exports (``capplan export``): its variants as PEP 825 wheel
-variants (the amd provider's properties, core/export/wheel.py) and as Spack specs.
+variants (the amd provider's properties, core/export/wheel.py), as rattler-build rows keyed on
+``__amdgpu_arch`` (core/export/conda.py's sources) and as Spack specs.
 
 The spec grammar and recipes are core/export/spack.py's (spack-packages' ROCmPackage gives
 ``rocm`` and ``amdgpu_target``); the exporter asks the variant's family through the registry
@@ -7,6 +8,9 @@ The spec grammar and recipes are core/export/spack.py's (spack-packages' ROCmPac
 """
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 from capplan.core.export.spack import (
     AMDGPU_TARGET_ONLY,
@@ -18,7 +22,7 @@ from capplan.core.export.wheel import Properties, Translation, WheelContext, whe
 from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.planning.plan import Plan, Variant
 
-__all__ = ["rocm_spack", "rocm_wheel", "rocm_wheel_breadth"]
+__all__ = ["amdgpu_arch", "rocm_conda", "rocm_spack", "rocm_wheel", "rocm_wheel_breadth"]
 
 
 def rocm_spack(
@@ -82,3 +86,46 @@ def rocm_wheel(plan: Plan, v: Variant, context: WheelContext) -> Translation:
 def rocm_wheel_breadth(v: Variant) -> int:
     """Two ROCm builds of equal properties run equally widely."""
     return 2
+
+
+_GFX = re.compile(r"gfx([0-9]+)([0-9a-f])([0-9a-f])")
+
+
+def amdgpu_arch(gfx: str) -> str | None:
+    """A gfx target's ISA version as ``__amdgpu_arch`` states it: the last two hex digits are
+    minor and stepping (gfx942 -> 9.4.2, gfx90a -> 9.0.10, gfx1100 -> 11.0.0), whatever its
+    xnack/sramecc features; None for a generic target (gfx9-4-generic), which names no one
+    ISA."""
+    match = _GFX.fullmatch(gfx.split(":", 1)[0])
+    if match is None:
+        return None
+    major, minor, stepping = match.groups()
+    return f"{int(major)}.{int(minor, 16)}.{int(stepping, 16)}"
+
+
+def rocm_conda(plan: Plan, v: Variant, torch_like: bool) -> dict[str, Any]:
+    """``capplan export conda``'s row of a ROCm build: its gfx targets and the
+    ``__amdgpu_arch`` ISA versions it runs on (``torch_like`` changes nothing here)."""
+    spec = rocm_spec(v)
+    assert spec is not None
+    targets = spec.targets or plan.amd_default_targets
+    bases = sorted({t.base for t in targets})
+    notes = []
+    if not spec.targets:
+        notes.append("a shared ROCm build: it holds nixpkgs' default gfx targets")
+    if any(t != t.base for t in targets):
+        notes.append("__amdgpu_arch has no xnack/sramecc features: the row keys on the ISA")
+    isas = [found for t in bases if (found := amdgpu_arch(str(t))) is not None]
+    if len(isas) < len(bases):
+        notes.append("a generic gfx target names no one ISA: __amdgpu_arch cannot key on it")
+    return {
+        "variants": [v.name],
+        "system": v.system,
+        "cuda": None,
+        "AMDGPU_TARGETS": ";".join(str(t) for t in targets),
+        "requires": "__amdgpu_arch " + ("|".join(f"=={isa}" for isa in isas) or "*"),
+        "serves": sorted({s.gpu for s in v.serves}),
+        "notes": notes,
+        # AMD rows rank below NVIDIA ones: a machine has one or the other virtual package.
+        "_key": (-1, *(int(n) for isa in isas for n in isa.split("."))),
+    }
