@@ -208,9 +208,8 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
         "rocm.target",
     },
     "core/planning/planner.py": {"cpu.planning", "cuda.inputs"},
-    # Binary readers and exports that judge CUDA and AMD device code side by side (the wheel,
-    # conda and Spack exporters ask the variant's family, core/families/<f>/export.py,
-    # through the registry; common.py's fleet and serving helpers remain).
+    # Binary readers that judge CUDA and AMD device code side by side (the exporters ask the
+    # variant's family, core/families/<f>/export.py, through the registry).
     "core/binaries/doctor.py": {
         "cuda.capability",
         "cuda.compat",
@@ -220,7 +219,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     },
     "core/binaries/fatbin.py": {"cuda.capability"},
     "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
-    "core/export/common.py": {"cuda.capability", "cuda.compat", "cuda.keys", "rocm.target"},
     # Adapters that read a family's files (the fatbin reader, the KB loader: AMD's and the CPU
     # package file, archspec's loader); the Jetson device tree is the NVIDIA detector's own.
     "adapters/cpu_archspec.py": {"cpu.kb", "cpu.planning"},

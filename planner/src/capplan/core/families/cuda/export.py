@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from capplan.core.export.common import fleet_nvidia, mixed_machine_misses
 from capplan.core.export.spack import SPACK_PACKAGES, SpackPackage, generic_target
 from capplan.core.export.wheel import Properties, Translation, WheelContext, wheel_label
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.compat import how_runs
 from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.planning.plan import Plan, Variant
 
@@ -27,6 +27,8 @@ __all__ = [
     "cuda_wheel",
     "cuda_wheel_breadth",
     "cuda_wheel_properties",
+    "fleet_nvidia",
+    "mixed_machine_misses",
 ]
 
 
@@ -322,3 +324,38 @@ def cuda_conda_fallbacks(
             row["TORCH_CUDA_ARCH_LIST"] = _torch_list(capabilities, ptx)
         found.append(row)
     return found
+
+
+def fleet_nvidia(plan: Plan) -> dict[str, tuple[Capability, bool, str]]:
+    """Fleet label -> (capability, Jetson, system)."""
+    return {g.label: (g.capability, g.jetson, g.system) for g in plan.fleet}
+
+
+def _runs(plan: Plan, v: Variant, label: str) -> bool:
+    nvidia = fleet_nvidia(plan)
+    if label in nvidia:
+        capability, jetson, _ = nvidia[label]
+        spec = cuda_spec(v)
+        verdict = how_runs(capability, spec.capabilities, spec.ptx, jetson=jetson)
+        return verdict.level is not RunLevel.CANNOT_RUN
+    return False
+
+
+def mixed_machine_misses(plan: Plan, v: Variant, *, keyed_on: str) -> tuple[str, ...]:
+    """The fleet's NVIDIA GPUs (of the variant's system) that this build cannot run, yet that
+    share a machine with a GPU it is chosen for: an installer that keys on one GPU (the highest
+    for the PEP 825 nvidia provider, ``keyed_on="highest"``; the lowest for CEP 46's
+    ``__cuda_arch``, ``keyed_on="lowest"``) can give such a machine this build."""
+    nvidia = fleet_nvidia(plan)
+    served = [nvidia[s.gpu][0] for s in v.serves if s.gpu in nvidia]
+    if not served:
+        return ()
+    misses = []
+    for label, (capability, _, system) in nvidia.items():
+        if system != v.system or _runs(plan, v, label):
+            continue
+        below = capability < max(served) if keyed_on == "highest" else capability > min(served)
+        if below:
+            misses.append(f"{label} ({capability})")
+    where = f" on {v.system}" if len(plan.systems) > 1 else ""
+    return tuple(f"{m}{where}" for m in sorted(set(misses)))
