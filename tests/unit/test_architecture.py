@@ -195,7 +195,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/gpus.py": {"cuda.capability"},
-    "core/model/systems.py": {"cuda.capability", "cuda.version"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},
     # Dispatch is NVIDIA-only: it reads CUDA variants' specs.
     "core/planning/dispatch.py": {"cuda.capability", "cuda.keys", "cuda.spec"},
