@@ -187,8 +187,7 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # objects, and dispatch resolves its devices itself).
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
-    # "one typed field") and the knowledge-base records; the planner still takes CPU's model
-    # and CUDA's policy inputs.
+    # "one typed field") and the knowledge-base records.
     # The plan: a Variant holds one typed family spec (core/model/spec.py's FamilySpec, issue
     # 42), but the fleet entries, the CUDA policy and version and nixpkgs' default ROCm
     # targets are still written in CUDA's and ROCm's types.
@@ -206,7 +205,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
         "cuda.version",
         "rocm.target",
     },
-    "core/planning/planner.py": {"cpu.planning", "cuda.inputs"},
     # Binary readers that judge CUDA and AMD device code side by side (the exporters ask the
     # variant's family, core/families/<f>/export.py, through the registry).
     "core/binaries/doctor.py": {
