@@ -320,7 +320,7 @@ def test_rattler_build_renders_the_rows_and_the_solver_picks_the_planned_one(
         for gpu in plan["amd_fleet"]:
             if gpu["system"] != system:
                 continue
-            from capplan.core.export.conda import amdgpu_arch
+            from capplan.core.families.rocm.export import amdgpu_arch
 
             want = priority_of[_planned_for(plan, package, gpu["gpu"])]
             isa = amdgpu_arch(gpu["target"])

@@ -233,9 +233,9 @@ def _add_the_toy_family(root: Path) -> None:
     (src / "adapters" / "detect" / "toy.py").write_text(DETECTOR.lstrip("\n"), encoding="utf-8")
     registry = src / "core" / "families" / "registry.py"
     text = registry.read_text(encoding="utf-8")
-    # First in the table: ROCm's claim refuses a GPU name that core/model/vendors.py does not
-    # know, so a family whose names it does not know claims before it.
-    line = "_FAMILIES = (\n"
+    # After ROCm in the table: ROCm's claim leaves a GPU name core/model/vendors.py does not
+    # know to the families after it, so the table's order does not decide who may claim it.
+    line = '    "capplan.core.families.rocm",\n'
     assert text.count(line) == 1, "the registry's table changed: update this test's edit"
     registry.write_text(
         text.replace(line, line + '    "capplan.core.families.toy",\n'), encoding="utf-8"
@@ -279,7 +279,7 @@ def test_a_fourth_family_plans_a_variant_and_nix_builds_it(copy: NixRunner) -> N
     assert toy["capabilities"] == [] and toy["cpu"] is None and not toy["independent"]
     assert found["tables"]["gromacs-toy1"]["toolkit"] == "toy"
     # detect's adapters ask the toy's detector too, in the table's order.
-    assert found["missing"][0] == "no toy device here" and len(found["missing"]) == 3
+    assert found["missing"][2] == "no toy device here" and len(found["missing"]) == 3
     # Nix evaluates it through pkgs/families/toy.nix (the CPU family's behaviour under the toy
     # vendor): the plain set's gromacs, as a generic CPU-side build of it is.
     generic = {k: v for k, v in toy.items() if k != "toy"} | {"vendor": None}

@@ -187,15 +187,13 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # objects, and dispatch resolves its devices itself).
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
-    # "one typed field") and the knowledge-base records; the planner still takes CPU's model
-    # and CUDA's policy inputs.
+    # "one typed field") and the knowledge-base records.
     # The plan: a Variant holds one typed family spec (core/model/spec.py's FamilySpec, issue
     # 42), but the fleet entries, the CUDA policy and version and nixpkgs' default ROCm
     # targets are still written in CUDA's and ROCm's types.
     "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/gpus.py": {"cuda.capability"},
-    "core/model/systems.py": {"cuda.capability", "cuda.version"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},
     # Dispatch is NVIDIA-only: it reads CUDA variants' specs.
     "core/planning/dispatch.py": {"cuda.capability", "cuda.keys", "cuda.spec"},
@@ -207,9 +205,8 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
         "cuda.version",
         "rocm.target",
     },
-    "core/planning/planner.py": {"cpu.planning", "cuda.inputs"},
-    # Binary readers and exports that judge CUDA and AMD device code side by side; the
-    # exporters read each family's spec of a variant through the family's keys.py.
+    # Binary readers that judge CUDA and AMD device code side by side (the exporters ask the
+    # variant's family, core/families/<f>/export.py, through the registry).
     "core/binaries/doctor.py": {
         "cuda.capability",
         "cuda.compat",
@@ -219,10 +216,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     },
     "core/binaries/fatbin.py": {"cuda.capability"},
     "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
-    "core/export/common.py": {"cuda.capability", "cuda.compat", "cuda.keys", "rocm.target"},
-    "core/export/conda.py": {"cuda.capability", "cuda.keys", "rocm.keys"},
-    "core/export/spack.py": {"cpu.keys", "cuda.keys", "rocm.keys"},
-    "core/export/wheel.py": {"cpu.keys", "cuda.keys", "rocm.keys"},
     # Adapters that read a family's files (the fatbin reader, the KB loader: AMD's and the CPU
     # package file, archspec's loader); the Jetson device tree is the NVIDIA detector's own.
     "adapters/cpu_archspec.py": {"cpu.kb", "cpu.planning"},

@@ -7,8 +7,10 @@ import dataclasses
 import re
 
 from capplan.adapters.kb import load_kb
-from capplan.core.export.wheel import _label, _nvidia, wheel_variants
+from capplan.core.export.wheel import wheel_label as _label
+from capplan.core.export.wheel import wheel_variants
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.export import cuda_wheel_properties as _nvidia
 from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.families.cuda.spec import CudaSpec
 from capplan.core.planning.config import config_from_mapping
@@ -83,7 +85,7 @@ def caps(*texts: str) -> tuple[Capability, ...]:
 
 
 def test_cuda_arch_spec_says_where_each_kind_of_code_runs() -> None:
-    from capplan.core.export.conda import cuda_arch_spec
+    from capplan.core.families.cuda.export import cuda_arch_spec
 
     assert cuda_arch_spec(caps("8.6"), ()) == ">=8.6,<9"  # SASS: its major's later minors
     assert cuda_arch_spec(caps("8.0", "8.6", "9.0"), ()) == ">=8.0,<9|>=9.0,<10"
@@ -94,7 +96,7 @@ def test_cuda_arch_spec_says_where_each_kind_of_code_runs() -> None:
 
 
 def test_amdgpu_arch_is_the_isa_version_py_rattler_reports() -> None:
-    from capplan.core.export.conda import amdgpu_arch
+    from capplan.core.families.rocm.export import amdgpu_arch
 
     assert amdgpu_arch("gfx942") == "9.4.2"
     assert amdgpu_arch("gfx90a") == "9.0.10"

@@ -129,6 +129,28 @@ PHASES = {
 }  # fmt: skip
 
 
+def test_rocm_leaves_names_it_does_not_know_and_the_fallback_refuses_them() -> None:
+    # ROCm's fleet claim says no to a name no vendor knows (a family after it in the registry
+    # may know it); the fallback, CUDA, refuses it at the same entry with both vendors'
+    # "did you mean", and ROCm still refuses a bad gfx target or an ambiguous AMD name itself.
+    gpus = ["MI300X", "A100", "Voodoo 5", "gfx9999"]
+    config = config_from_mapping({"fleet": {"gpus": gpus}, "packages": {"torch": {}}}, origin="t")
+    rocm, cuda = (
+        next(f for f in planning_families(KB, config) if f.family.name == name)
+        for name in ("rocm", "cuda")
+    )
+    assert isinstance(rocm, base.ClaimsFleet) and isinstance(cuda, base.ClaimsFleet)
+    assert rocm.claims_gpu("MI300X") and not rocm.claims_gpu("A100")
+    assert not rocm.claims_gpu("Voodoo 5")
+    assert cuda.claims_gpu("A100")
+    with pytest.raises(InvalidInputError, match="unknown GPU or capability 'Voodoo 5'"):
+        cuda.claims_gpu("Voodoo 5")
+    with pytest.raises(InvalidInputError, match="generic build target"):
+        rocm.claims_gpu("gfx9-generic")
+    with pytest.raises(InvalidInputError, match="ambiguous"):
+        rocm.claims_gpu("MI2")
+
+
 def test_each_family_has_only_the_planning_phases_it_does() -> None:
     config = config_from_mapping(
         {"fleet": {"gpus": ["A100"]}, "packages": {"torch": {}}}, origin="t"

@@ -10,13 +10,9 @@ import pytest
 from capplan.adapters.kb import load_kb
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.cuda.redist import is_pre_sbsa_jetson, uses_jetson_redist
 from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.model.systems import (
-    is_pre_sbsa_jetson,
-    system_suffix,
-    uses_jetson_redist,
-    variant_of_attr,
-)
+from capplan.core.model.systems import system_suffix, variant_of_attr
 from capplan.core.planning.config import Config, config_from_mapping
 from capplan.core.planning.matrix import build_matrix, github_matrices, plan_json
 from capplan.core.planning.plan import Plan

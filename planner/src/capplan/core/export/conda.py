@@ -21,200 +21,24 @@ virtual package exists: a client without it can install the fallback row alone.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from capplan.core.export.common import (
-    Export,
-    ExportFile,
-    export_variants,
-    fleet_nvidia,
-    mixed_machine_misses,
-    yaml_string,
-)
-from capplan.core.families.cuda.capability import Capability
-from capplan.core.families.cuda.keys import cuda_spec
-from capplan.core.families.rocm.keys import rocm_spec
-from capplan.core.planning.plan import Plan, Variant
+from capplan.core.export.common import Export, ExportFile, export_variants, yaml_string
+from capplan.core.families.registry import export_writer, export_writers, has_export
+from capplan.core.planning.plan import Plan
 from capplan.errors import InvalidInputError
 
-__all__ = ["amdgpu_arch", "conda_config", "cuda_arch_spec"]
+__all__ = ["conda_config"]
 
 # conda's platform names (subdirs) for the systems capplan plans.
 SUBDIRS = {"x86_64-linux": "linux-64", "aarch64-linux": "linux-aarch64"}
-
-
-def _cudaarchs(capabilities: tuple[Capability, ...], ptx: tuple[Capability, ...]) -> str:
-    """CMake's CUDA_ARCHITECTURES: ``86-real`` is SASS alone, ``86`` SASS and PTX."""
-    return ";".join(c.cmake if c in ptx else f"{c.cmake}-real" for c in capabilities)
-
-
-def _torch_list(capabilities: tuple[Capability, ...], ptx: tuple[Capability, ...]) -> str:
-    """torch's TORCH_CUDA_ARCH_LIST: ``8.6``, ``9.0a``, ``12.0+PTX``."""
-    return " ".join(f"{c}+PTX" if c in ptx else str(c) for c in capabilities)
-
-
-def cuda_arch_spec(capabilities: tuple[Capability, ...], ptx: tuple[Capability, ...]) -> str:
-    """The ``__cuda_arch`` versions a build runs on, as a conda version spec: SASS for X.Y on
-    X.Y up to the next major (the lowest minor of a major covers the others), PTX on X.Y and
-    later, arch-specific code on X.Y alone."""
-    lowest_sass: dict[int, Capability] = {}
-    exact: list[Capability] = []
-    later: list[Capability] = []
-    for c in capabilities:
-        if c.suffix == "a":
-            exact.append(c)
-        elif c in ptx:
-            later.append(c)
-        elif c.major not in lowest_sass or c < lowest_sass[c.major]:
-            lowest_sass[c.major] = c
-    sass = [c for _, c in sorted(lowest_sass.items())]
-    if later:
-        lowest_ptx = min(later)
-        sass = [c for c in sass if (c.major, c.minor) < (lowest_ptx.major, lowest_ptx.minor)]
-    parts = [f">={c.major}.{c.minor},<{c.major + 1}" for c in sass]
-    if later:
-        parts.append(f">={lowest_ptx.major}.{lowest_ptx.minor}")
-    covered = {c.major: c for c in sass}
-    for c in exact:  # arch-specific code: X.Y alone, unless a wider part holds it already
-        held = covered.get(c.major)
-        if (held is None or held.minor > c.minor) and not (
-            later and (c.major, c.minor) >= (lowest_ptx.major, lowest_ptx.minor)
-        ):
-            parts.append(f"=={c.major}.{c.minor}")
-    return "|".join(dict.fromkeys(parts))
-
-
-_GFX = re.compile(r"gfx([0-9]+)([0-9a-f])([0-9a-f])")
-
-
-def amdgpu_arch(gfx: str) -> str | None:
-    """A gfx target's ISA version as ``__amdgpu_arch`` states it: the last two hex digits are
-    minor and stepping (gfx942 -> 9.4.2, gfx90a -> 9.0.10, gfx1100 -> 11.0.0), whatever its
-    xnack/sramecc features; None for a generic target (gfx9-4-generic), which names no one
-    ISA."""
-    match = _GFX.fullmatch(gfx.split(":", 1)[0])
-    if match is None:
-        return None
-    major, minor, stepping = match.groups()
-    return f"{int(major)}.{int(minor, 16)}.{int(stepping, 16)}"
-
-
-def _cuda_row(plan: Plan, v: Variant, torch_like: bool) -> dict[str, Any]:
-    assert v.cuda is not None
-    nvidia = fleet_nvidia(plan)
-    served = [nvidia[s.gpu][0] for s in v.serves if s.gpu in nvidia]
-    lowest = min(served) if served else min(cuda_spec(v).capabilities)
-    notes = []
-    misses = mixed_machine_misses(plan, v, keyed_on="lowest")
-    if misses:
-        notes.append(
-            "__cuda_arch is a machine's lowest GPU: a machine that also holds "
-            f"{', '.join(misses)} can be given this build, which does not run there"
-        )
-    row: dict[str, Any] = {
-        "variants": [v.name],
-        "system": v.system,
-        "cuda": str(v.cuda),
-        "CUDAARCHS": _cudaarchs(cuda_spec(v).capabilities, cuda_spec(v).ptx),
-        "cuda_arch_min": str(lowest.base),
-        "requires": f"__cuda_arch {cuda_arch_spec(cuda_spec(v).capabilities, cuda_spec(v).ptx)}",
-        "serves": sorted({s.gpu for s in v.serves}),
-        "notes": notes,
-        # Rows serving fleet GPUs above rows for extra targets (an 'a' or 'f' build beside
-        # the plain one): the plan picks those for its GPUs.
-        "_key": (
-            0,
-            int(bool(served)),
-            *lowest.base.sort_key,
-            v.cuda.major,
-            v.cuda.minor,
-            *(-n for c in cuda_spec(v).capabilities for n in c.sort_key),
-        ),
-    }
-    if torch_like:
-        row["TORCH_CUDA_ARCH_LIST"] = _torch_list(cuda_spec(v).capabilities, cuda_spec(v).ptx)
-    return row
-
-
-def _amd_row(plan: Plan, v: Variant) -> dict[str, Any]:
-    spec = rocm_spec(v)
-    assert spec is not None
-    targets = spec.targets or plan.amd_default_targets
-    bases = sorted({t.base for t in targets})
-    notes = []
-    if not spec.targets:
-        notes.append("a shared ROCm build: it holds nixpkgs' default gfx targets")
-    if any(t != t.base for t in targets):
-        notes.append("__amdgpu_arch has no xnack/sramecc features: the row keys on the ISA")
-    isas = [found for t in bases if (found := amdgpu_arch(str(t))) is not None]
-    if len(isas) < len(bases):
-        notes.append("a generic gfx target names no one ISA: __amdgpu_arch cannot key on it")
-    return {
-        "variants": [v.name],
-        "system": v.system,
-        "cuda": None,
-        "AMDGPU_TARGETS": ";".join(str(t) for t in targets),
-        "requires": "__amdgpu_arch " + ("|".join(f"=={isa}" for isa in isas) or "*"),
-        "serves": sorted({s.gpu for s in v.serves}),
-        "notes": notes,
-        # AMD rows rank below NVIDIA ones: a machine has one or the other virtual package.
-        "_key": (-1, *(int(n) for isa in isas for n in isa.split("."))),
-    }
-
-
-def _fallback(
-    plan: Plan, package: str, rows: list[dict[str, Any]], system: str, torch_like: bool
-) -> list[dict[str, Any]]:
-    """Per CUDA version of ``system``: the plan's fat build when it has one, else every target
-    its rows hold in one build, unless a row already is that build."""
-    found = []
-    cudas = sorted({v.cuda for v in plan.variants_of(package) if v.cuda and v.system == system})
-    for cuda in cudas:
-        fat = [
-            v
-            for v in plan.variants_of(package)
-            if v.fat and v.cuda == cuda and v.system == system and not v.independent
-        ]
-        mine = [r for r in rows if r["system"] == system and r["cuda"] == str(cuda)]
-        if fat:
-            capabilities, ptx = cuda_spec(fat[0]).capabilities, cuda_spec(fat[0]).ptx
-        else:
-            capabilities = tuple(sorted({c for r in mine for c in r["_caps"]}))
-            ptx = tuple(sorted({c for r in mine for c in r["_ptx"]}))
-        archs = _cudaarchs(capabilities, ptx)
-        if not fat and any(r["CUDAARCHS"] == archs for r in mine):
-            continue  # one row holds every target already: it is the fallback
-        row: dict[str, Any] = {
-            "variants": [v.name for v in fat],
-            "system": system,
-            "cuda": str(cuda),
-            "CUDAARCHS": archs,
-            "cuda_arch_min": str(min(capabilities).base),
-            "requires": f"__cuda_arch {cuda_arch_spec(capabilities, ptx)}",
-            "serves": sorted(
-                {g for r in mine for g in r["serves"]} | {s.gpu for v in fat for s in v.serves}
-            ),
-            "notes": [
-                "the fallback for clients without __cuda_arch: its __cuda_arch versions are a "
-                "run constraint, which applies only where the virtual package exists, so such "
-                "a client installs this row and no other"
-            ],
-            "fallback": True,
-        }
-        if torch_like:
-            row["TORCH_CUDA_ARCH_LIST"] = _torch_list(capabilities, ptx)
-        found.append(row)
-    return found
 
 
 def conda_config(plan: Plan, package: str, version: str, *, torch_like: bool) -> Export:
     """``recipe.yaml`` and ``variants.yaml`` (``variants-<subdir>.yaml`` per system when the
     plan has several) for ``package``'s GPU builds."""
     # The GPU builds: CPU builds have no virtual package to key on.
-    variants = [
-        v for v in export_variants(plan, package) if v.cuda is not None or rocm_spec(v) is not None
-    ]
+    variants = [v for v in export_variants(plan, package) if has_export("conda", v)]
     if not variants:
         raise InvalidInputError(
             f"package '{package}' has no GPU builds in the plan: conda rows key on "
@@ -225,14 +49,16 @@ def conda_config(plan: Plan, package: str, version: str, *, torch_like: bool) ->
     for v in variants:
         if v.fat:
             continue
-        if rocm_spec(v) is not None:
-            rows.append(_amd_row(plan, v))
-        else:
-            row = _cuda_row(plan, v, torch_like)
-            row.update(_caps=cuda_spec(v).capabilities, _ptx=cuda_spec(v).ptx)
-            rows.append(row)
+        # The variant's family writes its row (core/families/<family>/export.py).
+        _, write_row = export_writer("conda", v)
+        rows.append(write_row(plan, v, torch_like))
     systems = sorted({v.system for v in variants}, key=lambda s: (s != plan.system, s))
-    fallbacks = [r for s in systems for r in _fallback(plan, package, rows, s, torch_like)]
+    fallbacks = [
+        r
+        for s in systems
+        for fallback in export_writers("conda_fallbacks")
+        for r in fallback(plan, package, rows, s, torch_like)
+    ]
     # Newest first: the highest lowest-capability gets the highest priority, the fallbacks 0.
     rows.sort(key=lambda r: tuple(-x for x in r["_key"]))
     for index, row in enumerate(rows):

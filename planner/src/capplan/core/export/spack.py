@@ -17,18 +17,22 @@ The several builds of one package cannot be unified into one concretization: ``u
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from capplan.core.export.common import Export, ExportFile, export_variants, yaml_string
-from capplan.core.families.cpu.keys import cpu_spec
-from capplan.core.families.cuda.keys import cuda_spec
-from capplan.core.families.rocm.keys import rocm_spec
+from capplan.core.families.registry import export_writer
 from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import InvalidInputError
 
-__all__ = ["SPACK_PACKAGES", "SpackPackage", "spack_environment"]
+__all__ = [
+    "AMDGPU_TARGET_ONLY",
+    "SPACK_PACKAGES",
+    "SpackPackage",
+    "generic_target",
+    "level_target",
+    "spack_environment",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,117 +71,27 @@ SPACK_PACKAGES: dict[str, SpackPackage] = {
     "aotriton": SpackPackage("aotriton"),
 }
 # ROCm libraries whose recipe has amdgpu_target without ROCmPackage's rocm variant.
-_AMDGPU_TARGET_ONLY = frozenset({"miopen-hip", "composable-kernel", "hipblaslt"})
+AMDGPU_TARGET_ONLY = frozenset({"miopen-hip", "composable-kernel", "hipblaslt"})
 
 
-def _generic(system: str) -> str:
+def generic_target(system: str) -> str:
     """Spack's generic target of a system's family (``x86_64``, ``aarch64``): the CPU code
     nixpkgs' GPU builds carry."""
     return system.split("-", 1)[0]
 
 
-def _level(text: str) -> str:
+def level_target(text: str) -> str:
     """archspec's names are Spack's targets; capplan spells the x86-64 levels with hyphens."""
     return text.replace("-", "_") if text.startswith("x86-64") else text
 
 
-def _cuda(v: Variant, recipe: SpackPackage, version: str) -> tuple[str, list[str]]:
-    notes = []
-    archs = ",".join(c.cmake for c in cuda_spec(v).capabilities)
-    target = f"target={_generic(v.system)}"
-    gpu = f"+cuda cuda_arch={archs}"
-    if recipe.cuda:
-        rocm = " ~rocm" if recipe.rocm else ""
-        spec = f"{recipe.name}{version} {gpu}{rocm} {target} ^cuda@{v.cuda}"
-    else:
-        carrier = SPACK_PACKAGES[recipe.via or ""]
-        rocm = " ~rocm" if carrier.rocm else ""
-        spec = f"{recipe.name}{version} {target} ^{carrier.name} {gpu}{rocm} ^cuda@{v.cuda}"
-        notes.append(
-            f"{recipe.name} has no cuda variant: the CUDA targets are {carrier.name}'s, which "
-            "it builds its CUDA code with"
-        )
-    if cuda_spec(v).ptx:
-        notes.append(
-            "cuda_arch has no PTX choice: Spack's CudaPackage flags decide what PTX "
-            f"is embedded, not the plan's compute_{max(cuda_spec(v).ptx).cmake}"
-        )
-    notes.append(
-        f"target={_generic(v.system)}: the plan's GPU builds carry generic CPU code (Spack's "
-        "own ML stack pins x86_64_v3 instead)"
-    )
-    return spec, notes
-
-
-def _rocm(plan: Plan, v: Variant, recipe: SpackPackage, version: str) -> tuple[str, list[str]]:
-    spec = rocm_spec(v)
-    assert spec is not None
-    targets = ",".join(str(t) for t in (spec.targets or plan.amd_default_targets))
-    target = f"target={_generic(v.system)}"
-    notes = []
-    carrier = recipe
-    if not recipe.rocm and recipe.via is not None:
-        carrier = SPACK_PACKAGES[recipe.via]
-        notes.append(
-            f"{recipe.name} has no rocm variant: the gfx targets are {carrier.name}'s, which "
-            "it builds its GPU code with"
-        )
-    gpu = []
-    if carrier.cuda:
-        gpu.append("~cuda")
-    if carrier.rocm:
-        gpu.append("+rocm")
-    if carrier.rocm or carrier.name in _AMDGPU_TARGET_ONLY:
-        gpu.append(f"amdgpu_target={targets}")
-    else:
-        notes.append(f"{carrier.name} has no amdgpu_target variant: Spack builds its own targets")
-    if carrier is recipe:
-        return " ".join([f"{recipe.name}{version}", *gpu, target]), notes
-    return f"{recipe.name}{version} {target} ^{carrier.name} {' '.join(gpu)}", notes
-
-
-def _cpu(v: Variant, recipe: SpackPackage, version: str) -> tuple[list[str], list[str]]:
-    off = " ~cuda" if recipe.cuda else ""
-    off += " ~rocm" if recipe.rocm else ""
-    head = f"{recipe.name}{version}{off}"
-    spec = cpu_spec(v)
-    if spec is None:
-        return [f"{head} target={_generic(v.system)}"], []
-    if spec.target is None:
-        return [f"{head} target={_level(level)}" for level, _ in spec.hwcaps], [
-            "a glibc-hwcaps layout has no Spack spelling: one spec per level it holds"
-        ]
-    return [f"{head} target={_level(spec.target)}"], []
-
-
-def _gpu_cuda(plan: Plan, v: Variant, recipe: SpackPackage, at: str) -> tuple[list[str], list[str]]:
-    spec, notes = _cuda(v, recipe, at)
-    return [spec], notes
-
-
-def _gpu_rocm(plan: Plan, v: Variant, recipe: SpackPackage, at: str) -> tuple[list[str], list[str]]:
-    spec, notes = _rocm(plan, v, recipe, at)
-    return [spec], notes
-
-
-def _cpu_side(plan: Plan, v: Variant, recipe: SpackPackage, at: str) -> tuple[list[str], list[str]]:
-    return _cpu(v, recipe, at)
-
-
-Render = Callable[[Plan, Variant, SpackPackage, str], tuple[list[str], list[str]]]
-# Each target family's specs and its group (Spack's CI stack splits its groups the same way).
-_FAMILIES: dict[str | None, tuple[str, Render]] = {
-    "nvidia": ("cuda", _gpu_cuda),
-    "amd": ("rocm", _gpu_rocm),
-    None: ("cpu", _cpu_side),
-}
-
-
 def _specs(plan: Plan, v: Variant, version: str) -> tuple[str, list[str], list[str]]:
-    """(group, specs, notes)."""
-    group, render = _FAMILIES[v.vendor]
+    """(group, specs, notes): the variant's family writes its specs (``<family>_spack`` in
+    core/families/<family>/export.py) and names its group (Spack's CI stack splits its groups
+    the same way)."""
+    family, render = export_writer("spack", v)
     specs, notes = render(plan, v, SPACK_PACKAGES[v.package], f"@{version}" if version else "")
-    return f"{group}_{_generic(v.system)}", specs, notes
+    return f"{family}_{generic_target(v.system)}", specs, notes
 
 
 def spack_environment(plan: Plan, package: str, version: str) -> Export:

@@ -39,21 +39,25 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-from capplan.core.export.common import Export, ExportFile, export_variants, mixed_machine_misses
-from capplan.core.families.base import RunLevel
-from capplan.core.families.cpu.keys import cpu_spec
-from capplan.core.families.cuda.keys import cuda_spec
-from capplan.core.families.rocm.keys import rocm_spec
+from capplan.core.export.common import Export, ExportFile, export_variants
+from capplan.core.families.registry import export_writer
 from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
+    "AARCH64_FEATURES",
     "NULL_LABEL",
     "PROVIDERS",
     "SCHEMA_URL",
+    "X86_64_FEATURES",
     "CpuGeneric",
+    "Properties",
+    "Translation",
+    "WheelContext",
+    "digest_label",
     "normalize_name",
+    "wheel_label",
     "wheel_variants",
 ]
 
@@ -81,7 +85,7 @@ PROVIDERS: dict[str, dict[str, Any]] = {
 # The feature properties the CPU providers know (provider-variant-x86-64 and
 # provider-variant-aarch64 0.0.1.post2, plugin.py ``all_features``; archspec's names): a
 # microarchitecture build states those of its features that its generic level lacks.
-_X86_64_FEATURES = frozenset(
+X86_64_FEATURES = frozenset(
     [
         "avx_vnni",
         "cppc",
@@ -141,7 +145,7 @@ _X86_64_FEATURES = frozenset(
         "mmx",
     ]
 )
-_AARCH64_FEATURES = frozenset(
+AARCH64_FEATURES = frozenset(
     [
         "sve2",
         "flagm2",
@@ -191,194 +195,38 @@ Properties = dict[str, dict[str, list[str]]]
 CpuGeneric = Callable[[str], tuple[str, tuple[str, ...]] | None]
 
 
+class WheelContext(NamedTuple):
+    """What a family's wheel translation (``<family>_wheel`` in core/families/<family>/
+    export.py) may need besides the variant: the package's exported variants (CUDA's fat
+    build ranks below its single-target wheels), the CPU targets' generic levels, the ROCm
+    release."""
+
+    variants: tuple[Variant, ...]
+    cpu_generic: CpuGeneric
+    rocm_version: str | None
+
+
+# A family's translation of a variant: its label (None: no wheel), properties, notes, and
+# why a variant has no wheel.
+Translation = tuple[str | None, Properties, list[str], str]
+
+
 def normalize_name(name: str) -> str:
     """A distribution name as wheel file names spell it (the binary distribution format)."""
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def _label(stem: str, parts: list[str], properties: Properties) -> str:
+def wheel_label(stem: str, parts: list[str], properties: Properties) -> str:
     """``cu129_sm86``; a label that would pass 16 characters ends in a digest of its properties
     instead, so it stays unique and stable."""
     label = "_".join([stem, *parts]) if parts else stem
-    return label if _LABEL.fullmatch(label) else _digest_label(stem, properties)
+    return label if _LABEL.fullmatch(label) else digest_label(stem, properties)
 
 
-def _digest_label(stem: str, properties: Properties) -> str:
+def digest_label(stem: str, properties: Properties) -> str:
     digest = hashlib.sha256(json.dumps(properties, sort_keys=True).encode()).hexdigest()
     stem = stem[:8]
     return f"{stem}_{digest[: 15 - len(stem)]}"
-
-
-def _nvidia(
-    plan: Plan, v: Variant, stated_by_singles: frozenset[str]
-) -> tuple[str, Properties, list[str]]:
-    notes: list[str] = []
-    real: list[str] = []
-    for c in cuda_spec(v).capabilities:
-        value = f"{c.number}_real"
-        if c.suffix == "a":
-            notes.append(
-                f"sm_{c.cmake} is stated as {value}: sm_arch has no 'a' values, and the nvidia "
-                f"provider offers {value} to every later {c.major}.x GPU as well (a 10.3 GPU is "
-                f"offered 100_real), where arch-specific code does not run: it runs only on "
-                f"{c.base}"
-            )
-        # An 'f' target needs no note: family code runs on the later minors of its major,
-        # which is what the provider offers X0_real to.
-        if value not in real:
-            real.append(value)
-    virtual: list[str] = []
-    for c in cuda_spec(v).ptx:
-        value = f"{c.major}0_virtual"
-        if c.minor == 0 and not c.suffix:
-            if value not in virtual:
-                virtual.append(value)
-        else:
-            notes.append(
-                f"PTX compute_{c.cmake} is not stated: sm_arch names PTX per major "
-                f"({value}), which would claim {c.major}.x GPUs below {c.base} too"
-            )
-    if v.fat:
-        real, virtual = _fat_sm_arch(v, real, virtual, stated_by_singles, notes)
-    if cuda_spec(v).ptx:
-        newest = max(cuda_spec(v).ptx)
-        notes.append(
-            f"PTX compute_{newest.cmake} also runs (JIT-compiled) on GPUs of later majors; "
-            "the nvidia provider offers a GPU only its own major's X0_virtual, so installers "
-            "do not offer this wheel to them"
-        )
-    jit = sorted({s.gpu for s in v.serves if s.level is RunLevel.PTX_JIT})
-    if jit:
-        notes.append(f"serves {', '.join(jit)} through PTX only, which installers cannot see")
-    misses = mixed_machine_misses(plan, v, keyed_on="highest")
-    if misses:
-        notes.append(
-            "the nvidia provider keys on a machine's highest GPU: a machine that also holds "
-            f"{', '.join(misses)} can be given this wheel, which does not run there"
-        )
-    assert v.cuda is not None
-    properties: Properties = {"nvidia": {"cuda_version_lower_bound": [str(v.cuda)]}}
-    if real or virtual:
-        properties["nvidia"]["sm_arch"] = real + virtual
-    if v.fat:
-        parts = ["fat"]
-    else:
-        parts = [
-            "sm"
-            + "_".join(
-                c.cmake + ("p" if c in cuda_spec(v).ptx else "") for c in cuda_spec(v).capabilities
-            )
-        ]
-    return _label(v.cuda.slug, parts, properties), properties, notes
-
-
-def _fat_sm_arch(
-    v: Variant,
-    real: list[str],
-    virtual: list[str],
-    stated_by_singles: frozenset[str],
-    notes: list[str],
-) -> tuple[list[str], list[str]]:
-    """A fat wheel must lose to every single-target wheel that runs on a GPU: an installer
-    ranks wheels by their best value the GPU is offered, and a fat wheel holding every
-    ``XY_real`` ties with each single-target wheel on it (and wins the tie by label). So it
-    states only the real values no single-target wheel states, and its SASS for an X.0 as
-    ``X0_virtual``, which the provider offers after every real value: SASS for X.0 runs on
-    every X.y GPU, as the virtual value says."""
-    kept = [value for value in real if value not in stated_by_singles]
-    below = [value for value in real if value in stated_by_singles]
-    lows = [
-        f"{c.major}0_virtual"
-        for c in cuda_spec(v).capabilities
-        if c.minor == 0
-        and not c.suffix
-        and f"{c.number}_real" in below
-        and f"{c.major}0_virtual" not in virtual
-    ]
-    virtual = virtual + sorted(set(lows), key=lambda text: int(text.split("_")[0]))
-    if below:
-        notes.append(
-            f"{', '.join(below)} left out of the fat wheel's sm_arch: a single-target wheel "
-            "states each, and the fat wheel must rank below it on those GPUs"
-        )
-    if lows:
-        notes.append(
-            f"SASS for {', '.join(v[: -len('0_virtual')] + '.0' for v in sorted(set(lows)))} "
-            "is stated as the major's X0_virtual: it runs on every later minor of the major, "
-            "and ranks below every real value"
-        )
-    return kept, virtual
-
-
-def _amd(plan: Plan, v: Variant, rocm_version: str | None) -> tuple[str, Properties, list[str]]:
-    spec = rocm_spec(v)
-    assert spec is not None
-    notes: list[str] = []
-    targets = spec.targets
-    if not targets:
-        targets = plan.amd_default_targets
-        notes.append("a shared ROCm build: it holds nixpkgs' default gfx targets")
-    amd: dict[str, list[str]] = {"gfx_arch": sorted({str(t.base) for t in targets})}
-    if any(t != t.base for t in targets):
-        notes.append("gfx_arch has no xnack/sramecc feature values: stated without them")
-    if rocm_version is not None:
-        # The AMD provider offers rocm_version as major.minor (7.2 for ROCm 7.2.3).
-        amd["rocm_version"] = [".".join(rocm_version.split(".")[:2])]
-    else:
-        notes.append(
-            "rocm_version is not stated: the plan does not record the ROCm release "
-            "(give --rocm-version)"
-        )
-    properties: Properties = {"amd": amd}
-    parts = ["_".join(amd["gfx_arch"])] if spec.targets else ["default"]
-    return _label("rocm", parts, properties), properties, notes
-
-
-def _arm_version(generic: str) -> str:
-    """archspec's generic Arm target as the aarch64 provider's ``version``: aarch64 -> 8a,
-    armv8.2a -> 8.2a (provider-variant-aarch64's _archspec_to_plugin)."""
-    return "8a" if generic == "aarch64" else generic.removeprefix("armv")
-
-
-def _cpu(v: Variant, generic_of: CpuGeneric) -> tuple[str, Properties, list[str]]:
-    notes: list[str] = []
-    spec = cpu_spec(v)
-    # Generic code, and a glibc-hwcaps layout (every level in one wheel, the loader choosing),
-    # run on every CPU: the null variant, which installers take when nothing better fits.
-    if spec is None or spec.target is None:
-        return NULL_LABEL, {}, notes
-    found = generic_of(spec.target)
-    if found is None:
-        notes.append(f"built for {spec.target}: the CPU providers cannot name it")
-        return NULL_LABEL, {}, notes
-    generic, generic_features = found
-    extra = sorted(set(spec.features) - set(generic_features))
-    if spec.arch == "x86_64":
-        namespace, known = "x86_64", _X86_64_FEATURES
-        base = {"level": [generic.rsplit("-", 1)[-1]]} if generic.startswith("x86-64-v") else {}
-    else:
-        namespace, known = "aarch64", _AARCH64_FEATURES
-        base = {"version": [_arm_version(generic)]}
-    stated = [f for f in extra if f in known]
-    unknown = [f for f in extra if f not in known]
-    properties: Properties = {namespace: {**base, **{f: ["on"] for f in stated}}}
-    if not properties[namespace]:
-        return NULL_LABEL, {}, notes
-    if unknown:
-        notes.append(
-            f"{', '.join(unknown)} of {spec.target} "
-            f"{'has' if len(unknown) == 1 else 'have'} no {namespace} provider property: not "
-            "stated, so CPUs that lack it but have the stated ones are offered this wheel too"
-        )
-    if stated:
-        notes.append(
-            f"built for {spec.target}: stated as its generic level {generic} and the features "
-            f"it has beyond it; uv 0.13.9's vendored {namespace} provider offers only "
-            f"{next(iter(base), 'no')} values, so uv installs it nowhere and takes the level's "
-            "wheel instead"
-        )
-    stem = spec.target.replace("-", "_")
-    return _label(stem, [], properties), properties, notes
 
 
 def _document(properties_by_label: dict[str, Properties], namespaces: list[str]) -> dict[str, Any]:
@@ -388,29 +236,6 @@ def _document(properties_by_label: dict[str, Properties], namespaces: list[str])
         "providers": {ns: PROVIDERS[ns] for ns in namespaces},
         "variants": dict(sorted(properties_by_label.items())),
     }
-
-
-Translate = Callable[
-    [Plan, Variant, CpuGeneric, str | None, frozenset[str]], tuple[str, Properties, list[str]]
-]
-# Each target family's translation into the providers' vocabulary (vendor None: CPU-side
-# builds).
-_FAMILIES: dict[str | None, Translate] = {
-    "nvidia": lambda plan, v, generic_of, rocm, singles: _nvidia(plan, v, singles),
-    "amd": lambda plan, v, generic_of, rocm, singles: _amd(plan, v, rocm),
-    None: lambda plan, v, generic_of, rocm, singles: _cpu(v, generic_of),
-}
-
-
-def _singles_sm_arch(plan: Plan, variants: tuple[Variant, ...]) -> dict[str, frozenset[str]]:
-    """Per system, the sm_arch real values the single-target NVIDIA wheels state."""
-    found: dict[str, set[str]] = {}
-    for v in variants:
-        if v.cuda is not None and not v.fat:
-            found.setdefault(v.system, set()).update(
-                f"{c.number}_real" for c in cuda_spec(v).capabilities
-            )
-    return {system: frozenset(values) for system, values in found.items()}
 
 
 def wheel_variants(
@@ -432,26 +257,26 @@ def wheel_variants(
     breadth: dict[str, int] = {}
     systems_of: dict[str, set[str]] = {}
     variants = export_variants(plan, package)
-    singles = _singles_sm_arch(plan, variants)
+    context = WheelContext(variants, cpu_generic, rocm_version)
     for v in variants:
-        label, properties, notes = _FAMILIES[v.vendor](
-            plan, v, cpu_generic, rocm_version, singles.get(v.system, frozenset())
-        )
-        if v.cuda is not None and "sm_arch" not in properties["nvidia"]:
-            # A fat build every one of whose GPUs a single-target wheel serves: as a wheel it
-            # could only tie with them (PEP 825 gives no way to rank it below), so none.
-            left_out.append(_left_out(v, notes, "every GPU it runs on has a single-target wheel"))
+        # The variant's family translates it into the providers' vocabulary
+        # (core/families/<family>/export.py); None: no wheel, and why.
+        _, translate = export_writer("wheel", v)
+        label, properties, notes, why = translate(plan, v, context)
+        if label is None:
+            left_out.append(_left_out(v, notes, why))
             continue
         if label in by_label and by_label[label] != properties:
             # Two builds the plan names alike (the fat builds of two systems) that differ:
             # PEP 825 gives each property set its own label.
-            label = _digest_label(label.split("_")[0], properties)
+            label = digest_label(label.split("_")[0], properties)
         twin = next((o for o, p in by_label.items() if p == properties and o != label), None)
         if twin is not None and v.system not in systems_of[twin]:
             # Equal properties on another system: one label, the wheels differ in their
             # platform tag (the fat build of aarch64 and the sm90 build of x86_64).
             label, twin = twin, None
-        breadth[label] = max(breadth.get(label, 0), _breadth(v))
+        _, width = export_writer("wheel_breadth", v)
+        breadth[label] = max(breadth.get(label, 0), width(v))
         if twin is not None:
             # Installers refuse two labels with the same properties (variantlib: "share the
             # same variant properties"): the build that runs on more GPUs keeps the label.
@@ -489,17 +314,6 @@ def wheel_variants(
     ordered = [entries[label] for label in sorted(entries)]
     ordered.extend(sorted(left_out, key=lambda e: e["variants"]))
     return Export("wheel-variants", package, version, tuple(files), tuple(ordered))
-
-
-def _breadth(v: Variant) -> int:
-    """How widely a build runs, for two builds of equal properties: arch-specific ('a') code
-    on one capability, family ('f') code on its family, baseline code on every later minor; a
-    microarchitecture build on fewer CPUs than its level's."""
-    cpu = cpu_spec(v)
-    if cpu is not None and cpu.target is not None and "-v" not in cpu.target:
-        return 0
-    suffixes = {c.suffix for c in cuda_spec(v).capabilities}
-    return 0 if "a" in suffixes else 1 if "f" in suffixes else 2
 
 
 def _left_out(v: Variant, notes: list[str], why: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import import_module
+from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
@@ -30,11 +31,14 @@ __all__ = [
     "cpu_adapter",
     "cpu_detector",
     "cpu_family",
+    "export_writer",
+    "export_writers",
     "family_for_text",
     "gccarch_feature",
     "gpu_detectors",
     "gpu_families",
     "gpu_verifiers",
+    "has_export",
     "is_cpu_level",
     "is_cpu_side",
     "job_keys",
@@ -216,6 +220,46 @@ def table_keys(v: Variant) -> dict[str, str]:
     """Every family's cells of ``v`` in ``capplan plan``'s tables: ``targets``, ``toolkit``
     (the CUDA column) and ``ptx`` of a GPU family's variant, ``cpu`` of a CPU-side build."""
     return _merged("table_keys", v)
+
+
+@cache
+def _export_functions(kind: str) -> dict[str, Callable[..., Any]]:
+    # Each family's exporters (core/families/<family>/export.py, functions named
+    # <family>_<kind>), by the family's name in the table's order; a family without the module
+    # or the function (the CPU family writes no conda row) is left out.
+    found: dict[str, Callable[..., Any]] = {}
+    for package in _FAMILIES:
+        name = package.rpartition(".")[2]
+        if find_spec(f"{package}.export") is None:
+            continue
+        function = getattr(import_module(f"{package}.export"), f"{name}_{kind}", None)
+        if function is not None:
+            found[name] = function
+    return found
+
+
+def _export_family(v: Variant) -> str:
+    # A generic CPU build (no spec) is the CPU family's.
+    return "cpu" if v.spec is None else v.spec.family
+
+
+def has_export(kind: str, v: Variant) -> bool:
+    """Whether ``v``'s family has a ``kind`` exporter (``conda``: the GPU families)."""
+    return _export_family(v) in _export_functions(kind)
+
+
+def export_writer(kind: str, v: Variant) -> tuple[str, Callable[..., Any]]:
+    """The family that owns ``v`` with its ``kind`` exporter: ``<family>_<kind>`` in
+    core/families/<family>/export.py (``spack``: the variant's Spack specs and notes;
+    ``wheel``: its PEP 825 translation; ``conda``: its rattler-build row)."""
+    name = _export_family(v)
+    return name, _export_functions(kind)[name]
+
+
+def export_writers(kind: str) -> tuple[Callable[..., Any], ...]:
+    """Every family's ``kind`` exporter, in the table's order (``conda_fallbacks``: the rows
+    for clients without a family's virtual package)."""
+    return tuple(_export_functions(kind).values())
 
 
 def is_cpu_level(v: Variant) -> bool:

@@ -23,10 +23,15 @@ def looks_like_gfx(text: str) -> bool:
     return text.strip().lower().startswith("gfx")
 
 
-def amd_entry(kb: KnowledgeBase, label: str) -> tuple[AmdTarget, str | None] | None:
+def amd_entry(
+    kb: KnowledgeBase, label: str, *, unknown: bool = True
+) -> tuple[AmdTarget, str | None] | None:
     """An AMD fleet entry (``gfx942``, ``MI300X``, ``Radeon RX 7900 XTX``) as its processor and
-    model name; None when the entry is an NVIDIA GPU or capability. A bad gfx target, an
-    ambiguous AMD name, or a name neither vendor knows is exit 4 with "did you mean"."""
+    model name; None when the entry is an NVIDIA GPU or capability. A bad gfx target or an
+    ambiguous AMD name is exit 4; so is a name neither vendor knows, with "did you mean", unless
+    ``unknown`` is False (then None: ROCm's fleet claim leaves such a name to the families after
+    it, so their order in the registry's table does not matter, and the fallback, CUDA, asks
+    again with ``unknown`` True for the same message at the same entry)."""
     check_device_text(label)
     if looks_like_gfx(label):
         target = AmdTarget.parse(label)
@@ -46,6 +51,8 @@ def amd_entry(kb: KnowledgeBase, label: str) -> tuple[AmdTarget, str | None] | N
     try:
         models = kb.amd.lookup_gpu(label)
     except InvalidInputError:
+        if not unknown:
+            return None
         close = _closest(label, [*suggestions(label, kb.gpus), *kb.amd.suggest_gpus(label)])
         raise InvalidInputError(
             f"unknown GPU or capability '{shorten(label.strip())}'",

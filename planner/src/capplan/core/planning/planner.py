@@ -21,7 +21,7 @@ the fleet), :mod:`~capplan.core.families.cuda.rules` (buildability),
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from capplan.core.families.base import (
     ChecksPackage,
@@ -36,13 +36,6 @@ from capplan.core.families.base import (
     ReportsUnplanned,
     ValidatesFleet,
 )
-from capplan.core.families.cpu.planning import CpuModel
-from capplan.core.families.cuda.inputs import (
-    NIXPKGS_DEFAULT_CUDA,
-    nixpkgs_cuda_version,
-    resolve_cuda_policy,
-    resolve_fleet,
-)
 from capplan.core.families.registry import planning_families
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.spec import spec_order
@@ -51,13 +44,11 @@ from capplan.core.planning.gcpause import gc_paused
 from capplan.core.planning.plan import Baselines, Decision, Plan, Variant
 from capplan.errors import CapplanError, InvalidInputError, NothingToDo
 
-__all__ = [
-    "NIXPKGS_DEFAULT_CUDA",
-    "make_plan",
-    "nixpkgs_cuda_version",
-    "resolve_cuda_policy",
-    "resolve_fleet",
-]
+if TYPE_CHECKING:
+    # The CPU family's target model, as the registry names it for annotations.
+    from capplan.core.families.registry import CpuModel
+
+__all__ = ["make_plan"]
 
 
 # -- the plan -------------------------------------------------------------------------------------
@@ -181,8 +172,10 @@ def _variant_order(v: Variant) -> tuple[object, ...]:
         v.package,
         v.fat,
         spec_order(v.spec),
+        # A variant without a CUDA version (ROCm's, a CPU-side build) after those with one;
+        # two without compare equal here.
         v.cuda is None,
-        v.cuda or NIXPKGS_DEFAULT_CUDA,
+        () if v.cuda is None else (v.cuda,),
         v.name,
     )
 

@@ -12,6 +12,7 @@ from capplan.core.families.cuda.compat import how_runs
 from capplan.core.families.cuda.inputs import (
     NIXPKGS_DEFAULT_CUDA,
 )
+from capplan.core.families.cuda.redist import uses_jetson_redist
 from capplan.core.families.cuda.rules import Rules
 from capplan.core.families.cuda.serve import (
     ACTIONS,
@@ -24,7 +25,7 @@ from capplan.core.families.cuda.spec import CudaSpec
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.gpus import resolve_device
 from capplan.core.model.kb import KnowledgeBase, PackageInfo
-from capplan.core.model.systems import AARCH64, uses_jetson_redist
+from capplan.core.model.systems import AARCH64
 from capplan.core.planning.config import gpu_system
 from capplan.core.planning.plan import Decision, FleetGpu, Serve, Variant
 from capplan.errors import InfeasibleError

@@ -24,6 +24,7 @@ from capplan.core.families.cuda.rules import Rules
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import AARCH64, system_suffix
+from capplan.core.model.vendors import amd_entry
 from capplan.core.planning.config import Config
 from capplan.core.planning.graph import dependency_closure
 from capplan.core.planning.plan import Decision, FleetGpu
@@ -55,6 +56,10 @@ class CudaPlanning:
         self.policy_cuda = resolve_cuda_policy(self.kb, self.config.policy.cuda)
 
     def claims_gpu(self, label: str) -> bool:
+        # The fallback takes every entry the others left, and refuses here (in fleet order, as
+        # when ROCm's claim refused it) a name neither vendor knows, with both vendors'
+        # "did you mean" (core/model/vendors.py).
+        amd_entry(self.kb, label)
         return True
 
     def resolve_fleet(self, labels: Sequence[str]) -> None:

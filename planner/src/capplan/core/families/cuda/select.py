@@ -23,9 +23,9 @@ from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import Verdict, how_runs, is_jetson
 from capplan.core.families.cuda.drivers import version_key
 from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.cuda.redist import uses_jetson_redist
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase
-from capplan.core.model.systems import uses_jetson_redist
 from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [

@@ -766,8 +766,10 @@ class RocmPlanning:
         self._claimed: dict[str, tuple[AmdTarget, str | None] | None] = {}
 
     def claims_gpu(self, label: str) -> bool:
-        # A bad gfx target, an ambiguous AMD name or a name no vendor knows is exit 4 here.
-        found = self._claimed[label] = amd_entry(self.kb, label)
+        # A bad gfx target or an ambiguous AMD name is exit 4 here; a name no vendor in
+        # core/model/vendors.py knows is not claimed (another family may know it; the fallback
+        # refuses it with both vendors' "did you mean").
+        found = self._claimed[label] = amd_entry(self.kb, label, unknown=False)
         return found is not None
 
     def resolve_fleet(self, labels: Sequence[str]) -> None:
