@@ -144,3 +144,20 @@ def test_compiled_targets_count_sass_and_ptx(mixed: Plan) -> None:
         assert isinstance(v.spec, CudaSpec)
         assert v.spec.compiled_targets() == len(v.spec.capabilities) + len(v.spec.ptx)
     assert CudaSpec(capabilities=()).compiled_targets() == 0
+
+
+def test_a_format_a_family_does_not_write_is_one_error_line(mixed: Plan) -> None:
+    # The CPU family writes no conda rows, and a new family may come before its export.py: the
+    # registry says which build and family, as an input error (exit 4), never a KeyError.
+    from capplan.core.families.registry import export_writer
+    from capplan.errors import ExitCode, InvalidInputError
+
+    cpu = next(v for v in mixed.variants if isinstance(v.spec, CpuSpec))
+    with pytest.raises(InvalidInputError) as caught:
+        export_writer("conda", cpu)
+    assert caught.value.exit_code == ExitCode.INVALID_INPUT
+    assert f"{cpu.name} is a build of the cpu family, which writes no conda export" in str(
+        caught.value
+    )
+    cuda = next(v for v in mixed.variants if isinstance(v.spec, CudaSpec))
+    assert export_writer("conda", cuda)[0] == "cuda"

@@ -253,7 +253,18 @@ def export_writer(kind: str, v: Variant) -> tuple[str, Callable[..., Any]]:
     core/families/<family>/export.py (``spack``: the variant's Spack specs and notes;
     ``wheel``: its PEP 825 translation; ``conda``: its rattler-build row)."""
     name = _export_family(v)
-    return name, _export_functions(kind)[name]
+    function = _export_functions(kind).get(name)
+    if function is None:
+        # A family may plan and build without writing every format (a new family before its
+        # export.py): the user hears which, never a KeyError's exit 1.
+        from capplan.errors import InvalidInputError
+
+        raise InvalidInputError(
+            f"{v.name} is a build of the {name} family, which writes no {kind} export",
+            hint=f"leave {name} builds out of this export, or give core/families/{name}/export.py "
+            f"a {name}_{kind} function",
+        )
+    return name, function
 
 
 def export_writers(kind: str) -> tuple[Callable[..., Any], ...]:
