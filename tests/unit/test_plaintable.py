@@ -9,7 +9,13 @@ import random
 import pytest
 
 from capplan.cli.output import _console_class, make_table
-from capplan.cli.plaintable import plain_width, render
+from capplan.cli.plaintable import RICH_MAJOR, plain_width, render, same_rich
+
+# render reproduces one rich's layout; with another installed, plain_width sends every table to
+# rich (test_another_rich_draws_itself), and comparing the two would test nothing of ours.
+needs_same_rich = pytest.mark.skipif(
+    not same_rich(), reason=f"render reproduces rich {RICH_MAJOR}; another rich is installed"
+)
 
 
 def _rich(columns: list[str], rows: list[list[str]], width: int) -> str:
@@ -46,6 +52,7 @@ def _tables(seed: int, count: int) -> list[tuple[list[str], list[list[str]], int
     return found
 
 
+@needs_same_rich
 def test_plain_tables_match_rich_byte_for_byte() -> None:
     # Random tables (words longer than their column, blank cells, many columns) at widths from
     # 5 to 170 columns: wherever render draws, it draws rich's bytes; it draws most of them.
@@ -59,6 +66,7 @@ def test_plain_tables_match_rich_byte_for_byte() -> None:
     assert drawn > 0.8 * len(tables)
 
 
+@needs_same_rich
 @pytest.mark.parametrize("width", [30, 60, 80, 100, 200])
 def test_inspects_table_matches_rich(width: int) -> None:
     columns = ["path", "SASS", "PTX", "LTO-IR", "compression", "containers", "sections", "AMD"]
@@ -138,3 +146,13 @@ def test_a_reader_that_has_gone_ends_the_table_quietly_with_exit_0(code: str) ->
     child.stdout.close()
     err = child.stderr.read()
     assert child.wait(timeout=60) == 0 and err == b"", err[-2000:]
+
+
+def test_the_installed_rich_is_read_from_its_dist_info(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib.metadata import version
+
+    assert same_rich() == (int(version("rich").split(".")[0]) == RICH_MAJOR)
+    # Another rich: every table goes to rich, whatever the output is.
+    monkeypatch.setattr("capplan.cli.plaintable.RICH_MAJOR", RICH_MAJOR + 1)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert not same_rich() and plain_width() is None

@@ -21,7 +21,12 @@ import re
 import sys
 from collections.abc import Sequence
 
-__all__ = ["plain_width", "render"]
+__all__ = ["plain_width", "render", "same_rich"]
+
+# The layout below is rich 15's (tests/unit/test_plaintable.py compares them): with another rich
+# installed (nixpkgs' own, an older pip install), rich draws, so the bytes never depend on which
+# of the two drew them.
+RICH_MAJOR = 15
 
 _WORD = re.compile(r"\s*\S+\s*")
 _TRAILING_BLANKS = re.compile(r"\s+$")
@@ -31,10 +36,28 @@ _PLAIN = re.compile(r"[ -Z\\^-~]*")
 _EMOJI_LIKE = re.compile(r":\S*?:")
 
 
+def same_rich() -> bool:
+    """Whether the installed rich is the one whose layout :func:`render` reproduces, read from
+    its ``rich-X.Y.Z.dist-info`` beside the package (no import of rich, no metadata scan)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("rich")
+    places = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not places:
+        return False
+    try:
+        names = os.listdir(os.path.dirname(places[0]))
+    except OSError:
+        return False
+    prefix = f"rich-{RICH_MAJOR}."
+    return any(name.startswith(prefix) and name.endswith(".dist-info") for name in names)
+
+
 def plain_width() -> int | None:
     """The width rich's console would draw stdout at when it would draw without colour or
-    styles (rich's ``Console.is_terminal`` false, a UTF-8 stream, not Windows); None otherwise."""
-    if sys.platform == "win32":
+    styles (rich's ``Console.is_terminal`` false, a UTF-8 stream, not Windows), with the rich
+    whose layout :func:`render` reproduces installed; None otherwise."""
+    if sys.platform == "win32" or not same_rich():
         return None
     environ = os.environ
     tty = environ.get("TTY_COMPATIBLE", "")
