@@ -7,18 +7,16 @@ Each command runs in a subprocess with a timeout, so a hang is a failure, not a 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.integration.fuzzing import at_most
 
 from capplan.adapters.detect.amd import read_kfd
 from capplan.adapters.detect.nvidia import jetson_from_device_tree, read_proc_driver, read_sysfs
@@ -148,20 +146,6 @@ def test_doctor_leaves_out_metadata_that_is_no_regular_file(tmp_path: Path) -> N
 # -- detection sources under a fake root: in-process, with an alarm against hangs ---------------
 
 
-@contextlib.contextmanager
-def _deadline(seconds: int = 20) -> Iterator[None]:
-    def _hang(_signum: int, _frame: object) -> None:
-        raise TimeoutError("a read hung")
-
-    previous = signal.signal(signal.SIGALRM, _hang)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def test_proc_and_sysfs_files_that_are_fifos_are_skipped(tmp_path: Path) -> None:
     proc = tmp_path / "proc"
     (proc / "gpus" / "0000:01:00.0").mkdir(parents=True)
@@ -178,7 +162,7 @@ def test_proc_and_sysfs_files_that_are_fifos_are_skipped(tmp_path: Path) -> None
     tree = tmp_path / "root" / "proc" / "device-tree"
     tree.mkdir(parents=True)
     os.mkfifo(tree / "compatible")
-    with _deadline():
+    with at_most(20, "a read"):
         assert read_proc_driver(proc) == []
         found, problems = read_sysfs(sysfs)
         assert found == [] and problems and "FIFO" in " ".join(problems)
@@ -229,3 +213,19 @@ def test_the_limits_are_documented() -> None:
     text = (REPO / "docs" / "limits.md").read_text()
     for limit in ("1 MiB", "16 MiB", "32 MiB", "64 MiB", "256 KiB", "512 MiB"):
         assert limit in text, limit
+
+
+def test_the_alarm_ends_a_hang_whatever_catches_exceptions() -> None:
+    # What every hang test here and in the fuzzes relies on: a body past its alarm fails the
+    # test even inside code that catches Exception (CliRunner does).
+    import contextlib
+    import time
+
+    from tests.integration.fuzzing import Hang
+
+    with (
+        pytest.raises(Hang, match="a sleep went past 1 s"),
+        at_most(1, "a sleep"),
+        contextlib.suppress(Exception),  # the point: Hang is not an Exception
+    ):
+        time.sleep(5)

@@ -19,21 +19,19 @@ import contextlib
 import json
 import os
 import resource
-import signal
 import sqlite3
 import stat
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.integration.fuzzing import derandomized
+from tests.integration.fuzzing import at_most, derandomized
 
 from capplan.cli.main import cli
 from capplan.errors import ExitCode, printable
@@ -72,21 +70,14 @@ def _print_outcomes() -> Iterator[None]:
     assert grown < 1024 * 1024, f"the fuzz grew the process by {grown} KiB"
 
 
-def _late(_signum: int, _frame: FrameType | None) -> None:
-    raise AssertionError(f"a run went past {LIMIT_S} s")
-
-
 def run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Result:
     """``capplan ARGS`` in-process from ``cwd``, stopped by an alarm after LIMIT_S seconds."""
     old = Path.cwd()
     os.chdir(cwd)
-    previous = signal.signal(signal.SIGALRM, _late)
-    signal.alarm(LIMIT_S)
     try:
-        return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+        with at_most(LIMIT_S):
+            return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
         os.chdir(old)
 
 

@@ -20,10 +20,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import signal
 import tracemalloc
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.integration.fuzzing import at_most
 
 from capplan.cli.main import cli
 
@@ -91,27 +90,6 @@ def _commands(path: str) -> list[list[str]]:
 COMMANDS = len(_commands("x"))
 
 
-class _Timeout(BaseException):
-    pass
-
-
-@contextlib.contextmanager
-def _at_most(seconds: int) -> Iterator[None]:
-    """A run past ``seconds`` is a hang: the alarm ends it and the test fails (no timing is
-    asserted; a run that ends is fine however long it took)."""
-
-    def ring(_signum: int, _frame: Any) -> None:
-        raise _Timeout
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _tree(root: Path) -> dict[str, str]:
     """Every entry below ``root``: its kind and, for a file, a digest of its bytes."""
     seen: dict[str, str] = {}
@@ -153,7 +131,7 @@ def _run(root: Path, argv: list[str], *, home: bool = True) -> Any:
     old = Path.cwd()
     os.chdir(root)
     try:
-        with _at_most(60):
+        with at_most(60):
             return runner.invoke(cli, argv, catch_exceptions=True)
     finally:
         os.chdir(old)
