@@ -212,15 +212,18 @@ def matrix(
         err_console().print(
             f"skipped {name}: every output is in {url}", markup=False, highlight=False
         )
+    # Each job's minutes on its runner, placed once for the whole plan: the failure record's
+    # skips and both schedules below read them.
+    costs = planned_costs(planned, plan)
     known = None
     if failures:
-        on_runners = {name: c.minutes for name, c in planned_costs(planned, plan).items()}
+        on_runners = {name: c.minutes for name, c in costs.items()}
         known = failures.apply(plan.variants, cached, on_runners)
     if fmt in ("github", "github-output"):
         from capplan.cli.ci import print_github_matrix
 
         # Stages come before cached jobs go: the layout stays put.
-        full = planned_matrix(planned, plan)
+        full = planned_matrix(planned, plan, costs)
         print_github_matrix(
             full, planned.config, cached, fmt, max_jobs, stage, shards, expect_shards, known,
             drvs=failures.drvs if failures else None, rows_file=rows_file,
@@ -232,7 +235,7 @@ def matrix(
         )
     if cached or known is not None:
         plan = _without(plan, set(cached) | (known.dropped if known else set()))
-    result = planned_matrix(planned, plan)
+    result = planned_matrix(planned, plan, costs)
     bases = cost_bases(current_kb(), plan)
     if fmt == "json":
         data = result.to_json()

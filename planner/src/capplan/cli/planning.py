@@ -185,13 +185,20 @@ def plan_with_settings(
     return Planned(plan, config, found)
 
 
-def planned_matrix(planned: Planned, plan: Plan | None = None) -> Matrix:
+def planned_matrix(
+    planned: Planned, plan: Plan | None = None, costs: Mapping[str, JobCost] | None = None
+) -> Matrix:
     """The schedule of ``plan`` (default: the planned one) on the configured runners, each
-    job's minutes those of the runner it is scheduled on (:func:`planned_costs`)."""
+    job's minutes those of the runner it is scheduled on (``costs``, of these jobs or more, when
+    the caller has them already; else :func:`planned_costs`)."""
     from capplan.core.planning.matrix import build_matrix
 
     plan = planned.plan if plan is None else plan
-    return build_matrix(plan, planned.config.policy.runners, planned_costs(planned, plan))
+    if costs is None:
+        costs = planned_costs(planned, plan)
+    else:
+        costs = {v.name: costs[v.name] for v in plan.variants}
+    return build_matrix(plan, planned.config.policy.runners, costs)
 
 
 def planned_costs(planned: Planned, plan: Plan | None = None) -> dict[str, JobCost]:
