@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from capplan.adapters.kb import load_kb
-from capplan.core.model.gpus import MAX_DEVICE_TEXT, check_device_text, resolve_device
+from capplan.core.families.cuda.gpus import resolve_device
+from capplan.core.model.devices import MAX_DEVICE_TEXT, check_device_text
 from capplan.errors import ExitCode, InvalidInputError
 
 KB = load_kb()

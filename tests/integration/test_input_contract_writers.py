@@ -361,7 +361,7 @@ def test_memory_error_is_one_line(capplan_in: Any, tmp_path: Path, monkeypatch: 
         raise MemoryError
 
     monkeypatch.setattr(explain, "explain_targets", boom, raising=False)
-    monkeypatch.setattr("capplan.core.model.gpus.check_device_text", boom)
+    monkeypatch.setattr("capplan.core.families.cuda.gpus.check_device_text", boom)
     err = one_line(capplan_in("explain", "8.6", "--device", "a100"), ExitCode.DATA)
     assert "out of memory" in err
 

@@ -471,7 +471,7 @@ def test_verify_device_by_gpu_name(built: dict[str, Path]) -> None:
     # The GPU table ships with capplan: a name that does not resolve is a failure, not a skip
     # (an ImportError here once skipped this test in silence when the helper moved).
     from capplan.adapters.kb import load_kb
-    from capplan.core.model.gpus import resolve_device
+    from capplan.core.families.cuda.gpus import resolve_device
 
     h100, _model = resolve_device("H100", load_kb().gpus)
     assert str(h100) == "9.0"

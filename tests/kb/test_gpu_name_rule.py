@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from capplan.adapters.kb import load_kb
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.model.gpus import exact_key, find_gpus, resolve_device, unique_model
+from capplan.core.families.cuda.gpus import exact_key, find_gpus, resolve_device, unique_model
 from capplan.errors import ExitCode, InvalidInputError
 
 KB = load_kb()
@@ -166,7 +166,7 @@ def test_a_fleet_with_an_exact_name_plans_it(tmp_path: Path, capplan_in: Any) ->
     ("query", "target"), [("MI300", "gfx942"), ("mi300x", "gfx942"), ("RX 7900 XTX", "gfx1100")]
 )
 def test_an_amd_name_of_one_target_resolves(query: str, target: str) -> None:
-    from capplan.core.model.vendors import amd_entry
+    from capplan.core.families.rocm.claim import amd_entry
 
     found = amd_entry(KB, query)
     assert found is not None and str(found[0]) == target
@@ -174,7 +174,7 @@ def test_an_amd_name_of_one_target_resolves(query: str, target: str) -> None:
 
 @pytest.mark.parametrize("query", ["RX 7", "RX 6"])
 def test_an_amd_name_of_several_targets_is_ambiguous(query: str) -> None:
-    from capplan.core.model.vendors import amd_entry
+    from capplan.core.families.rocm.claim import amd_entry
 
     with pytest.raises(InvalidInputError, match="ambiguous"):
         amd_entry(KB, query)
@@ -212,7 +212,7 @@ _query = st.one_of(
 def test_skipping_labels_that_lack_a_wanted_word_changes_no_answer(query: str) -> None:
     # find_gpus skips a label before normalising it when a wanted word is not in its text: the
     # answers must be what normalising every label gives.
-    import capplan.core.model.gpus as gpus_module
+    import capplan.core.families.cuda.gpus as gpus_module
 
     fast = find_gpus(query, KB.gpus)
     original = gpus_module._could_match

@@ -10,7 +10,7 @@ import pytest
 
 from capplan.adapters.kb import load_kb
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.model.gpus import find_gpus, lookup_pci, normalise, resolve_device
+from capplan.core.families.cuda.gpus import find_gpus, lookup_pci, normalise, resolve_device
 from capplan.core.model.kb import GpuModel
 from capplan.errors import ExitCode, InvalidInputError
 

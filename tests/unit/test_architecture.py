@@ -98,8 +98,8 @@ FAMILY_MODULES = {
     "core/families/cuda/family.py",
     "core/families/rocm/target.py",
     "core/families/rocm/kb.py",
-    "core/model/vendors.py",
-    "core/model/gpus.py",
+    "core/families/rocm/claim.py",
+    "core/families/cuda/gpus.py",
     "core/families/cuda/planning.py",
     "core/families/cpu/planning.py",
     "core/families/cpu/keys.py",
@@ -193,8 +193,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # targets are still written in CUDA's and ROCm's types.
     "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
-    "core/model/gpus.py": {"cuda.capability"},
-    "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},
     # Dispatch is NVIDIA-only: it reads CUDA variants' specs.
     "core/planning/dispatch.py": {"cuda.capability", "cuda.keys", "cuda.spec"},
     "core/planning/nixpkgs_check.py": {

@@ -32,7 +32,7 @@ from capplan.errors import ExitCode, InvalidInputError, NoGpuError, shorten
 
 if TYPE_CHECKING:
     from capplan.adapters.environment import Scan, Source
-    from capplan.core.families.base import Pick
+    from capplan.core.families.base import NamedDevice, Pick
     from capplan.core.model.kb import KnowledgeBase
 
 __all__ = ["doctor"]
@@ -174,20 +174,15 @@ def _gpus(
     devices: Sequence[str], kb: KnowledgeBase, *, need_driver: bool
 ) -> tuple[list[Gpu], str | None]:
     """The GPUs to judge against and the detected driver (None when unknown)."""
-    from capplan.core.model.gpus import resolve_known_device
-    from capplan.core.model.vendors import amd_entry
+    from capplan.core.families.registry import gpu_families
 
+    # Each GPU through the family that owns it, in claiming order (the fallback, CUDA, last):
+    # a name no family knows is exit 4 with every family's "did you mean".
+    families = gpu_families(kb)
     gpus: list[Gpu] = []
     for text in devices:
-        amd = amd_entry(kb, text)
-        if amd is not None:
-            target, name = amd
-            gpus.append(Gpu(f"{name} ({target})" if name else str(target), "amd", target=target))
-            continue
-        cap, model = resolve_known_device(text, kb)
-        gpus.append(
-            nvidia_gpu(model.name if model else None, cap, kb, model.systems if model else ())
-        )
+        family = next(f for f in families if f.owns_device(text))
+        gpus.append(_NAMED_GPU[family.vendor](family.device(text), kb))
     if gpus:
         if not need_driver:
             return gpus, None
@@ -197,12 +192,22 @@ def _gpus(
     return _detect(kb)
 
 
+# A named device (--device) as doctor's Gpu, by the vendor of the family that owns it.
+_NAMED_GPU: dict[str | None, Callable[[NamedDevice[Any], KnowledgeBase], Gpu]] = {
+    "nvidia": lambda found, kb: nvidia_gpu(found.name, found.target, kb, found.systems),
+    "amd": lambda found, kb: Gpu(
+        f"{found.name} ({found.target})" if found.name else str(found.target),
+        "amd",
+        target=found.target,
+    ),
+}
+
+
 def _detected_nvidia(name: str, cap: Any, kb: KnowledgeBase) -> Gpu:
-    from capplan.core.model.gpus import unique_model
+    from capplan.core.families.registry import gpu_names
 
     # The host's systems from the name's one model, when the GPU name rule gives one.
-    named = unique_model(name, kb.gpus)
-    return nvidia_gpu(name, cap, kb, named.systems if named else ())
+    return nvidia_gpu(name, cap, kb, gpu_names(kb).host_systems(name))
 
 
 # A detected device as doctor's Gpu, by the vendor of the family that found it.

@@ -51,7 +51,7 @@ from capplan.adapters.detect.tools import (
 from capplan.adapters.files import MAX_PROC_BYTES, read_bounded
 from capplan.core.families.base import Device, Found
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.model.gpus import REPORT_HINT, lookup_pci, unique_model
+from capplan.core.families.cuda.gpus import REPORT_HINT, lookup_pci, unique_model
 from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import CapplanError, DataError, InvalidInputError, NoGpuError
 from capplan.runtime.selector import read_pci_gpus

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 # Shared value types the families answer with (below the families and the plan: plan.py imports
 # them from there, so the plan and this interface do not import each other).
@@ -53,8 +53,10 @@ __all__ = [
     "FamilyResult",
     "Found",
     "GpuFamily",
+    "GpuNames",
     "KnowsPackages",
     "Machine",
+    "NamedDevice",
     "Pick",
     "PreparesPolicy",
     "ReportsUnplanned",
@@ -171,6 +173,17 @@ class Explained(NamedTuple):
     device: str
 
 
+@dataclass(frozen=True, slots=True)
+class NamedDevice(Generic[T]):
+    """The device a user's spelling names (``--device RTX 4090``, ``--device MI300X``): its
+    target in the family's type, the model's name when the spelling named a GPU, and the Nix
+    systems the model's host runs, its default first (empty when not known)."""
+
+    target: T
+    name: str | None = None
+    systems: tuple[str, ...] = ()
+
+
 class GpuFamily(TargetFamily[T], Protocol[T]):
     """A family of GPU targets: ``capplan explain`` asks it about a device, and a user's
     ``packages.<name>.extra`` / ``exclude`` spelling belongs to one of them (CPU levels are
@@ -184,6 +197,22 @@ class GpuFamily(TargetFamily[T], Protocol[T]):
     def owns_device(self, text: str) -> bool:
         """Whether a device spelling (a GPU name, a target) is one of this family's GPUs; a
         name no family knows is an InvalidInputError with "did you mean" (exit 4)."""
+        ...
+
+    def knows_device(self, text: str) -> bool:
+        """Whether a device spelling is one of this family's targets or a GPU name its
+        knowledge base matches; never an error (another family may know it: ROCm's fleet
+        claim asks the others before its own lookup)."""
+        ...
+
+    def device_suggestions(self, text: str) -> list[str]:
+        """This family's GPU names closest to a device spelling (the "did you mean" of a name
+        no family knows)."""
+        ...
+
+    def device(self, text: str) -> NamedDevice[T]:
+        """The device a spelling this family owns (:meth:`owns_device`) names; bad input is
+        an InvalidInputError (exit 4)."""
         ...
 
     def package_limit(self, package: str, target: T) -> str | None:
@@ -200,6 +229,38 @@ class GpuFamily(TargetFamily[T], Protocol[T]):
     def device_fields(self, device: T | None, driver: str | None) -> dict[str, object]:
         """``capplan detect``'s fields of one of the family's GPUs (its target, the overlay
         line to build for it, what its driver runs); ``device`` None: not known."""
+        ...
+
+
+class GpuNames(Protocol):
+    """The table of GPU models by the names people type, with their PCI ids and host systems:
+    the family that has one (NVIDIA's, from :func:`capplan.core.families.registry.gpu_names`)
+    answers ``capplan gpus``, ``dispatch --device`` and ``doctor``'s detected GPUs with it,
+    without loading any other family."""
+
+    def rows(self, query: str | None) -> list[dict[str, Any]]:
+        """``capplan gpus``' rows (its ``--json`` objects) of every model, or of the models
+        matching ``query``, best match first; empty when none matches."""
+        ...
+
+    def pci_rows(self, pci_id: str) -> list[dict[str, Any]]:
+        """The rows of a PCI id's models (``capplan gpus --pci``); a bad or unknown id is an
+        InvalidInputError (exit 4)."""
+        ...
+
+    def suggestions(self, query: str) -> list[str]:
+        """Model names close to a name no model matches (for "did you mean")."""
+        ...
+
+    def targets(self, texts: Sequence[str]) -> tuple[str, ...]:
+        """Each device's target as the family writes it (a capability: ``8.6``), from a target
+        or a GPU name; every spelling is resolved before any target is checked against the
+        knowledge base (exit 4 for the first that fails)."""
+        ...
+
+    def host_systems(self, name: str) -> tuple[str, ...]:
+        """The Nix systems the host of a detected GPU runs (its default first), from the one
+        model the name stands for; empty when the name stands for no one model."""
         ...
 
 

@@ -16,7 +16,7 @@ from importlib import import_module
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
+from capplan.core.families.base import FamilyPlanning, GpuFamily, GpuNames, TargetFamily, Verifier
 
 if TYPE_CHECKING:
     # Re-exported for annotations: the CPU family's target model, which the CPU adapter gives
@@ -37,6 +37,7 @@ __all__ = [
     "gccarch_feature",
     "gpu_detectors",
     "gpu_families",
+    "gpu_names",
     "gpu_verifiers",
     "has_export",
     "is_cpu_level",
@@ -75,6 +76,14 @@ def _gpu_entries() -> tuple[Any, ...]:
 def gpu_families(kb: KnowledgeBase) -> tuple[GpuFamily[Any], ...]:
     """The GPU families in claiming order: the fallback (CUDA) last."""
     return tuple(e.gpu_family(kb) for e in _gpu_entries())
+
+
+def gpu_names(kb: KnowledgeBase) -> GpuNames:
+    """The GPU models by name and PCI id of the family whose entry has ``gpu_names`` (NVIDIA's:
+    ``capplan gpus`` answers from it); only that family's modules are imported, so an NVIDIA
+    answer loads no other family."""
+    names: GpuNames = next(e.gpu_names(kb) for e in _entries() if hasattr(e, "gpu_names"))
+    return names
 
 
 def gpu_verifiers(

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from capplan.core.families.base import FamilyPlanning, GpuFamily, Verifier
+    from capplan.core.families.base import FamilyPlanning, GpuFamily, GpuNames, Verifier
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
 
@@ -22,6 +22,12 @@ def gpu_family(kb: KnowledgeBase) -> GpuFamily[Any]:
     from capplan.core.families.cuda.family import CudaFamily
 
     return CudaFamily(kb)
+
+
+def gpu_names(kb: KnowledgeBase) -> GpuNames:
+    from capplan.core.families.cuda.gpus import NvidiaGpuNames
+
+    return NvidiaGpuNames(kb)
 
 
 def verifier(

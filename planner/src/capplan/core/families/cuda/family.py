@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from capplan.core.families.base import Explained, Machine, Pick, RunsOn
+from capplan.core.families.base import Explained, Machine, NamedDevice, Pick, RunsOn
 from capplan.core.families.cuda.capability import Capability, parse_targets
 from capplan.core.families.cuda.compat import device_verdict, how_runs, is_jetson
+from capplan.core.families.cuda.gpus import find_gpus, resolve_known_device, suggestions
 from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.model.gpus import resolve_known_device
 from capplan.core.model.kb import KnowledgeBase, Limits
+from capplan.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from capplan.core.planning.plan import Plan
@@ -79,6 +80,23 @@ class CudaFamily:
     def owns_device(self, text: str) -> bool:
         # The fallback: resolve_known_device (in explain) says when a spelling is no GPU.
         return True
+
+    def knows_device(self, text: str) -> bool:
+        try:
+            Capability.parse(text)
+            return True
+        except InvalidInputError:
+            pass
+        return bool(find_gpus(text, self.kb.gpus))
+
+    def device_suggestions(self, text: str) -> list[str]:
+        return suggestions(text, self.kb.gpus)
+
+    def device(self, text: str) -> NamedDevice[Capability]:
+        cap, model = resolve_known_device(text, self.kb)
+        if model is None:
+            return NamedDevice(cap)
+        return NamedDevice(cap, model.name, model.systems)
 
     def explain(self, targets: str, device: str) -> Explained:
         parsed = self.kb.check_targets(parse_targets(targets))

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from capplan.core.families.cuda.gpus import resolve_device
 from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.model.gpus import resolve_device
 from capplan.core.model.kb import KnowledgeBase
-from capplan.core.model.vendors import amd_entry
 from capplan.core.planning.config import Config, gpu_system
 from capplan.core.planning.plan import FleetGpu
 from capplan.errors import InvalidInputError, shorten
@@ -57,13 +56,13 @@ def nixpkgs_cuda_version(kb: KnowledgeBase, text: str, where: str) -> CudaVersio
 
 
 def resolve_fleet(
-    kb: KnowledgeBase, config: Config, amd: Collection[str] | None = None
+    kb: KnowledgeBase, config: Config, others: Collection[str]
 ) -> tuple[FleetGpu, ...]:
-    """The NVIDIA entries of ``fleet.gpus`` (AMD ones: the ROCm family's ``resolve_fleet``;
-    ``amd``: the labels it resolved, so no entry is classified twice)."""
+    """The NVIDIA entries of ``fleet.gpus`` (``others``: the labels the other GPU families
+    claimed and resolve themselves, so no entry is classified twice)."""
     fleet: list[FleetGpu] = []
     for label in config.fleet.gpus:
-        if (label in amd) if amd is not None else (amd_entry(kb, label) is not None):
+        if label in others:
             continue
         capability, model = resolve_device(label, kb.gpus)
         info = kb.capability(capability)

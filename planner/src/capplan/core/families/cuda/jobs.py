@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import how_runs
+from capplan.core.families.cuda.gpus import resolve_device
 from capplan.core.families.cuda.inputs import (
     NIXPKGS_DEFAULT_CUDA,
 )
@@ -23,7 +24,6 @@ from capplan.core.families.cuda.serve import (
 )
 from capplan.core.families.cuda.spec import CudaSpec
 from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.model.gpus import resolve_device
 from capplan.core.model.kb import KnowledgeBase, PackageInfo
 from capplan.core.model.systems import AARCH64
 from capplan.core.planning.config import gpu_system

@@ -24,7 +24,6 @@ from capplan.core.families.cuda.rules import Rules
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import AARCH64, system_suffix
-from capplan.core.model.vendors import amd_entry
 from capplan.core.planning.config import Config
 from capplan.core.planning.graph import dependency_closure
 from capplan.core.planning.plan import Decision, FleetGpu
@@ -47,6 +46,7 @@ class CudaPlanning:
         self.family = CudaFamily(kb)
         # The CUDA rules see only what is theirs: packages built for NVIDIA, capabilities in
         # extra/exclude (``others``, the families claiming before this one, take the rest).
+        self.others = tuple(others)
         self.view = _cuda_view(kb, config, others)
         self.policy_cuda: tuple[CudaVersion, ...] = ()
         self.fleet: tuple[FleetGpu, ...] = ()
@@ -57,9 +57,10 @@ class CudaPlanning:
 
     def claims_gpu(self, label: str) -> bool:
         # The fallback takes every entry the others left, and refuses here (in fleet order, as
-        # when ROCm's claim refused it) a name neither vendor knows, with both vendors'
-        # "did you mean" (core/model/vendors.py).
-        amd_entry(self.kb, label)
+        # when ROCm's claim refused it) a name no family knows: the others' owns_device says
+        # so, with every family's "did you mean" (ROCm's, core/families/rocm/claim.py).
+        for other in self.others:
+            other.owns_device(label)
         return True
 
     def resolve_fleet(self, labels: Sequence[str]) -> None:

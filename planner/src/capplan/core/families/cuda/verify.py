@@ -164,7 +164,7 @@ class CudaVerifier:
         return "a CUDA capability"
 
     def lookup(self, text: str) -> tuple[Capability, bool]:
-        from capplan.core.model.gpus import resolve_known_device
+        from capplan.core.families.cuda.gpus import resolve_known_device
 
         kb = self._kb()
         cap, _ = resolve_known_device(text, kb)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capplan.core.families.base import CostPart, FamilyResult, RunLevel
+from capplan.core.families.rocm.claim import amd_entry, looks_like_gfx
 from capplan.core.families.rocm.family import RocmFamily
 from capplan.core.families.rocm.kb import (
     AmdKnowledgeBase,
@@ -49,7 +50,6 @@ from capplan.core.families.rocm.spec import RocmSpec
 from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_runs
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import X86_64, system_suffix
-from capplan.core.model.vendors import amd_entry, looks_like_gfx
 from capplan.core.planning.config import Config, gpu_system
 from capplan.core.planning.plan import AmdFleetGpu, Decision, Serve, Variant
 from capplan.errors import InvalidInputError, shorten
@@ -751,7 +751,7 @@ def rocm_baselines(
 
 class RocmPlanning:
     """The ROCm family's planning (:class:`~capplan.core.families.base.FamilyPlanning`):
-    AMD fleet GPUs (claimed by :func:`~capplan.core.model.vendors.amd_entry`) served by gfx
+    AMD fleet GPUs (claimed by :func:`~capplan.core.families.rocm.claim.amd_entry`) served by gfx
     variants, rules 1-5 above. It has no policy inputs, no per-package settings and no fleet
     check of its own, and no package list apart from CUDA's (every ROCm build is also in
     kb/packages.json), so those phases are not among its protocols."""
@@ -766,9 +766,9 @@ class RocmPlanning:
         self._claimed: dict[str, tuple[AmdTarget, str | None] | None] = {}
 
     def claims_gpu(self, label: str) -> bool:
-        # A bad gfx target or an ambiguous AMD name is exit 4 here; a name no vendor in
-        # core/model/vendors.py knows is not claimed (another family may know it; the fallback
-        # refuses it with both vendors' "did you mean").
+        # A bad gfx target or an ambiguous AMD name is exit 4 here; a name no GPU family knows
+        # (claim.py's amd_entry) is not claimed (a family after this one may know it; the
+        # fallback refuses it with every family's "did you mean").
         found = self._claimed[label] = amd_entry(self.kb, label, unknown=False)
         return found is not None
 
