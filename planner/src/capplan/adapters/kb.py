@@ -27,8 +27,8 @@ from capplan.core.model.kb import (
 from capplan.errors import CapplanError, DataError, shorten
 
 if TYPE_CHECKING:
-    from capplan.core.families.cpu.kb import CpuPackagesFile
-    from capplan.core.families.rocm.kb import AmdKnowledgeBase
+    from capplan.core.families.base import ReadsKbFile
+    from capplan.core.families.registry import AmdKnowledgeBase, CpuPackagesFile
 
 __all__ = [
     "KB_FILES",
@@ -209,47 +209,37 @@ def _load_kb(directory: Path | None, *, amd: bool) -> KnowledgeBase:
     )
 
 
+def _reader(directory: Path | None) -> ReadsKbFile:
+    """How a family's knowledge base reads its files: :func:`load_kb_file` in ``directory``."""
+
+    def read(name: str, model: type[M], /) -> M:
+        return load_kb_file(name, model, directory)
+
+    return read
+
+
+# The families' own files, each read with the model its family names (through the registry,
+# which imports the family's model when first asked: caps and verify --expect answer from the
+# CUDA files alone and never load the ROCm or CPU model).
 def load_cpu_packages(directory: Path | None = None) -> CpuPackagesFile:
     """The CPU family's package file (``kb/cpu_packages.json``), by the same rules as
-    :func:`load_kb`; its model is imported when first needed."""
-    from capplan.core.families.cpu.kb import CpuPackagesFile
+    :func:`load_kb`."""
+    from capplan.core.families.registry import cpu_packages
 
-    return load_kb_file("cpu_packages.json", CpuPackagesFile, directory)
+    return cpu_packages(_reader(directory))
 
 
-# The ROCm family's files. Its model is imported when first needed: caps and verify --expect
-# answer from the CUDA files alone and never load it.
 def amd_kb_files() -> dict[str, type]:
     """The AMD knowledge-base files and the model of each (the tests validate every entry)."""
-    from capplan.core.families.rocm.kb import AmdGpusFile, AmdPackagesFile, AmdTargetsFile
+    from capplan.core.families.registry import amd_kb_files as files
 
-    return {
-        "amd_gpus.json": AmdGpusFile,
-        "amd_packages.json": AmdPackagesFile,
-        "amd_targets.json": AmdTargetsFile,
-    }
+    return files()
 
 
 @lru_cache(maxsize=4)
 def load_amd_kb(directory: Path | None = None) -> AmdKnowledgeBase:
     """The AMD knowledge base (``kb/amd_targets.json``, ``amd_gpus.json``,
     ``amd_packages.json``), by the same rules as :func:`load_kb`."""
-    from capplan.core.families.rocm.kb import (
-        AmdGpusFile,
-        AmdKnowledgeBase,
-        AmdPackagesFile,
-        AmdTargetsFile,
-    )
+    from capplan.core.families.registry import amd_kb
 
-    targets = load_kb_file("amd_targets.json", AmdTargetsFile, directory)
-    gpus = load_kb_file("amd_gpus.json", AmdGpusFile, directory)
-    packages = load_kb_file("amd_packages.json", AmdPackagesFile, directory)
-    return AmdKnowledgeBase(
-        targets=tuple(sorted(targets.targets, key=lambda t: t.target)),
-        nixpkgs_default_targets=targets.nixpkgs_default_targets,
-        nixpkgs_family_scopes=dict(sorted(targets.nixpkgs_family_scopes.items())),
-        gpus=gpus.gpus,
-        packages=dict(sorted(packages.packages.items())),
-        builds=dict(sorted(packages.builds.items())),
-        stack_libraries=dict(sorted(packages.stack_libraries.items())),
-    )
+    return amd_kb(_reader(directory))

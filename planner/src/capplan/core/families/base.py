@@ -59,6 +59,7 @@ __all__ = [
     "NamedDevice",
     "Pick",
     "PreparesPolicy",
+    "ReadsKbFile",
     "ReportsUnplanned",
     "RunLevel",
     "RunsOn",
@@ -69,6 +70,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+M = TypeVar("M")
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,6 +406,15 @@ class ReportsUnplanned(Protocol):
     are known once the GPU families have planned, in its :meth:`FamilyPlanning.plan`)."""
 
     def unplanned(self, requested: Sequence[str]) -> list[Decision]: ...
+
+
+# -- knowledge base -------------------------------------------------------------------------------
+class ReadsKbFile(Protocol):
+    """How a family's knowledge base reads one of its files (``kb/<name>``) as its record
+    model: the adapters' loader (:mod:`capplan.adapters.kb`), by the same rules for every
+    family's file (a broken one is one DataError naming the file, the entry and the field)."""
+
+    def __call__(self, name: str, model: type[M], /) -> M: ...
 
 
 # -- verify ---------------------------------------------------------------------------------------

@@ -16,21 +16,33 @@ from importlib import import_module
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.base import FamilyPlanning, GpuFamily, GpuNames, TargetFamily, Verifier
+from capplan.core.families.base import (
+    FamilyPlanning,
+    GpuFamily,
+    GpuNames,
+    ReadsKbFile,
+    TargetFamily,
+    Verifier,
+)
 
 if TYPE_CHECKING:
     # Re-exported for annotations: the CPU family's target model, which the CPU adapter gives
-    # (cpu_adapter below) and the planner takes.
+    # (cpu_adapter below) and the planner takes, and the families' knowledge bases, which the
+    # knowledge-base loader (capplan.adapters.kb) reads through amd_kb and cpu_packages below.
+    from capplan.core.families.cpu.kb import CpuPackagesFile as CpuPackagesFile
     from capplan.core.families.cpu.planning import CpuModel as CpuModel
-    from capplan.core.families.rocm.kb import AmdKnowledgeBase
+    from capplan.core.families.rocm.kb import AmdKnowledgeBase as AmdKnowledgeBase
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
     from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
+    "amd_kb",
+    "amd_kb_files",
     "cpu_adapter",
     "cpu_detector",
     "cpu_family",
+    "cpu_packages",
     "export_writer",
     "export_writers",
     "family_for_text",
@@ -124,6 +136,27 @@ def cpu_adapter() -> str:
     """The loader of the CPU family's target model (``module:function``; its ``packages=False``
     skips the package file)."""
     return _CPU_ADAPTER
+
+
+def amd_kb_files() -> dict[str, type]:
+    """The ROCm family's knowledge-base files (``kb/amd_*.json``) and the model of each."""
+    from capplan.core.families.rocm.kb import AMD_KB_FILES
+
+    return dict(AMD_KB_FILES)
+
+
+def amd_kb(read: ReadsKbFile) -> AmdKnowledgeBase:
+    """The ROCm family's knowledge base, its files read through ``read`` (the loader's)."""
+    from capplan.core.families.rocm.kb import read_amd_kb
+
+    return read_amd_kb(read)
+
+
+def cpu_packages(read: ReadsKbFile) -> CpuPackagesFile:
+    """The CPU family's package file (``kb/cpu_packages.json``), read through ``read``."""
+    from capplan.core.families.cpu.kb import read_cpu_packages
+
+    return read_cpu_packages(read)
 
 
 def cpu_family(model: CpuModel) -> TargetFamily[str]:

@@ -14,13 +14,17 @@ import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.model.records import Record, check_costs, record
 from capplan.errors import DataError, InvalidInputError, shorten
 
+if TYPE_CHECKING:
+    from capplan.core.families.base import ReadsKbFile
+
 __all__ = [
+    "AMD_KB_FILES",
     "AmdGpuModel",
     "AmdGpusFile",
     "AmdKnowledgeBase",
@@ -34,6 +38,7 @@ __all__ = [
     "RocmCost",
     "StackLibrary",
     "normalise_amd_name",
+    "read_amd_kb",
 ]
 
 
@@ -395,3 +400,29 @@ class AmdKnowledgeBase(Record):
                 if close
                 else f"known: {', '.join(sorted(self.packages))}",
             ) from None
+
+
+# The ROCm family's knowledge-base files (kb/) and the model of each (the tests validate every
+# entry).
+AMD_KB_FILES: dict[str, type] = {
+    "amd_gpus.json": AmdGpusFile,
+    "amd_packages.json": AmdPackagesFile,
+    "amd_targets.json": AmdTargetsFile,
+}
+
+
+def read_amd_kb(read: ReadsKbFile) -> AmdKnowledgeBase:
+    """The AMD knowledge base (``kb/amd_targets.json``, ``amd_gpus.json``,
+    ``amd_packages.json``), each file read through ``read``."""
+    targets = read("amd_targets.json", AmdTargetsFile)
+    gpus = read("amd_gpus.json", AmdGpusFile)
+    packages = read("amd_packages.json", AmdPackagesFile)
+    return AmdKnowledgeBase(
+        targets=tuple(sorted(targets.targets, key=lambda t: t.target)),
+        nixpkgs_default_targets=targets.nixpkgs_default_targets,
+        nixpkgs_family_scopes=dict(sorted(targets.nixpkgs_family_scopes.items())),
+        gpus=gpus.gpus,
+        packages=dict(sorted(packages.packages.items())),
+        builds=dict(sorted(packages.builds.items())),
+        stack_libraries=dict(sorted(packages.stack_libraries.items())),
+    )
