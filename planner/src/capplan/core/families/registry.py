@@ -16,16 +16,18 @@ from importlib import import_module
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.base import (
-    FamilyPlanning,
-    GpuFamily,
-    GpuNames,
-    ReadsKbFile,
-    TargetFamily,
-    Verifier,
-)
-
 if TYPE_CHECKING:
+    # The interface, for annotations only: a command that asks one family one question
+    # (gpus "RTX 3090") does not load base.py's protocols and dataclasses (about 5 ms).
+    from capplan.core.families.base import (
+        FamilyPlanning,
+        GpuFamily,
+        GpuNames,
+        ReadsKbFile,
+        TargetFamily,
+        Verifier,
+    )
+
     # Re-exported for annotations: the CPU family's target model, which the CPU adapter gives
     # (cpu_adapter below) and the planner takes, and the families' knowledge bases, which the
     # knowledge-base loader (capplan.adapters.kb) reads through amd_kb and cpu_packages below.
