@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from capplan.adapters.fatbin import FileReport, binary_limits, inspect_paths
 from capplan.core.binaries import fatbin
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.kb import nvidia
 from capplan.errors import BinaryFormatError, CapplanError, ExitCode, InvalidInputError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -473,7 +474,7 @@ def test_verify_device_by_gpu_name(built: dict[str, Path]) -> None:
     from capplan.adapters.kb import load_kb
     from capplan.core.families.cuda.gpus import resolve_device
 
-    h100, _model = resolve_device("H100", load_kb().gpus)
+    h100, _model = resolve_device("H100", nvidia(load_kb()).gpus)
     assert str(h100) == "9.0"
     code, out, _ = _run(
         ["verify", str(built["multi.o"]), "--expect", "8.6,9.0+PTX", "--device", "H100"]

@@ -176,8 +176,8 @@ def test_the_checker_sees_vendor_branches(tmp_path: Path) -> None:
 # test fails when a new import appears and when an exception is cleaned up (remove it here).
 KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # By design (issue 32): caps and limits are about one family's facts.
-    "cli/caps.py": {"cuda.version"},
-    "cli/limits.py": {"cuda.compat", "cuda.torch_limits"},
+    "cli/caps.py": {"cuda.kb", "cuda.version"},
+    "cli/limits.py": {"cuda.compat", "cuda.kb", "cuda.torch_limits"},
     "cli/limits_magma.py": {"rocm.kb", "rocm.magma_limits"},
     # Every other command goes through the registry and base (verify and plan through the
     # registry, doctor's fixes through the families' pick; doctor's GPU and driver facts are
@@ -187,20 +187,22 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # objects, and dispatch resolves its devices itself).
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
-    # "one typed field") and the knowledge-base records.
+    # "one typed field"); the knowledge base's readers of CUDA's and ROCm's parts
+    # (cuda.kb's nvidia, rocm.kb) below.
     # The plan: a Variant holds one typed family spec (core/model/spec.py's FamilySpec, issue
     # 42), but the fleet entries, the CUDA policy and version and nixpkgs' default ROCm
     # targets are still written in CUDA's and ROCm's types.
     "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
-    "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     # Dispatch is NVIDIA-only: it reads CUDA variants' specs.
-    "core/planning/dispatch.py": {"cuda.capability", "cuda.keys", "cuda.spec"},
+    "core/planning/dispatch.py": {"cuda.capability", "cuda.kb", "cuda.keys", "cuda.spec"},
     "core/planning/nixpkgs_check.py": {
         "cpu.kb",
         "cuda.capability",
         "cuda.family",
         "cuda.inputs",
+        "cuda.kb",
         "cuda.version",
+        "rocm.kb",
         "rocm.target",
     },
     # Binary readers that judge CUDA and AMD device code side by side (the exporters ask the
@@ -209,6 +211,7 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
         "cuda.capability",
         "cuda.compat",
         "cuda.drivers",
+        "cuda.kb",
         "cuda.version",
         "rocm.target",
     },

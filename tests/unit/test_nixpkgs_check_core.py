@@ -15,6 +15,7 @@ from capplan.adapters.kb import load_kb, load_kb_file
 from capplan.adapters.nixpkgs import LockedNixpkgs, locked_nixpkgs, nixpkgs_reference
 from capplan.core.families.cpu.kb import CpuPackagesFile
 from capplan.core.families.cuda.inputs import resolve_cuda_policy
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.planning.config import config_from_mapping
 from capplan.core.planning.matrix import plan_json
 from capplan.core.planning.nixpkgs_check import compare, nixpkgs_request, policy_request
@@ -264,7 +265,7 @@ def test_policy_request_resolves_the_policy_as_the_planner_does() -> None:
     )  # fmt: skip
     default = policy_request(KB, plan, CPU, None)
     wanted = policy_request(KB, plan, CPU, ["12.6"])
-    set_126 = str(KB.cuda_release(resolve_cuda_policy(KB, ["12.6"])[0]).nixpkgs_set)
+    set_126 = str(nvidia(KB).cuda_release(resolve_cuda_policy(KB, ["12.6"])[0]).nixpkgs_set)
     assert set_126 in wanted["torch_cuda"]
     assert set_126 not in nixpkgs_request(KB, plan, CPU)["torch_cuda"]  # the plan alone
     assert wanted == nixpkgs_request(KB, plan, CPU, resolve_cuda_policy(KB, ["12.6"]))

@@ -25,6 +25,7 @@ from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import how_runs, is_jetson
 from capplan.core.families.cuda.drivers import version_key
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_runs
 
@@ -270,13 +271,13 @@ def nvidia_gpu(
     systems of its host, from the model) with the knowledge base's facts of it: the Jetson flag,
     the architecture, the CUDA releases that support it, the oldest driver that knows it, and
     the CPU architecture of its host where that is fixed (Jetson, Grace superchips, GB10)."""
-    info = kb.capability(cap.base) if kb.knows(cap.base) else None
+    info = nvidia(kb).capability(cap.base) if nvidia(kb).knows(cap.base) else None
     label = f"{name} ({cap})" if name else str(cap)
     jetson = is_jetson(cap, kb)
     min_driver, source = (info.min_driver, info.min_driver_source) if info else (None, None)
     if info is not None and min_driver is None:
         # The first toolkit that supports a GPU ships with the first driver that knows it.
-        first = next((r for r in kb.cuda_releases if r.version == info.min_cuda), None)
+        first = next((r for r in nvidia(kb).cuda_releases if r.version == info.min_cuda), None)
         if first is not None:
             min_driver = first.toolkit_driver
             source = (
@@ -311,7 +312,7 @@ def driver_facts(kb: KnowledgeBase, version: str | None) -> Driver:
     toolkit: dict[str, str] = {}
     runs: Any = None
     have = version_key(version) if version else None
-    for release in kb.cuda_releases:
+    for release in nvidia(kb).cuda_releases:
         need = min((release.min_driver, release.toolkit_driver), key=version_key)
         major = release.version.major
         if major not in minimum or version_key(need) < version_key(minimum[major]):
@@ -327,7 +328,7 @@ def driver_facts(kb: KnowledgeBase, version: str | None) -> Driver:
     # Table 2 of the release notes): a 580 driver runs every CUDA 13.x, 13.5 included.
     # (A driver between a toolkit's own and the major's minimum runs that release only: 450.51.05
     # runs 11.0 but not 11.1, whose minimum is 450.80.02.)
-    compat = {r.version.major: r.min_driver for r in kb.cuda_releases}
+    compat = {r.version.major: r.min_driver for r in nvidia(kb).cuda_releases}
     whole = runs is not None and have is not None and version_key(compat[runs.major]) <= have
     shown = f"{runs.major}.x" if whole else (str(runs) if runs else None)
     return Driver(version, minimum, toolkit, shown)

@@ -10,7 +10,7 @@ command that only looks a GPU up never loads the planner.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from importlib import import_module
 from importlib.util import find_spec
@@ -33,14 +33,16 @@ if TYPE_CHECKING:
     # knowledge-base loader (capplan.adapters.kb) reads through amd_kb and cpu_packages below.
     from capplan.core.families.cpu.kb import CpuPackagesFile as CpuPackagesFile
     from capplan.core.families.cpu.planning import CpuModel as CpuModel
+    from capplan.core.families.cuda.kb import NvidiaKnowledgeBase
     from capplan.core.families.rocm.kb import AmdKnowledgeBase as AmdKnowledgeBase
-    from capplan.core.model.kb import KnowledgeBase
+    from capplan.core.model.kb import KnowledgeBase, PackageInfo
     from capplan.core.planning.config import Config
     from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
     "amd_kb",
     "amd_kb_files",
+    "capability_kb",
     "cpu_adapter",
     "cpu_detector",
     "cpu_family",
@@ -58,6 +60,8 @@ __all__ = [
     "is_cpu_side",
     "job_keys",
     "nix_keys",
+    "nvidia_kb",
+    "nvidia_kb_files",
     "plan_keys",
     "planning_families",
     "table_keys",
@@ -138,6 +142,31 @@ def cpu_adapter() -> str:
     """The loader of the CPU family's target model (``module:function``; its ``packages=False``
     skips the package file)."""
     return _CPU_ADAPTER
+
+
+def nvidia_kb_files() -> dict[str, type]:
+    """The CUDA family's knowledge-base files (``kb/capabilities.json``, ``packages.json``,
+    ...) and the model of each."""
+    from capplan.core.families.cuda.kb import NVIDIA_KB_FILES
+
+    return dict(NVIDIA_KB_FILES)
+
+
+def nvidia_kb(read: ReadsKbFile) -> tuple[Mapping[str, PackageInfo], NvidiaKnowledgeBase]:
+    """The package list every family plans from (kb/packages.json, written with CUDA's
+    capability limits) and the CUDA family's part of the knowledge base, their files read
+    through ``read`` (the loader's)."""
+    from capplan.core.families.cuda.kb import read_nvidia_kb
+
+    return read_nvidia_kb(read)
+
+
+def capability_kb(read: ReadsKbFile) -> NvidiaKnowledgeBase:
+    """The CUDA family's capability table and releases alone (``caps``, ``verify
+    --expect``)."""
+    from capplan.core.families.cuda.kb import read_capability_kb
+
+    return read_capability_kb(read)
 
 
 def amd_kb_files() -> dict[str, type]:

@@ -18,7 +18,9 @@ from capplan.core.families.cpu.kb import CpuPackagesFile
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.family import cuda_limits_reason
 from capplan.core.families.cuda.inputs import NIXPKGS_DEFAULT_CUDA, resolve_cuda_policy
+from capplan.core.families.cuda.kb import cuda_package, nvidia
 from capplan.core.families.cuda.version import CudaVersion
+from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import MESSAGE_LIMIT, CapplanError, shorten
@@ -87,11 +89,12 @@ def _argument_facts(
         for library, arguments in libraries.items()
         for argument in arguments
     }
+    amd = kb.part(AmdKnowledgeBase)
     for name in packages:
         info = kb.packages.get(name)
         if info is not None and info.ptx == "gpu-targets":
             facts.add((name, tuple(info.attr.split(".")), "gpuTargets"))
-        build = kb.amd.builds.get(name) if kb.amd is not None else None
+        build = amd.builds.get(name) if amd is not None else None
         if build is not None and build.how == "gpu-targets":
             facts.add((name, tuple(build.attr.split(".")), build.argument or "gpuTargets"))
         for entry in cpu.packages if cpu is not None else ():
@@ -129,25 +132,31 @@ def nixpkgs_request(
     a version the knowledge base says it refuses, so the plan alone would never ask)."""
     variants: Mapping[str, Mapping[str, Any]] = plan.get("variants", {})
     packages = sorted({str(v["package"]) for v in variants.values()})
-    planned, changed = _stack_scopes(variants) if kb.amd is not None else ({}, {})
+    planned, changed = (
+        _stack_scopes(variants) if kb.part(AmdKnowledgeBase) is not None else ({}, {})
+    )
     request: dict[str, Any] = {
         "system": str(plan.get("system", "x86_64-linux")),
         "arguments": _argument_facts(kb, cpu, packages, changed),
-        "cuda_sets": sorted(str(kb.cuda_release(v).nixpkgs_set) for v in kb.nixpkgs_cuda()),
+        "cuda_sets": sorted(
+            str(nvidia(kb).cuda_release(v).nixpkgs_set) for v in nvidia(kb).nixpkgs_cuda()
+        ),
         "default_cuda": str(NIXPKGS_DEFAULT_CUDA),
     }
     if "torch" in packages or "torchvision" in packages:
         used = {CudaVersion.parse(str(v["cuda"])) for v in variants.values() if v.get("cuda")}
         used.update((NIXPKGS_DEFAULT_CUDA, *cuda))
         request["torch_cuda"] = sorted(
-            str(kb.cuda_release(c).nixpkgs_set) for c in used if kb.cuda_release(c).nixpkgs_set
+            str(nvidia(kb).cuda_release(c).nixpkgs_set)
+            for c in used
+            if nvidia(kb).cuda_release(c).nixpkgs_set
         )
         request["torch_capabilities"] = [
             str(c.capability)
-            for c in kb.supported(NIXPKGS_DEFAULT_CUDA)
+            for c in nvidia(kb).supported(NIXPKGS_DEFAULT_CUDA)
             if c.nixpkgs and not c.jetson
         ]
-    amd = kb.amd
+    amd = kb.part(AmdKnowledgeBase)
     if amd is not None:
         scopes: dict[str, set[str]] = {
             name: {str(t) for t in targets} for name, targets in amd.nixpkgs_family_scopes.items()
@@ -267,7 +276,7 @@ def _torch(kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, A
     found: list[Drift] = []
     if "torch_cuda" not in request:
         return found
-    torch = kb.package("torch")
+    torch = cuda_package(kb, "torch")
     broken = _mapping(answer.get("torch_broken"))
     for name in request["torch_cuda"]:
         version = CudaVersion.parse(name.removeprefix("cudaPackages_").replace("_", "."))
@@ -344,7 +353,8 @@ def _rocm(kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, An
     found: list[Drift] = []
     asked = request.get("rocm")
     got = answer.get("rocm")
-    if asked is None or kb.amd is None:
+    amd = kb.part(AmdKnowledgeBase)
+    if asked is None or amd is None:
         return found
     if not isinstance(got, Mapping):
         return [
@@ -391,7 +401,7 @@ def _rocm(kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, An
     for item in asked["scope_packages"]:
         scope, package = item["scope"], item["package"]
         targets = asked["planned_scopes"][scope]
-        check = kb.amd.packages[package].check(package, tuple(AmdTarget.parse(t) for t in targets))
+        check = amd.packages[package].check(package, tuple(AmdTarget.parse(t) for t in targets))
         expected = check.outcome not in ("broken", "throw")
         actual = evaluates.get(f"{scope}.{package}")
         if actual is None or not isinstance(actual, bool) or actual != expected:

@@ -15,8 +15,9 @@ from functools import lru_cache
 from typing import Any
 
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.kb import ChipInfo, GpuModel, PciDevice, nvidia
 from capplan.core.model.devices import check_device_text
-from capplan.core.model.kb import ChipInfo, GpuModel, KnowledgeBase, PciDevice
+from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import InvalidInputError, shorten
 
 __all__ = [
@@ -266,23 +267,23 @@ def lookup_pci(pci_id: str, kb: KnowledgeBase) -> PciAnswer:
             f"PCI id '{wanted}' is not an NVIDIA device (vendor {vendor}, NVIDIA is 10de)",
             hint="give an NVIDIA id from 'lspci -nn -d 10de:'",
         )
-    device = kb.pci_device(wanted)
+    device = nvidia(kb).pci_device(wanted)
     if device is None:
         raise InvalidInputError(
             f"unknown NVIDIA device id '{wanted}': not in capplan's PCI table", hint=REPORT_HINT
         )
-    chip = kb.chip(device.chip)
+    chip = nvidia(kb).chip(device.chip)
     if chip is None:  # the loader checks every device's chip; kept for type narrowing
         raise InvalidInputError(f"NVIDIA device id '{wanted}' has no known chip", hint=REPORT_HINT)
-    models = tuple(m for m in (kb.gpu(n) for n in device.models) if m is not None)
+    models = tuple(m for m in (nvidia(kb).gpu(n) for n in device.models) if m is not None)
     return PciAnswer(device, chip, models)
 
 
 def resolve_known_device(text: str, kb: KnowledgeBase) -> tuple[Capability, GpuModel | None]:
     """:func:`resolve_device`, and the capability must be one the knowledge base knows (exit 4
     with the known capabilities and spellings otherwise: ``99.9`` or ``sm_86a`` are no device)."""
-    cap, model = resolve_device(text, kb.gpus)
-    kb.capability(cap)
+    cap, model = resolve_device(text, nvidia(kb).gpus)
+    nvidia(kb).capability(cap)
     return cap, model
 
 
@@ -296,13 +297,13 @@ class NvidiaGpuNames:
 
     def rows(self, query: str | None) -> list[dict[str, Any]]:
         if query is None:
-            models = sorted(self.kb.gpus, key=lambda m: (m.capability.sort_key, m.name))
+            models = sorted(nvidia(self.kb).gpus, key=lambda m: (m.capability.sort_key, m.name))
         else:
-            models = [m.model for m in find_gpus(query, self.kb.gpus)]
+            models = [m.model for m in find_gpus(query, nvidia(self.kb).gpus)]
         return [self._row(m) for m in models]
 
     def _row(self, model: GpuModel) -> dict[str, Any]:
-        info = self.kb.capability(model.capability)
+        info = nvidia(self.kb).capability(model.capability)
         return {
             "name": model.name,
             "capability": str(model.capability),
@@ -312,7 +313,7 @@ class NvidiaGpuNames:
             "aliases": list(model.aliases),
             "chips": list(model.chips),
             "pci_ids": list(model.pci_ids)
-            or sorted(d.id for d in self.kb.pci_devices if model.name in d.models),
+            or sorted(d.id for d in nvidia(self.kb).pci_devices if model.name in d.models),
             "note": model.note,
         }
 
@@ -321,7 +322,7 @@ class NvidiaGpuNames:
         rows = [self._row(m) for m in answer.models]
         if not rows:
             # An id pci.ids lists without a product name: the chip still gives the capability.
-            info = self.kb.capability(answer.capability)
+            info = nvidia(self.kb).capability(answer.capability)
             rows = [
                 {
                     "name": answer.name,
@@ -342,14 +343,14 @@ class NvidiaGpuNames:
         return rows
 
     def suggestions(self, query: str) -> list[str]:
-        return suggestions(query, self.kb.gpus)
+        return suggestions(query, nvidia(self.kb).gpus)
 
     def targets(self, texts: Sequence[str]) -> tuple[str, ...]:
-        caps = [resolve_device(t, self.kb.gpus)[0] for t in texts]
+        caps = [resolve_device(t, nvidia(self.kb).gpus)[0] for t in texts]
         for cap in caps:
-            self.kb.capability(cap)  # an unknown capability (99.9) is exit 4, as everywhere
+            nvidia(self.kb).capability(cap)  # an unknown capability (99.9) is exit 4, as everywhere
         return tuple(str(c) for c in caps)
 
     def host_systems(self, name: str) -> tuple[str, ...]:
-        named = unique_model(name, self.kb.gpus)
+        named = unique_model(name, nvidia(self.kb).gpus)
         return named.systems if named else ()

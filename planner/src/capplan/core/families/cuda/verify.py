@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from capplan.core.families.base import RunLevel, Verified
 from capplan.core.families.cuda.capability import Capability, Target, parse_targets
 from capplan.core.families.cuda.compat import Verdict, how_runs, is_jetson
+from capplan.core.families.cuda.kb import nvidia
 
 if TYPE_CHECKING:
     from capplan.core.model.kb import KnowledgeBase
@@ -152,7 +153,7 @@ class CudaVerifier:
         return isinstance(target, Target)
 
     def expected(self, text: str, items: Sequence[str]) -> tuple[Target, ...]:
-        return self._capability_kb().check_targets(parse_targets(text))
+        return nvidia(self._capability_kb()).check_targets(parse_targets(text))
 
     def target_spelling(self, text: str) -> str | None:
         from capplan.errors import InvalidInputError

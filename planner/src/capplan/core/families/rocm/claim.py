@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 
 from capplan.core.families.registry import gpu_families
-from capplan.core.families.rocm.kb import normalise_amd_name
+from capplan.core.families.rocm.kb import AmdKnowledgeBase, normalise_amd_name
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.model.devices import check_device_text
 from capplan.core.model.kb import KnowledgeBase
@@ -45,15 +45,16 @@ def amd_entry(
         return target.base, None
     # The other GPU families (NVIDIA's capabilities and models), in the registry's order.
     others = [f for f in gpu_families(kb) if f.name != "rocm"]
-    if any(f.knows_device(label) for f in others) or kb.amd is None:
+    amd = kb.part(AmdKnowledgeBase)
+    if any(f.knows_device(label) for f in others) or amd is None:
         return None
     try:
-        models = kb.amd.lookup_gpu(label)
+        models = amd.lookup_gpu(label)
     except InvalidInputError:
         if not unknown:
             return None
         theirs = [name for f in others for name in f.device_suggestions(label)]
-        close = _closest(label, [*theirs, *kb.amd.suggest_gpus(label)])
+        close = _closest(label, [*theirs, *amd.suggest_gpus(label)])
         raise InvalidInputError(
             f"unknown GPU or capability '{shorten(label.strip())}'",
             hint="did you mean " + " or ".join(f"'{c}'" for c in close[:4]) + "?"

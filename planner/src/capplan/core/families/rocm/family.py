@@ -40,7 +40,7 @@ class RocmFamily:
 
     def __init__(self, kb: KnowledgeBase) -> None:
         self.kb = kb
-        self.amd: AmdKnowledgeBase | None = kb.amd
+        self.amd: AmdKnowledgeBase | None = kb.part(AmdKnowledgeBase)
 
     def claims(self, text: str) -> bool:
         return looks_like_gfx(text)

@@ -22,6 +22,7 @@ from capplan.errors import DataError, InvalidInputError, shorten
 
 if TYPE_CHECKING:
     from capplan.core.families.base import ReadsKbFile
+    from capplan.core.model.kb import CostBasisKind
 
 __all__ = [
     "AMD_KB_FILES",
@@ -342,6 +343,15 @@ class AmdKnowledgeBase(Record):
                     f"{gpu.target}, which kb/amd_targets.json lacks",
                     hint="add the target or fix the GPU entry",
                 )
+
+    def cost_sources(self) -> tuple[str, dict[str, tuple[CostBasisKind, str]]]:
+        """Each ROCm build's and stack library's cost basis and source, for AMD variants
+        (:class:`capplan.core.model.kb.PricesBuilds`)."""
+        found = {name: (b.cost.basis, b.cost.source) for name, b in self.builds.items()}
+        found.update(
+            {name: (s.cost.basis, s.cost.source) for name, s in self.stack_libraries.items()}
+        )
+        return "amd", found
 
     def target_info(self, target: AmdTarget) -> AmdTargetInfo | None:
         for info in self.targets:

@@ -762,6 +762,7 @@ class RocmPlanning:
         self.kb = kb
         self.config = config
         self.family = RocmFamily(kb)
+        self.amd = kb.part(AmdKnowledgeBase)
         self.fleet: tuple[AmdFleetGpu, ...] = ()
         self._claimed: dict[str, tuple[AmdTarget, str | None] | None] = {}
 
@@ -794,7 +795,7 @@ class RocmPlanning:
         return tuple(g.label for g in self.fleet)
 
     def _build(self, package: str) -> RocmBuild | None:
-        return self.kb.amd.builds.get(package) if self.kb.amd is not None else None
+        return self.amd.builds.get(package) if self.amd is not None else None
 
     def check_vendors(self, package: str) -> None:
         vendors = self.config.packages[package].vendors
@@ -816,7 +817,7 @@ class RocmPlanning:
             if build is None
             else f"packages.{package}.vendors leaves out amd"
         )
-        amd = self.kb.amd
+        amd = self.amd
         raise InvalidInputError(
             f"packages.{package}.{key} = '{shorten(text.strip())}': a ROCm gfx target, but {why}",
             hint="gfx targets go to packages with a ROCm build ("
@@ -842,17 +843,17 @@ class RocmPlanning:
     def _gpu(self, requested: Sequence[str]) -> tuple[str, ...]:
         """The requested GPU packages: a CPU-side package (core/families/cpu/planning.py) is no
         ROCm family's business."""
-        amd = self.kb.amd
+        amd = self.amd
         return tuple(
             p for p in requested if p in self.kb.packages or (amd is not None and p in amd.builds)
         )
 
     def plan(self, requested: Sequence[str], earlier: FamilyResult) -> FamilyResult:
         result = FamilyResult()
-        if self.kb.amd is None:
+        if self.amd is None:
             return result
         systems = self.config.policy.planned_systems
-        rocm = plan_rocm(self.kb.amd, self.config, self.fleet, self._gpu(requested), systems)
+        rocm = plan_rocm(self.amd, self.config, self.fleet, self._gpu(requested), systems)
         result.variants = rocm.variants
         result.decisions = rocm.decisions
         result.unserved = rocm.unserved
@@ -860,15 +861,15 @@ class RocmPlanning:
         return result
 
     def costs(self, requested: Sequence[str], result: FamilyResult) -> CostPart:
-        if self.kb.amd is None or not self.fleet:
+        if self.amd is None or not self.fleet:
             return CostPart()
         d_min, d_size, d_jobs, n_min, n_size, n_jobs = rocm_baselines(
-            self.kb.amd, self.config, self.fleet, tuple(self.config.packages)
+            self.amd, self.config, self.fleet, tuple(self.config.packages)
         )
         return CostPart(d_min, d_size, d_jobs, n_min, n_size, n_jobs)
 
     def plan_fields(self) -> dict[str, Any]:
-        amd = self.kb.amd
+        amd = self.amd
         return {
             "amd_fleet": self.fleet,
             "rocm_scope": self.config.policy.rocm_scope,
