@@ -1,11 +1,11 @@
 """The AMD knowledge base: validated, frozen models of ``kb/amd_*.json`` and questions on them.
 
-Groundwork for issue 16, kept apart from the CUDA :mod:`capplan.core.model.kb`: gfx targets
-with their
-family, generic target, ROCm range, KFD number and nixpkgs default/scopes; AMD GPU models by
-loose name; and the per-package target lists nixpkgs hard-codes (torch, magma-hip, hipblaslt,
-hipsparselt, aotriton, miopen, composable_kernel, onnxruntime). Every entry carries a ``source``.
-Loading lives in :mod:`capplan.adapters.amd_kb`.
+The ROCm family's part of the knowledge base (``kb.part(AmdKnowledgeBase)``), beside CUDA's
+(:mod:`capplan.core.families.cuda.kb`): gfx targets with their family, generic target, ROCm
+range, KFD number and nixpkgs default/scopes; AMD GPU models by loose name; and the per-package
+target lists nixpkgs hard-codes (torch, magma-hip, hipblaslt, hipsparselt, aotriton, miopen,
+composable_kernel, onnxruntime). Every entry carries a ``source``. Loading lives in
+:mod:`capplan.adapters.kb`, which reads these files through the registry (:func:`read_amd_kb`).
 """
 
 from __future__ import annotations
