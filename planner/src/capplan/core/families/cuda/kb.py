@@ -364,7 +364,7 @@ class NvidiaKnowledgeBase(Record):
         """CUDA versions nixpkgs has a package set for, oldest first."""
         return tuple(r.version for r in self.cuda_releases if r.nixpkgs_set)
 
-    # -- packages -----------------------------------------------------------------------------
+    # -- torch releases -----------------------------------------------------------------------
     def torch_release(self, version: str) -> TorchRelease:
         for release in self.torch_releases:
             if release.version == version or _minor(release.version) == _minor(version):
