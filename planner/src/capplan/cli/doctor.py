@@ -84,6 +84,7 @@ def doctor(
     profile. Exit 0 when everything runs, 16 when a library cannot run on a GPU.
     """
     from capplan.adapters.environment import default_sources, sources_for
+    from capplan.core.families.registry import doctor_driver
 
     if driver is not None:
         driver = _check_driver(driver)
@@ -107,8 +108,6 @@ def doctor(
         for source in sources:
             err_console().print(f"capplan: checking {source.path} ({source.why})", markup=False,
                                 highlight=False, soft_wrap=True)  # fmt: skip
-    from capplan.core.families.registry import doctor_driver
-
     kb = current_kb()
     cpu_facts, cpu_note = _cpu_facts(cpu)
     gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
