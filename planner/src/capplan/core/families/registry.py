@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
+    "adapter_owners",
     "cpu_adapter",
     "cpu_detector",
     "cpu_family",
@@ -115,6 +116,17 @@ def cpu_adapter() -> str:
     """The loader of the CPU family's target model (``module:function``; its ``packages=False``
     skips the package file)."""
     return _CPU_ADAPTER
+
+
+def adapter_owners() -> dict[str, str]:
+    """The adapter modules a family declares its own (its entry's ``ADAPTERS``), each with the
+    family's short name (``"cpu"``): they may import that family's modules, as its detector
+    does."""
+    return {
+        module: package.rpartition(".")[2]
+        for package, entry in zip(_FAMILIES, _entries(), strict=True)
+        for module in getattr(entry, "ADAPTERS", ())
+    }
 
 
 def cpu_family(model: CpuModel) -> TargetFamily[str]:

@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
 
+# The adapters (capplan.adapters) that are this family's own: archspec's CPU model, which reads
+# the CPU family's package file and builds its planning policies (registry.adapter_owners).
+ADAPTERS: tuple[str, ...] = ("capplan.adapters.cpu_archspec",)
+
 
 def planning(
     kb: KnowledgeBase,
