@@ -184,7 +184,8 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # built in core/binaries/doctor.py, where its Gpu and Driver are; nixpkgs reads the CPU
     # package file through adapters/kb.py and resolves the CUDA policy in nixpkgs_check's
     # policy_request; planning's annotations name the archspec adapter and verify's targets as
-    # objects, and dispatch resolves its devices itself).
+    # objects, and dispatch resolves its devices itself; dispatch, plan and generate ask the
+    # registry's dispatcher, the CUDA family's dispatch.py, for the dispatch outputs' tables).
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
     # "one typed field") and the knowledge-base records.
@@ -195,8 +196,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/gpus.py": {"cuda.capability"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},
-    # Dispatch is NVIDIA-only: it reads CUDA variants' specs.
-    "core/planning/dispatch.py": {"cuda.capability", "cuda.keys", "cuda.spec"},
     "core/planning/nixpkgs_check.py": {
         "cpu.kb",
         "cuda.capability",

@@ -48,6 +48,8 @@ __all__ = [
     "ClaimsFleet",
     "CostPart",
     "Device",
+    "DispatchCost",
+    "Dispatcher",
     "Explained",
     "FamilyPlanning",
     "FamilyResult",
@@ -343,6 +345,60 @@ class ReportsUnplanned(Protocol):
     are known once the GPU families have planned, in its :meth:`FamilyPlanning.plan`)."""
 
     def unplanned(self, requested: Sequence[str]) -> list[Decision]: ...
+
+
+# -- dispatch ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class DispatchCost:
+    """Output sizes (MB) of the ways to give every fleet GPU of one system one package."""
+
+    package: str
+    system: str
+    variants: int
+    dispatch_mb: float  # every single-target variant with its per-variant dependencies
+    fat_mb: float  # one build for every target the variants hold
+    one_variant_mb: float  # the largest single variant with its dependencies
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "package": self.package,
+            "system": self.system,
+            "variants": self.variants,
+            "dispatch_mb": self.dispatch_mb,
+            "fat_mb": self.fat_mb,
+            "one_variant_mb": self.one_variant_mb,
+        }
+
+
+class Dispatcher(Protocol):
+    """What a ``<package>-dispatch`` output needs of the family whose variants it starts (the
+    standalone selector, :mod:`capplan.runtime.selector`, picks among them at each start): from
+    :func:`capplan.core.families.registry.dispatcher`, on one knowledge base. Only CUDA
+    dispatches today (``core/families/cuda/dispatch.py``); ROCm variants are chosen with
+    ``capplan detect``."""
+
+    def packages(self, plan: Plan, system: str | None = None) -> tuple[str, ...]:
+        """The requested packages a dispatch output can serve (on ``system``, when given)."""
+        ...
+
+    def resolve_fallback(self, plan: Plan, package: str, fallback: str) -> str:
+        """``[dispatch] fallback`` for ``package``: ``"error"`` or a planned variant's name; a
+        fallback naming nothing planned is a ConfigError."""
+        ...
+
+    def table(
+        self, plan: Plan, package: str, *, fallback: str, system: str | None = None
+    ) -> dict[str, Any]:
+        """The selector's table for ``package`` (without the variants' store paths)."""
+        ...
+
+    def section(self, plan: Plan, *, fallback: str) -> dict[str, Any]:
+        """The ``dispatch`` part of overlays/plan.json."""
+        ...
+
+    def cost(self, plan: Plan, package: str, system: str | None = None) -> DispatchCost:
+        """What a dispatch closure of ``package`` holds against one fat build and one variant."""
+        ...
 
 
 # -- verify ---------------------------------------------------------------------------------------

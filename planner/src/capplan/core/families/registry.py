@@ -16,7 +16,13 @@ from importlib import import_module
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
+from capplan.core.families.base import (
+    Dispatcher,
+    FamilyPlanning,
+    GpuFamily,
+    TargetFamily,
+    Verifier,
+)
 
 if TYPE_CHECKING:
     # Re-exported for annotations: the CPU family's target model, which the CPU adapter gives
@@ -32,6 +38,7 @@ __all__ = [
     "cpu_adapter",
     "cpu_detector",
     "cpu_family",
+    "dispatcher",
     "export_writer",
     "export_writers",
     "family_for_text",
@@ -159,6 +166,14 @@ def _cpu_feature() -> Callable[[Variant], str | None]:
     from capplan.core.families.cpu.keys import gccarch_feature as feature
 
     return feature
+
+
+def dispatcher(kb: KnowledgeBase) -> Dispatcher:
+    """What the ``<package>-dispatch`` outputs need (their tables, the fallback, their cost),
+    from the family whose variants they start: the one whose entry has ``dispatcher``
+    (CUDA's; its selector picks by capability)."""
+    found: Dispatcher = next(e.dispatcher(kb) for e in _entries() if hasattr(e, "dispatcher"))
+    return found
 
 
 def family_for_text(families: Sequence[GpuFamily[Any]], text: str) -> GpuFamily[Any]:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from capplan.core.families.base import FamilyPlanning, GpuFamily, Verifier
+    from capplan.core.families.base import Dispatcher, FamilyPlanning, GpuFamily, Verifier
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
 
@@ -42,3 +42,9 @@ def planning(
     from capplan.core.families.cuda.planning import CudaPlanning
 
     return CudaPlanning(kb, config, others=others)
+
+
+def dispatcher(kb: KnowledgeBase) -> Dispatcher:
+    from capplan.core.families.cuda.dispatch import CudaDispatcher
+
+    return CudaDispatcher(kb)
