@@ -182,10 +182,11 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # Every other command goes through the registry and base (verify and plan through the
     # registry, doctor's fixes through the families' pick; doctor's GPU and driver facts are
     # built in core/binaries/doctor.py, where its Gpu and Driver are; nixpkgs reads the CPU
-    # package file through adapters/kb.py and resolves the CUDA policy in nixpkgs_check's
-    # policy_request; planning's annotations name the archspec adapter and verify's targets as
-    # objects, and dispatch resolves its devices itself; dispatch, plan and generate ask the
-    # registry's dispatcher, the CUDA family's dispatch.py, for the dispatch outputs' tables).
+    # package file through adapters/kb.py and hands it, with the config's policy.cuda, to the
+    # registry's nixpkgs_checks, each family's part of the check; planning's annotations name
+    # the archspec adapter and verify's targets as objects, and dispatch resolves its devices
+    # itself; dispatch, plan and generate ask the registry's dispatcher, the CUDA family's
+    # dispatch.py, for the dispatch outputs' tables).
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
     # "one typed field") and the knowledge-base records.
@@ -196,14 +197,6 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/gpus.py": {"cuda.capability"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},
-    "core/planning/nixpkgs_check.py": {
-        "cpu.kb",
-        "cuda.capability",
-        "cuda.family",
-        "cuda.inputs",
-        "cuda.version",
-        "rocm.target",
-    },
     # Binary readers that judge CUDA and AMD device code side by side (the exporters ask the
     # variant's family, core/families/<f>/export.py, through the registry).
     "core/binaries/doctor.py": {

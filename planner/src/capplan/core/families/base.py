@@ -29,7 +29,7 @@ microarchitecture database): data with provenance, a partial order, and a small 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
@@ -38,10 +38,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_ch
 from capplan.core.model.runs import RunLevel, RunsOn
 
 if TYPE_CHECKING:
+    from capplan.core.model.drift import Drift
     from capplan.core.planning.plan import Decision, Plan, Variant
 
 
 __all__ = [
+    "AsksNixpkgs",
     "ChecksPackage",
     "ChecksTargets",
     "ChecksVendors",
@@ -57,8 +59,10 @@ __all__ = [
     "GpuFamily",
     "KnowsPackages",
     "Machine",
+    "NixpkgsCheck",
     "Pick",
     "PreparesPolicy",
+    "ReliesOnArguments",
     "ReportsUnplanned",
     "RunLevel",
     "RunsOn",
@@ -399,6 +403,44 @@ class Dispatcher(Protocol):
     def cost(self, plan: Plan, package: str, system: str | None = None) -> DispatchCost:
         """What a dispatch closure of ``package`` holds against one fat build and one variant."""
         ...
+
+
+# -- nixpkgs check --------------------------------------------------------------------------------
+# ``capplan nixpkgs check`` (core/planning/nixpkgs_check.py) asks each family's part
+# (core/families/<family>/nixpkgs.py, from registry.nixpkgs_checks) what the plan relies on in
+# nixpkgs: the recipe arguments of the plan's packages (every family has some) and, for a family
+# with facts of its own in nixpkgs (CUDA's package sets, ROCm's targets), its questions. The
+# plan is plan.json's data: ``variants`` (name -> variant) and its ``packages``, sorted.
+
+
+@runtime_checkable
+class ReliesOnArguments(Protocol):
+    """A family whose builds rely on recipe arguments nixpkgs' recipes must take."""
+
+    def arguments(
+        self, variants: Mapping[str, Mapping[str, Any]], packages: Sequence[str]
+    ) -> Iterable[tuple[str, tuple[str, ...], str]]:
+        """(package, attribute path, argument) of each argument the plan's packages rely on."""
+        ...
+
+
+@runtime_checkable
+class AsksNixpkgs(Protocol):
+    """A family with facts of its own to check against nixpkgs."""
+
+    def request(
+        self, variants: Mapping[str, Mapping[str, Any]], packages: Sequence[str]
+    ) -> dict[str, Any]:
+        """The family's questions: keys of the JSON request, which its ``compare`` reads."""
+        ...
+
+    def compare(self, request: Mapping[str, Any], answer: Mapping[str, Any]) -> Iterable[Drift]:
+        """Where nixpkgs' ``answer`` to the family's questions says otherwise (an answer of
+        the wrong type is a drift of its fact, never an exception)."""
+        ...
+
+
+NixpkgsCheck = ReliesOnArguments | AsksNixpkgs
 
 
 # -- verify ---------------------------------------------------------------------------------------

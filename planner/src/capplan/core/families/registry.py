@@ -20,11 +20,15 @@ from capplan.core.families.base import (
     Dispatcher,
     FamilyPlanning,
     GpuFamily,
+    NixpkgsCheck,
     TargetFamily,
     Verifier,
 )
 
 if TYPE_CHECKING:
+    # The CPU family's package file, which nixpkgs_checks hands to the family.
+    from capplan.core.families.cpu.kb import CpuPackagesFile
+
     # Re-exported for annotations: the CPU family's target model, which the CPU adapter gives
     # (cpu_adapter below) and the planner takes.
     from capplan.core.families.cpu.planning import CpuModel as CpuModel
@@ -51,6 +55,7 @@ __all__ = [
     "is_cpu_side",
     "job_keys",
     "nix_keys",
+    "nixpkgs_checks",
     "plan_keys",
     "planning_families",
     "table_keys",
@@ -174,6 +179,23 @@ def dispatcher(kb: KnowledgeBase) -> Dispatcher:
     (CUDA's; its selector picks by capability)."""
     found: Dispatcher = next(e.dispatcher(kb) for e in _entries() if hasattr(e, "dispatcher"))
     return found
+
+
+def nixpkgs_checks(
+    kb: KnowledgeBase,
+    *,
+    policy_cuda: Sequence[str] | None,
+    cpu_packages: CpuPackagesFile | None,
+) -> tuple[NixpkgsCheck, ...]:
+    """Each family's part of ``capplan nixpkgs check``, in the table's order: ``policy_cuda``
+    is a config's ``policy.cuda`` as written (the CUDA family resolves it as the planner does:
+    an unknown version is its InvalidInputError), ``cpu_packages`` the CPU package file
+    (adapters/kb.py's load_cpu_packages; None: no CPU facts)."""
+    return tuple(
+        e.nixpkgs_check(kb, policy_cuda=policy_cuda, cpu_packages=cpu_packages)
+        for e in _entries()
+        if hasattr(e, "nixpkgs_check")
+    )
 
 
 def family_for_text(families: Sequence[GpuFamily[Any]], text: str) -> GpuFamily[Any]:
