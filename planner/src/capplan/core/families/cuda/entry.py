@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from capplan.core.binaries.doctor import Driver, Gpu
-    from capplan.core.families.base import FamilyPlanning, GpuFamily, Verifier
+    from capplan.core.families.base import (
+        Dispatcher,
+        FamilyPlanning,
+        GpuFamily,
+        NixpkgsCheck,
+        Verifier,
+    )
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
 
@@ -45,6 +51,20 @@ def planning(
     from capplan.core.families.cuda.planning import CudaPlanning
 
     return CudaPlanning(kb, config, others=others)
+
+
+def dispatcher(kb: KnowledgeBase) -> Dispatcher:
+    from capplan.core.families.cuda.dispatch import CudaDispatcher
+
+    return CudaDispatcher(kb)
+
+
+def nixpkgs_check(
+    kb: KnowledgeBase, *, policy_cuda: Sequence[str] | None, **_: Any
+) -> NixpkgsCheck:
+    from capplan.core.families.cuda.nixpkgs import CudaNixpkgs
+
+    return CudaNixpkgs(kb, policy_cuda)
 
 
 def doctor_gpu(kb: KnowledgeBase, text: str) -> Gpu:

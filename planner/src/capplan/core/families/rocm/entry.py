@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from capplan.core.binaries.doctor import Gpu
-    from capplan.core.families.base import FamilyPlanning, GpuFamily, Verifier
+    from capplan.core.families.base import FamilyPlanning, GpuFamily, NixpkgsCheck, Verifier
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
 
@@ -41,6 +41,12 @@ def planning(
     from capplan.core.families.rocm.planning import RocmPlanning
 
     return RocmPlanning(kb, config)
+
+
+def nixpkgs_check(kb: KnowledgeBase, **_: Any) -> NixpkgsCheck:
+    from capplan.core.families.rocm.nixpkgs import RocmNixpkgs
+
+    return RocmNixpkgs(kb)
 
 
 def doctor_gpu(kb: KnowledgeBase, text: str) -> Gpu | None:
