@@ -29,25 +29,29 @@ microarchitecture database): data with provenance, a partial order, and a small 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 # Shared value types the families answer with (below the families and the plan: plan.py imports
 # them from there, so the plan and this interface do not import each other).
 from capplan.core.model.runs import RunLevel, RunsOn
 
 if TYPE_CHECKING:
+    from capplan.core.model.drift import Drift
     from capplan.core.planning.plan import Decision, Plan, Variant
 
 
 __all__ = [
+    "AsksNixpkgs",
     "ChecksPackage",
     "ChecksTargets",
     "ChecksVendors",
     "ClaimsFleet",
     "CostPart",
     "Device",
+    "DispatchCost",
+    "Dispatcher",
     "Explained",
     "FamilyPlanning",
     "FamilyResult",
@@ -56,10 +60,11 @@ __all__ = [
     "GpuNames",
     "KnowsPackages",
     "Machine",
-    "NamedDevice",
+    "NixpkgsCheck",
     "Pick",
     "PreparesPolicy",
     "ReadsKbFile",
+    "ReliesOnArguments",
     "ReportsUnplanned",
     "RunLevel",
     "RunsOn",
@@ -175,17 +180,6 @@ class Explained(NamedTuple):
     device: str
 
 
-@dataclass(frozen=True, slots=True)
-class NamedDevice(Generic[T]):
-    """The device a user's spelling names (``--device RTX 4090``, ``--device MI300X``): its
-    target in the family's type, the model's name when the spelling named a GPU, and the Nix
-    systems the model's host runs, its default first (empty when not known)."""
-
-    target: T
-    name: str | None = None
-    systems: tuple[str, ...] = ()
-
-
 class GpuFamily(TargetFamily[T], Protocol[T]):
     """A family of GPU targets: ``capplan explain`` asks it about a device, and a user's
     ``packages.<name>.extra`` / ``exclude`` spelling belongs to one of them (CPU levels are
@@ -212,11 +206,6 @@ class GpuFamily(TargetFamily[T], Protocol[T]):
         no family knows)."""
         ...
 
-    def device(self, text: str) -> NamedDevice[T]:
-        """The device a spelling this family owns (:meth:`owns_device`) names; bad input is
-        an InvalidInputError (exit 4)."""
-        ...
-
     def package_limit(self, package: str, target: T) -> str | None:
         """Why the knowledge base says ``package`` cannot build ``target``; None when it can
         (or the knowledge base has no entry of this family for the package). A GPU family's
@@ -237,8 +226,8 @@ class GpuFamily(TargetFamily[T], Protocol[T]):
 class GpuNames(Protocol):
     """The table of GPU models by the names people type, with their PCI ids and host systems:
     the family that has one (NVIDIA's, from :func:`capplan.core.families.registry.gpu_names`)
-    answers ``capplan gpus``, ``dispatch --device`` and ``doctor``'s detected GPUs with it,
-    without loading any other family."""
+    answers ``capplan gpus`` and ``dispatch --device`` with it, without loading any other
+    family."""
 
     def rows(self, query: str | None) -> list[dict[str, Any]]:
         """``capplan gpus``' rows (its ``--json`` objects) of every model, or of the models
@@ -258,11 +247,6 @@ class GpuNames(Protocol):
         """Each device's target as the family writes it (a capability: ``8.6``), from a target
         or a GPU name; every spelling is resolved before any target is checked against the
         knowledge base (exit 4 for the first that fails)."""
-        ...
-
-    def host_systems(self, name: str) -> tuple[str, ...]:
-        """The Nix systems the host of a detected GPU runs (its default first), from the one
-        model the name stands for; empty when the name stands for no one model."""
         ...
 
 
@@ -415,6 +399,98 @@ class ReadsKbFile(Protocol):
     family's file (a broken one is one DataError naming the file, the entry and the field)."""
 
     def __call__(self, name: str, model: type[M], /) -> M: ...
+
+
+# -- dispatch ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class DispatchCost:
+    """Output sizes (MB) of the ways to give every fleet GPU of one system one package."""
+
+    package: str
+    system: str
+    variants: int
+    dispatch_mb: float  # every single-target variant with its per-variant dependencies
+    fat_mb: float  # one build for every target the variants hold
+    one_variant_mb: float  # the largest single variant with its dependencies
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "package": self.package,
+            "system": self.system,
+            "variants": self.variants,
+            "dispatch_mb": self.dispatch_mb,
+            "fat_mb": self.fat_mb,
+            "one_variant_mb": self.one_variant_mb,
+        }
+
+
+class Dispatcher(Protocol):
+    """What a ``<package>-dispatch`` output needs of the family whose variants it starts (the
+    standalone selector, :mod:`capplan.runtime.selector`, picks among them at each start): from
+    :func:`capplan.core.families.registry.dispatcher`, on one knowledge base. Only CUDA
+    dispatches today (``core/families/cuda/dispatch.py``); ROCm variants are chosen with
+    ``capplan detect``."""
+
+    def packages(self, plan: Plan, system: str | None = None) -> tuple[str, ...]:
+        """The requested packages a dispatch output can serve (on ``system``, when given)."""
+        ...
+
+    def resolve_fallback(self, plan: Plan, package: str, fallback: str) -> str:
+        """``[dispatch] fallback`` for ``package``: ``"error"`` or a planned variant's name; a
+        fallback naming nothing planned is a ConfigError."""
+        ...
+
+    def table(
+        self, plan: Plan, package: str, *, fallback: str, system: str | None = None
+    ) -> dict[str, Any]:
+        """The selector's table for ``package`` (without the variants' store paths)."""
+        ...
+
+    def section(self, plan: Plan, *, fallback: str) -> dict[str, Any]:
+        """The ``dispatch`` part of overlays/plan.json."""
+        ...
+
+    def cost(self, plan: Plan, package: str, system: str | None = None) -> DispatchCost:
+        """What a dispatch closure of ``package`` holds against one fat build and one variant."""
+        ...
+
+
+# -- nixpkgs check --------------------------------------------------------------------------------
+# ``capplan nixpkgs check`` (core/planning/nixpkgs_check.py) asks each family's part
+# (core/families/<family>/nixpkgs.py, from registry.nixpkgs_checks) what the plan relies on in
+# nixpkgs: the recipe arguments of the plan's packages (every family has some) and, for a family
+# with facts of its own in nixpkgs (CUDA's package sets, ROCm's targets), its questions. The
+# plan is plan.json's data: ``variants`` (name -> variant) and its ``packages``, sorted.
+
+
+@runtime_checkable
+class ReliesOnArguments(Protocol):
+    """A family whose builds rely on recipe arguments nixpkgs' recipes must take."""
+
+    def arguments(
+        self, variants: Mapping[str, Mapping[str, Any]], packages: Sequence[str]
+    ) -> Iterable[tuple[str, tuple[str, ...], str]]:
+        """(package, attribute path, argument) of each argument the plan's packages rely on."""
+        ...
+
+
+@runtime_checkable
+class AsksNixpkgs(Protocol):
+    """A family with facts of its own to check against nixpkgs."""
+
+    def request(
+        self, variants: Mapping[str, Mapping[str, Any]], packages: Sequence[str]
+    ) -> dict[str, Any]:
+        """The family's questions: keys of the JSON request, which its ``compare`` reads."""
+        ...
+
+    def compare(self, request: Mapping[str, Any], answer: Mapping[str, Any]) -> Iterable[Drift]:
+        """Where nixpkgs' ``answer`` to the family's questions says otherwise (an answer of
+        the wrong type is a drift of its fact, never an exception)."""
+        ...
+
+
+NixpkgsCheck = ReliesOnArguments | AsksNixpkgs
 
 
 # -- verify ---------------------------------------------------------------------------------------

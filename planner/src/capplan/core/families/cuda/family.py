@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from capplan.core.families.base import Explained, Machine, NamedDevice, Pick, RunsOn
+from capplan.core.families.base import Explained, Machine, Pick, RunsOn
 from capplan.core.families.cuda.capability import Capability, parse_targets
 from capplan.core.families.cuda.compat import device_verdict, how_runs, is_jetson
 from capplan.core.families.cuda.gpus import find_gpus, resolve_known_device, suggestions
@@ -92,12 +92,6 @@ class CudaFamily:
 
     def device_suggestions(self, text: str) -> list[str]:
         return suggestions(text, nvidia(self.kb).gpus)
-
-    def device(self, text: str) -> NamedDevice[Capability]:
-        cap, model = resolve_known_device(text, self.kb)
-        if model is None:
-            return NamedDevice(cap)
-        return NamedDevice(cap, model.name, model.systems)
 
     def explain(self, targets: str, device: str) -> Explained:
         parsed = nvidia(self.kb).check_targets(parse_targets(targets))

@@ -289,8 +289,8 @@ def resolve_known_device(text: str, kb: KnowledgeBase) -> tuple[Capability, GpuM
 
 class NvidiaGpuNames:
     """NVIDIA's GPU models by name and PCI id (:class:`capplan.core.families.base.GpuNames`):
-    ``capplan gpus``' answers, ``dispatch --device``'s capabilities and the host systems of a
-    detected GPU, from a knowledge base whose AMD side may be absent."""
+    ``capplan gpus``' answers and ``dispatch --device``'s capabilities, from a knowledge base
+    whose AMD part may be absent."""
 
     def __init__(self, kb: KnowledgeBase) -> None:
         self.kb = kb
@@ -350,7 +350,3 @@ class NvidiaGpuNames:
         for cap in caps:
             nvidia(self.kb).capability(cap)  # an unknown capability (99.9) is exit 4, as everywhere
         return tuple(str(c) for c in caps)
-
-    def host_systems(self, name: str) -> tuple[str, ...]:
-        named = unique_model(name, nvidia(self.kb).gpus)
-        return named.systems if named else ()

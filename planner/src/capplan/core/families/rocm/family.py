@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from capplan.core.families.base import Explained, Machine, NamedDevice, Pick, RunLevel, RunsOn
+from capplan.core.families.base import Explained, Machine, Pick, RunLevel, RunsOn
 from capplan.core.families.rocm.claim import amd_entry, looks_like_gfx
 from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.core.families.rocm.target import (
@@ -86,12 +86,6 @@ class RocmFamily:
 
     def device_suggestions(self, text: str) -> list[str]:
         return [] if self.amd is None else self.amd.suggest_gpus(text)
-
-    def device(self, text: str) -> NamedDevice[AmdTarget]:
-        found = amd_entry(self.kb, text)
-        if found is None:
-            raise ValueError(f"{text!r} is no AMD GPU: ask the family that owns it")
-        return NamedDevice(*found)
 
     def explain(self, targets: str, device: str) -> Explained:
         found = amd_entry(self.kb, device)
