@@ -161,8 +161,8 @@ class ToyPlanning:
     def costs(self, requested: Sequence[str], result: FamilyResult) -> CostPart:
         return CostPart()
 
-    def plan_fields(self) -> dict[str, Any]:
-        return {}
+    def plan_part(self) -> None:
+        return None
 """,
     "entry.py": """
 from __future__ import annotations

@@ -189,9 +189,9 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
     # "one typed field") and the knowledge-base records.
     # The plan: a Variant holds one typed family spec (core/model/spec.py's FamilySpec, issue
-    # 42), but the fleet entries, the CUDA policy and version and nixpkgs' default ROCm
-    # targets are still written in CUDA's and ROCm's types.
-    "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
+    # 42) and the Plan one part per family (core/model/fleet.py's PlanPart), but a Variant's
+    # CUDA version is still written in CUDA's type.
+    "core/planning/plan.py": {"cuda.version"},
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/gpus.py": {"cuda.capability"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},

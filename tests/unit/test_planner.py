@@ -16,6 +16,7 @@ from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import sass_runs_on
 from capplan.core.families.cuda.cover import min_cover
+from capplan.core.families.cuda.fleet import cuda_part
 from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase, PackageInfo
@@ -68,7 +69,7 @@ def test_exact_capability_is_preferred() -> None:
 def test_no_gpu_is_dropped_silently_and_jetson_is_reported() -> None:
     plan = make_plan(KB, config(["A100", "Jetson Orin"], {"torch": {}, "nccl": {}}))
     for package in ("torch", "nccl"):
-        for gpu in plan.fleet:
+        for gpu in cuda_part(plan).fleet:
             served = serving(plan, package, gpu.label)
             unserved = [d for d in plan.unserved if d.package == package and d.subject == gpu.label]
             assert bool(served) != bool(unserved), (package, gpu.label)

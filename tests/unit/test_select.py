@@ -12,6 +12,7 @@ from capplan.adapters.config import load_config
 from capplan.adapters.kb import load_kb
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.fleet import cuda_part
 from capplan.core.families.cuda.select import driver_support, pick_variant
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.planning.config import Config, config_from_mapping
@@ -48,7 +49,7 @@ def test_each_gpu_gets_its_own_reason(gpu: str) -> None:
 
 def test_a_fleet_gpu_keeps_its_own_unserved_reason() -> None:
     plan = default_plan("x86_64-linux")
-    orin = next(g for g in plan.fleet if g.jetson)
+    orin = next(g for g in cuda_part(plan).fleet if g.jetson)
     pick = pick_variant(plan, "torch", orin.capability, KB)
     assert pick.verdict.level is RunLevel.CANNOT_RUN and "aarch64-linux" in pick.verdict.reason
 
@@ -141,7 +142,7 @@ def test_detect_and_plan_agree_on_every_fleet_gpu_and_package(cfg: dict[str, Any
     policy = {"cuda": ["12.9", "13.0", "12.8", "12.6"], **cfg}
     plan = make_plan(KB, config(gpus, packages, **policy))
     unserved = {(d.package, d.subject) for d in plan.unserved}
-    for gpu in plan.fleet:
+    for gpu in cuda_part(plan).fleet:
         for package in plan.packages:
             pick = pick_variant(plan, package, gpu.capability, KB)
             serving = {

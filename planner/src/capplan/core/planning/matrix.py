@@ -290,39 +290,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "system": plan.system,
         "systems": list(plan.systems),
         "share": plan.share,
-        "cuda_policy": [str(c) for c in plan.cuda_policy],
-        "fleet": [
-            {
-                "gpu": g.label,
-                "capability": str(g.capability),
-                "model": g.model,
-                "jetson": g.jetson,
-                "count": g.count,
-                "system": g.system,
-            }
-            for g in plan.fleet
-        ],
-        "amd_fleet": [
-            {
-                "gpu": g.label,
-                "target": str(g.target),
-                "model": g.model,
-                "count": g.count,
-                "system": g.system,
-            }
-            for g in plan.amd_fleet
-        ],
-        "rocm_scope": plan.rocm_scope,
-        "cpu_fleet": [
-            {
-                "cpu": e.label,
-                "target": e.target,
-                "arch": e.arch,
-                "count": e.count,
-                "system": e.system,
-            }
-            for e in plan.cpu_fleet
-        ],
+        # Each family's part: CUDA's policy and fleet, ROCm's fleet and scope, the CPU fleet.
+        **{k: v for part in plan.parts for k, v in part.json_fields().items()},
         "packages": list(plan.packages),
         "variants": [
             {

@@ -21,7 +21,7 @@ the fleet), :mod:`~capplan.core.families.cuda.rules` (buildability),
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from capplan.core.families.base import (
     ChecksPackage,
@@ -33,6 +33,7 @@ from capplan.core.families.base import (
     FamilyResult,
     KnowsPackages,
     PreparesPolicy,
+    PricesCpuBuilds,
     ReportsUnplanned,
     ValidatesFleet,
 )
@@ -98,9 +99,8 @@ def make_plan(kb: KnowledgeBase, config: Config, *, cpu: CpuModel | None = None)
             key=lambda d: (d.package, d.subject, d.action),
         )
     )
-    fields: dict[str, Any] = {}
-    for family in families:
-        fields.update(family.plan_fields())
+    plan_parts = tuple(p for p in (f.plan_part() for f in families) if p is not None)
+    cpu_costs = next((f.cpu_costs for f in families if isinstance(f, PricesCpuBuilds)), None)
     systems = config.policy.planned_systems
     return Plan(
         system=systems[0],
@@ -111,7 +111,8 @@ def make_plan(kb: KnowledgeBase, config: Config, *, cpu: CpuModel | None = None)
         unserved=tuple(sorted(unserved, key=lambda d: (d.package, d.subject))),
         baselines=_baselines(kb, config, variants, parts, cpu),
         share=config.policy.share,
-        **fields,
+        parts=plan_parts,
+        cpu_costs=cpu_costs,
     )
 
 

@@ -16,6 +16,7 @@ from capplan.core.export.wheel import Properties, Translation, WheelContext, whe
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import how_runs
+from capplan.core.families.cuda.fleet import cuda_part
 from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.planning.plan import Plan, Variant
 
@@ -328,7 +329,7 @@ def cuda_conda_fallbacks(
 
 def fleet_nvidia(plan: Plan) -> dict[str, tuple[Capability, bool, str]]:
     """Fleet label -> (capability, Jetson, system)."""
-    return {g.label: (g.capability, g.jetson, g.system) for g in plan.fleet}
+    return {g.label: (g.capability, g.jetson, g.system) for g in cuda_part(plan).fleet}
 
 
 def _runs(plan: Plan, v: Variant, label: str) -> bool:

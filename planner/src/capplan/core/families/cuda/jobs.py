@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import how_runs
+from capplan.core.families.cuda.fleet import FleetGpu
 from capplan.core.families.cuda.inputs import (
     NIXPKGS_DEFAULT_CUDA,
 )
@@ -27,7 +28,7 @@ from capplan.core.model.gpus import resolve_device
 from capplan.core.model.kb import KnowledgeBase, PackageInfo
 from capplan.core.model.systems import AARCH64
 from capplan.core.planning.config import gpu_system
-from capplan.core.planning.plan import Decision, FleetGpu, Serve, Variant
+from capplan.core.planning.plan import Decision, Serve, Variant
 from capplan.errors import InfeasibleError
 
 __all__ = ["Builder", "plan_package"]

@@ -22,6 +22,7 @@ from capplan.core.families.base import Machine, RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import Verdict, how_runs, is_jetson
 from capplan.core.families.cuda.drivers import version_key
+from capplan.core.families.cuda.fleet import cuda_part
 from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.families.cuda.redist import uses_jetson_redist
 from capplan.core.families.cuda.version import CudaVersion
@@ -200,7 +201,7 @@ def _none_runs(
     plan: Plan, kb: KnowledgeBase, package: str, device: Capability, whys: list[str]
 ) -> Verdict:
     """Why no variant of ``package`` runs on ``device``: this GPU's own reason, never another's."""
-    labels = {g.label for g in plan.fleet if g.capability.base == device.base}
+    labels = {g.label for g in cuda_part(plan).fleet if g.capability.base == device.base}
     for decision in plan.unserved:
         if decision.package == package and decision.subject in labels:
             return Verdict(RunLevel.CANNOT_RUN, None, decision.reason)
@@ -211,8 +212,8 @@ def _none_runs(
         hint = f"add [packages.{package}] to the config"
     elif labels:
         hint = "widen the package's limits or policy.cuda"
-    elif info is not None and not any(info.supported_by(c) for c in plan.cuda_policy):
-        allowed = ", ".join(map(str, plan.cuda_policy))
+    elif info is not None and not any(info.supported_by(c) for c in cuda_part(plan).policy):
+        allowed = ", ".join(map(str, cuda_part(plan).policy))
         hint = (
             f"no CUDA version in policy.cuda ({allowed}) supports {device.base} (CUDA "
             f"{info.min_cuda}..{info.max_cuda or 'newest'}): add one that does and "
