@@ -186,12 +186,8 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # policy_request; planning's annotations name the archspec adapter and verify's targets as
     # objects, and dispatch resolves its devices itself).
     # Shared value types and orchestration written in the families' target types
-    # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
-    # "one typed field") and the knowledge-base records.
-    # The plan: a Variant holds one typed family spec (core/model/spec.py's FamilySpec, issue
-    # 42) and the Plan one part per family (core/model/fleet.py's PlanPart), but a Variant's
-    # CUDA version is still written in CUDA's type.
-    "core/planning/plan.py": {"cuda.version"},
+    # (Capability, CudaVersion, AmdTarget): the knowledge-base records. (The plan is not among
+    # them: a Variant holds one FamilySpec, a Plan one PlanPart per family, issue 42.)
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/gpus.py": {"cuda.capability"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},

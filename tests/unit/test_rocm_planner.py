@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from capplan.adapters.kb import load_kb
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.fleet import cuda_part
-from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.cuda.keys import cuda_spec, cuda_version
 from capplan.core.families.rocm.fleet import rocm_part
 from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.families.rocm.planning import _build_target
@@ -63,7 +63,7 @@ def test_mixed_fleet_plans_one_variant_per_gpu_and_vendor() -> None:
     assert serving(plan, "torch", "MI300X") == [("torch-gfx942", RunLevel.NATIVE)]
     assert serving(plan, "torch", "Strix Halo") == [("torch-gfx1151", RunLevel.NATIVE)]
     amd = plan.variant("torch-gfx942")
-    assert amd is not None and amd.vendor == "amd" and amd.cuda is None
+    assert amd is not None and amd.vendor == "amd" and cuda_version(amd) is None
     assert cuda_spec(amd).capabilities == () and rocm_spec(amd) is not None
     assert rocm_spec(amd).targets == (AmdTarget.parse("gfx942"),)
     assert rocm_spec(amd).scope == "package" and rocm_spec(amd).scope_attr is None

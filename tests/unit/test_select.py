@@ -13,6 +13,7 @@ from capplan.adapters.kb import load_kb
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.fleet import cuda_part
+from capplan.core.families.cuda.keys import cuda_version
 from capplan.core.families.cuda.select import driver_support, pick_variant
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.planning.config import Config, config_from_mapping
@@ -95,7 +96,7 @@ def test_shared_packages_are_planned_per_needed_cuda() -> None:
     cupy = plan.variant("cupy")
     old = plan.variant("cupy-cu129")
     assert cupy is not None and old is not None
-    assert cupy.cuda == CudaVersion(13, 0) and old.cuda == CudaVersion(12, 9)
+    assert cuda_version(cupy) == CudaVersion(13, 0) and cuda_version(old) == CudaVersion(12, 9)
     assert [s.gpu for s in cupy.serves] == ["A100"]
     assert sorted(s.gpu for s in old.serves) == ["GTX 1080 Ti", "V100"]
     pick = pick_variant(plan, "cupy", Capability(6, 1), KB)

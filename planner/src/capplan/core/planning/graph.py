@@ -77,10 +77,11 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
                     hint="this is a planner bug; rerun with --debug and report it",
                 )
             dep = variants[j]
-            # Identity first: the planner hands a variant's own CUDA and capability tuple to
-            # its dependencies, so the full comparison only runs for hand-made plans.
+            # Identity first: the planner hands a variant's own toolkit release (CUDA's) and
+            # capability tuple to its dependencies, so the full comparison only runs for
+            # hand-made plans.
             if (
-                (dep.cuda is not v.cuda and dep.cuda != v.cuda)
+                ((dep_kit := _toolkit(dep)) is not (own_kit := _toolkit(v)) and dep_kit != own_kit)
                 or dep.system != v.system
                 or (
                     not dep.independent
@@ -138,6 +139,10 @@ def _targets(v: Variant) -> tuple[object, ...]:
     return () if v.spec is None else v.spec.dependency_targets()
 
 
+def _toolkit(v: Variant) -> str | None:
+    return None if v.spec is None else v.spec.toolkit()
+
+
 def _desc(v: Variant) -> str:
     caps = ",".join(map(str, _targets(v))) or "any"
-    return f"{caps}, CUDA {v.cuda}, {v.system}"
+    return f"{caps}, CUDA {_toolkit(v)}, {v.system}"

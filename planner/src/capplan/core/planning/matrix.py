@@ -61,7 +61,6 @@ class Matrix:
                     "attr": prefixes.get(system, f"legacyPackages.{system}.") + name,
                     "nixpkgs_attr": v.attr,
                     "system": system,
-                    "cuda": v.cuda.text if v.cuda is not None else None,
                     "needs": list(needs),
                     "stage": stage,
                     "estimated_minutes": v.minutes,
@@ -69,7 +68,7 @@ class Matrix:
                     "required_system_features": ["big-parallel"] if v.big_parallel else [],
                     "runner": runner[name],
                     "start_minute": round(start[name], 2),
-                    # Each family's fields (CUDA's capabilities and PTX on every job, AMD
+                    # Each family's fields (CUDA's release, capabilities and PTX on every job, AMD
                     # jobs' gfx targets, CPU-level jobs' required CPU features).
                     **job_keys(v),
                 }
@@ -299,9 +298,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "package": v.package,
                 "system": v.system,
                 "attr": v.attr,
-                "cuda": None if v.cuda is None else str(v.cuda),
                 "vendor": v.vendor,
-                # Each family's fields: CUDA's capabilities, PTX, gpu_targets and
+                # Each family's fields: CUDA's release, capabilities, PTX, gpu_targets and
                 # forward_compat; ROCm's gfx_targets and rocm_scope; the CPU target.
                 **plan_keys(v),
                 "independent": v.independent,

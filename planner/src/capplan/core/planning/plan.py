@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.fleet import FleetEntry, PlanPart
 from capplan.core.model.runs import RunLevel
 from capplan.core.model.spec import FamilySpec
@@ -59,14 +58,11 @@ class Decision(NamedTuple):
 
 
 class Variant(NamedTuple):
-    """One build job: a package built for its family's targets (``spec``) with one CUDA
-    version."""
+    """One build job: a package built for its family's targets (``spec``)."""
 
     name: str
     package: str
     attr: str
-    cuda: CudaVersion | None  # None: an AMD (ROCm) variant or a CPU-side package's build
-    cuda_set: str | None  # None: nixpkgs' default CUDA package set
     independent: bool
     fat: bool
     needs: tuple[str, ...]  # names of the variants this one builds against
@@ -75,13 +71,10 @@ class Variant(NamedTuple):
     big_parallel: bool
     serves: tuple[Serve, ...] = ()
     system: str = "x86_64-linux"
-    # Built with a pre-SBSA Jetson capability set: nixpkgs then takes the Jetson
-    # (linux-aarch64) redistributables, so such jobs never share them with SBSA jobs.
-    jetson: bool = False
     vendor: str | None = "nvidia"  # "nvidia" or "amd"; None for a CPU-side package's build
     # The family's own spec (issue 42: one typed field, not one per family): CUDA's
-    # capabilities and PTX, ROCm's targets and scope, a CPU target; None: generic CPU code
-    # (nixpkgs' default) of a CPU-side package.
+    # capabilities, PTX and CUDA release, ROCm's targets and scope, a CPU target; None: generic
+    # CPU code (nixpkgs' default) of a CPU-side package.
     spec: FamilySpec | None = None
 
     @property

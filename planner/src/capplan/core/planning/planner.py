@@ -167,18 +167,9 @@ def _check_package(kb: KnowledgeBase, config: Config, checks: _PackageChecks, na
 
 def _variant_order(v: Variant) -> tuple[object, ...]:
     """Package, then single variants before fat builds, each by its family's order (CUDA's by
-    capability list, then ROCm's by gfx target list); CUDA, then name last (so a capability's
-    x86_64 and aarch64 variants sit together)."""
-    return (
-        v.package,
-        v.fat,
-        spec_order(v.spec),
-        # A variant without a CUDA version (ROCm's, a CPU-side build) after those with one;
-        # two without compare equal here.
-        v.cuda is None,
-        () if v.cuda is None else (v.cuda,),
-        v.name,
-    )
+    capability list and CUDA release, then ROCm's by gfx target list), then name last (so a
+    capability's x86_64 and aarch64 variants sit together)."""
+    return (v.package, v.fat, spec_order(v.spec), v.name)
 
 
 def _baselines(

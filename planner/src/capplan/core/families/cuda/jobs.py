@@ -280,8 +280,6 @@ class Builder:
             name=spec.name,
             package=pkg.name,
             attr=pkg.attr,
-            cuda=spec.ctx.cuda,
-            cuda_set=spec.ctx.cuda_set,
             independent=spec.independent,
             fat=spec.fat,
             needs=spec.needs,
@@ -290,12 +288,14 @@ class Builder:
             big_parallel=info.big_parallel,
             serves=tuple(spec.serves),
             system=self.rules.system,
-            jetson=self._jetson_cap(spec.ctx, spec.caps) is not None,
             spec=CudaSpec(
                 capabilities=spec.caps,
                 ptx=ptx,
                 forward_compat=spec.independent or forward_compat,
                 gpu_targets=() if spec.independent else gpu_targets,
+                version=spec.ctx.cuda,
+                cuda_set=spec.ctx.cuda_set,
+                jetson=self._jetson_cap(spec.ctx, spec.caps) is not None,
             ),
         )
 

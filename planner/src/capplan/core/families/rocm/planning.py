@@ -701,8 +701,6 @@ def _finish(planner: _Planner) -> None:
                 name=job.name,
                 package=job.package,
                 attr=job.attr,
-                cuda=None,
-                cuda_set=None,
                 independent=job.independent,
                 fat=False,
                 needs=tuple(sorted(set(job.needs))),
