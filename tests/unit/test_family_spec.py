@@ -242,3 +242,20 @@ def test_the_cuda_release_is_the_cuda_specs_own(mixed: Plan) -> None:
             assert spec_toolkit(spec) is None
             assert spec_order(spec)[2:] == (True, ())
     assert CudaSpec.measured_costs and not RocmSpec.measured_costs and not CpuSpec.measured_costs
+
+
+def test_the_graph_checks_dependencies_share_the_toolkit_release(mixed: Plan) -> None:
+    from dataclasses import replace
+
+    from capplan.core.families.cuda.version import CudaVersion
+    from capplan.core.planning.graph import build_job_graph
+    from capplan.errors import GraphError
+
+    build_job_graph(mixed.variants)  # the planner's own plan is consistent
+    v = next(v for v in mixed.variants if isinstance(v.spec, CudaSpec) and v.needs)
+    dep = mixed.variant(v.needs[0])
+    assert dep is not None and isinstance(dep.spec, CudaSpec)
+    other = dep._replace(spec=replace(dep.spec, version=CudaVersion(12, 6)))
+    variants = [other if x.name == dep.name else x for x in mixed.variants]
+    with pytest.raises(GraphError, match=r"CUDA 12\.6, x86_64-linux"):
+        build_job_graph(variants)

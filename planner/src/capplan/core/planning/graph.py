@@ -67,6 +67,8 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
     needs: list[tuple[str, ...]] = []
     later: list[list[int]] = [[] for _ in range(n)]
     waiting = [0] * n
+    # Each job's toolkit release (CUDA's), asked once per job rather than once per edge.
+    kits = [_toolkit(v) for v in variants]
     for i, v in enumerate(variants):
         own = tuple(sorted(set(v.needs)))
         for need in own:
@@ -81,7 +83,7 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
             # capability tuple to its dependencies, so the full comparison only runs for
             # hand-made plans.
             if (
-                ((dep_kit := _toolkit(dep)) is not (own_kit := _toolkit(v)) and dep_kit != own_kit)
+                (kits[j] is not kits[i] and kits[j] != kits[i])
                 or dep.system != v.system
                 or (
                     not dep.independent
