@@ -39,7 +39,7 @@ class PlanPart:
     # Whether the fleet entries are GPUs (``fleet.gpus``; a plan's summary counts those) or
     # CPUs (``fleet.cpus``).
     holds_gpus: ClassVar[bool]
-    # The fleet entries the family resolved, in the config's order.
+    # The fleet entries the family resolved, in its order (plan --json lists them so).
     fleet: Sequence[FleetEntry]
 
     def json_fields(self) -> dict[str, object]:
