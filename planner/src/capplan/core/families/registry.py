@@ -16,9 +16,19 @@ from importlib import import_module
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
+from capplan.core.families.base import (
+    Dispatcher,
+    FamilyPlanning,
+    GpuFamily,
+    NixpkgsCheck,
+    TargetFamily,
+    Verifier,
+)
 
 if TYPE_CHECKING:
+    # The CPU family's package file, which nixpkgs_checks hands to the family.
+    from capplan.core.families.cpu.kb import CpuPackagesFile
+
     # Re-exported for annotations: the CPU family's target model, which the CPU adapter gives
     # (cpu_adapter below) and the planner takes.
     from capplan.core.families.cpu.planning import CpuModel as CpuModel
@@ -28,9 +38,11 @@ if TYPE_CHECKING:
     from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
+    "adapter_owners",
     "cpu_adapter",
     "cpu_detector",
     "cpu_family",
+    "dispatcher",
     "export_writer",
     "export_writers",
     "family_for_text",
@@ -43,6 +55,7 @@ __all__ = [
     "is_cpu_side",
     "job_keys",
     "nix_keys",
+    "nixpkgs_checks",
     "plan_keys",
     "planning_families",
     "table_keys",
@@ -117,6 +130,17 @@ def cpu_adapter() -> str:
     return _CPU_ADAPTER
 
 
+def adapter_owners() -> dict[str, str]:
+    """The adapter modules a family declares its own (its entry's ``ADAPTERS``), each with the
+    family's short name (``"cpu"``): they may import that family's modules, as its detector
+    does."""
+    return {
+        module: package.rpartition(".")[2]
+        for package, entry in zip(_FAMILIES, _entries(), strict=True)
+        for module in getattr(entry, "ADAPTERS", ())
+    }
+
+
 def cpu_family(model: CpuModel) -> TargetFamily[str]:
     """The CPU family, judging CPUs with ``model`` (archspec's, from the adapters)."""
     from capplan.core.families.cpu.planning import CpuFamily
@@ -147,6 +171,31 @@ def _cpu_feature() -> Callable[[Variant], str | None]:
     from capplan.core.families.cpu.keys import gccarch_feature as feature
 
     return feature
+
+
+def dispatcher(kb: KnowledgeBase) -> Dispatcher:
+    """What the ``<package>-dispatch`` outputs need (their tables, the fallback, their cost),
+    from the family whose variants they start: the one whose entry has ``dispatcher``
+    (CUDA's; its selector picks by capability)."""
+    found: Dispatcher = next(e.dispatcher(kb) for e in _entries() if hasattr(e, "dispatcher"))
+    return found
+
+
+def nixpkgs_checks(
+    kb: KnowledgeBase,
+    *,
+    policy_cuda: Sequence[str] | None,
+    cpu_packages: CpuPackagesFile | None,
+) -> tuple[NixpkgsCheck, ...]:
+    """Each family's part of ``capplan nixpkgs check``, in the table's order: ``policy_cuda``
+    is a config's ``policy.cuda`` as written (the CUDA family resolves it as the planner does:
+    an unknown version is its InvalidInputError), ``cpu_packages`` the CPU package file
+    (adapters/kb.py's load_cpu_packages; None: no CPU facts)."""
+    return tuple(
+        e.nixpkgs_check(kb, policy_cuda=policy_cuda, cpu_packages=cpu_packages)
+        for e in _entries()
+        if hasattr(e, "nixpkgs_check")
+    )
 
 
 def family_for_text(families: Sequence[GpuFamily[Any]], text: str) -> GpuFamily[Any]:

@@ -8,7 +8,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from capplan.core.families.base import FamilyPlanning, GpuFamily, Verifier
+    from capplan.core.families.base import (
+        Dispatcher,
+        FamilyPlanning,
+        GpuFamily,
+        NixpkgsCheck,
+        Verifier,
+    )
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
 
@@ -42,3 +48,17 @@ def planning(
     from capplan.core.families.cuda.planning import CudaPlanning
 
     return CudaPlanning(kb, config, others=others)
+
+
+def dispatcher(kb: KnowledgeBase) -> Dispatcher:
+    from capplan.core.families.cuda.dispatch import CudaDispatcher
+
+    return CudaDispatcher(kb)
+
+
+def nixpkgs_check(
+    kb: KnowledgeBase, *, policy_cuda: Sequence[str] | None, **_: Any
+) -> NixpkgsCheck:
+    from capplan.core.families.cuda.nixpkgs import CudaNixpkgs
+
+    return CudaNixpkgs(kb, policy_cuda)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from capplan.core.families.base import FamilyPlanning, GpuFamily, Verifier
+    from capplan.core.families.base import FamilyPlanning, GpuFamily, NixpkgsCheck, Verifier
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
 
@@ -38,3 +38,9 @@ def planning(
     from capplan.core.families.rocm.planning import RocmPlanning
 
     return RocmPlanning(kb, config)
+
+
+def nixpkgs_check(kb: KnowledgeBase, **_: Any) -> NixpkgsCheck:
+    from capplan.core.families.rocm.nixpkgs import RocmNixpkgs
+
+    return RocmNixpkgs(kb)
