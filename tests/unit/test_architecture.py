@@ -180,8 +180,8 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "cli/limits.py": {"cuda.compat", "cuda.torch_limits"},
     "cli/limits_magma.py": {"rocm.kb", "rocm.magma_limits"},
     # Every other command goes through the registry and base (verify and plan through the
-    # registry, doctor's fixes through the families' pick; doctor's GPU and driver facts are
-    # built in core/binaries/doctor.py, where its Gpu and Driver are; nixpkgs reads the CPU
+    # registry, doctor's fixes through the families' pick; doctor's GPUs and driver facts are
+    # built by each family's doctor.py through the registry; nixpkgs reads the CPU
     # package file through adapters/kb.py and hands it, with the config's policy.cuda, to the
     # registry's nixpkgs_checks, each family's part of the check; planning's annotations name
     # the archspec adapter and verify's targets as objects, and dispatch resolves its devices
@@ -193,17 +193,10 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/gpus.py": {"cuda.capability"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},
-    # Binary readers that judge CUDA and AMD device code side by side (the exporters ask the
-    # variant's family, core/families/<f>/export.py, through the registry).
-    "core/binaries/doctor.py": {
-        "cuda.capability",
-        "cuda.compat",
-        "cuda.drivers",
-        "cuda.version",
-        "rocm.target",
-    },
+    # The binary reader written in CUDA's target type (doctor asks each GPU's family,
+    # core/families/<f>/doctor.py, and the exporters the variant's family, export.py, through
+    # the registry).
     "core/binaries/fatbin.py": {"cuda.capability"},
-    "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
     # Adapters that read a family's files (the fatbin reader, the KB loader: AMD's and the CPU
     # package file); archspec's loader is the CPU family's own (its entry's ADAPTERS), and the
     # Jetson device tree is the NVIDIA detector's own.

@@ -26,6 +26,8 @@ from capplan.core.families.base import (
 )
 
 if TYPE_CHECKING:
+    from capplan.core.binaries.doctor import Driver, Gpu
+
     # The CPU family's package file, which nixpkgs_checks hands to the family.
     from capplan.core.families.cpu.kb import CpuPackagesFile
 
@@ -42,7 +44,10 @@ __all__ = [
     "cpu_adapter",
     "cpu_detector",
     "cpu_family",
+    "detected_gpu",
     "dispatcher",
+    "doctor_driver",
+    "doctor_gpu",
     "export_writer",
     "export_writers",
     "family_for_text",
@@ -53,6 +58,7 @@ __all__ = [
     "has_export",
     "is_cpu_level",
     "is_cpu_side",
+    "is_driver_version",
     "job_keys",
     "nix_keys",
     "nixpkgs_checks",
@@ -128,6 +134,41 @@ def cpu_adapter() -> str:
     """The loader of the CPU family's target model (``module:function``; its ``packages=False``
     skips the package file)."""
     return _CPU_ADAPTER
+
+
+def doctor_gpu(kb: KnowledgeBase, text: str) -> Gpu:
+    """The GPU ``capplan doctor --device`` names, as the first GPU family that knows the
+    spelling builds it (core/families/<family>/doctor.py, in claiming order: the fallback,
+    CUDA, last, refuses a name no family knows with "did you mean")."""
+    found = (e.doctor_gpu(kb, text) for e in _gpu_entries() if hasattr(e, "doctor_gpu"))
+    gpu: Gpu = next(g for g in found if g is not None)
+    return gpu
+
+
+def detected_gpu(vendor: str, name: str, target: object, kb: KnowledgeBase) -> Gpu:
+    """A device a family's detector found (``base.Device``: its vendor, name and target) as
+    ``capplan doctor`` judges it, built by that vendor's family."""
+    entries = {e.VENDOR: e for e in _gpu_entries() if hasattr(e, "detected_gpu")}
+    gpu: Gpu = entries[vendor].detected_gpu(name, target, kb)
+    return gpu
+
+
+def _driver_entry() -> Any:
+    # The family whose GPU driver doctor checks (``--driver``: the NVIDIA driver).
+    return next(e for e in _entries() if hasattr(e, "driver_facts"))
+
+
+def doctor_driver(kb: KnowledgeBase, version: str | None) -> Driver:
+    """The GPU driver ``version`` (None: unknown) with the knowledge base's driver table, as
+    ``capplan doctor`` checks it."""
+    driver: Driver = _driver_entry().driver_facts(kb, version)
+    return driver
+
+
+def is_driver_version(text: str) -> bool:
+    """Whether ``text`` (stripped) spells a version of the driver doctor checks."""
+    spells: bool = _driver_entry().is_driver_version(text)
+    return spells
 
 
 def adapter_owners() -> dict[str, str]:
