@@ -188,13 +188,9 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # itself; dispatch, plan and generate ask the registry's dispatcher, the CUDA family's
     # dispatch.py, for the dispatch outputs' tables).
     # Shared value types and orchestration written in the families' target types
-    # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
-    # "one typed field"); the knowledge base's readers of CUDA's and ROCm's parts
-    # (cuda.kb's nvidia, rocm.kb) below.
-    # The plan: a Variant holds one typed family spec (core/model/spec.py's FamilySpec, issue
-    # 42), but the fleet entries, the CUDA policy and version and nixpkgs' default ROCm
-    # targets are still written in CUDA's and ROCm's types.
-    "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
+    # (Capability, CudaVersion, AmdTarget): none is left (the plan: a Variant holds one
+    # FamilySpec, a Plan one PlanPart per family; the knowledge base: each family's part, read
+    # through cuda.kb's nvidia and rocm.kb, issue 42).
     # The binary reader written in CUDA's target type (doctor asks each GPU's family,
     # core/families/<f>/doctor.py, and the exporters the variant's family, export.py, through
     # the registry).
