@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from capplan.core.binaries import fatbin
+from capplan.core.families.cuda import fatbin
 
 CHILD = """
 import json, resource, sys

@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from capplan.adapters.fatbin import FileReport, binary_limits, inspect_paths
-from capplan.core.binaries import fatbin
+from capplan.core.families.cuda import fatbin
 from capplan.core.families.cuda.capability import Capability
 from capplan.errors import BinaryFormatError, CapplanError, ExitCode, InvalidInputError
 

@@ -214,12 +214,17 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
         "cuda.version",
         "rocm.target",
     },
-    "core/binaries/fatbin.py": {"cuda.capability"},
     "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
     # Adapters that read a family's files (the fatbin reader, the KB loader: AMD's and the CPU
     # package file, archspec's loader); the Jetson device tree is the NVIDIA detector's own.
     "adapters/cpu_archspec.py": {"cpu.kb", "cpu.planning"},
-    "adapters/fatbin.py": {"cuda.capability", "cuda.compat", "rocm.amdgpu", "rocm.target"},
+    "adapters/fatbin.py": {
+        "cuda.capability",
+        "cuda.compat",
+        "cuda.fatbin",
+        "rocm.amdgpu",
+        "rocm.target",
+    },
     "adapters/kb.py": {"cpu.kb", "rocm.kb"},
 }
 _DETECT_FAMILY = {"nvidia": "cuda", "amd": "rocm", "cpu": "cpu"}

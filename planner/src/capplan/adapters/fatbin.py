@@ -5,7 +5,7 @@ offload bundles (plain, or compressed ``CCOB``) anywhere in a file, bare offload
 and bare AMDGPU ELF code objects (:mod:`capplan.core.families.rocm.amdgpu`). The CUDA fields never
 change.
 
-Files are mapped with mmap and scanned in place by :mod:`capplan.core.binaries.fatbin`; each
+Files are mapped with mmap and scanned in place by :mod:`capplan.core.families.cuda.fatbin`; each
 container is
 attributed to the ELF section holding it (read from the section table with struct). Static archive
 members are scanned in place inside the archive's mapping; wheel members are read into memory
@@ -33,7 +33,8 @@ from capplan.adapters.files import open_regular, special_kind
 from capplan.adapters.memsearch import finder, map_file
 from capplan.adapters.pool import map_files
 from capplan.adapters.zipmembers import ZIP_ERRORS, check_member, open_member
-from capplan.core.binaries import fatbin
+from capplan.core.binaries.buffers import Buffer, Finder, Reader
+from capplan.core.families.cuda import fatbin
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import Verdict, how_runs
 from capplan.core.families.rocm import amdgpu
@@ -224,7 +225,7 @@ class _Sections(NamedTuple):
         return NO_SECTION
 
 
-def _read_sections(buf: fatbin.Buffer, start: int, end: int) -> _Sections:
+def _read_sections(buf: Buffer, start: int, end: int) -> _Sections:
     size = end - start
     spans: list[tuple[int, int, str]] = []
     problems: list[str] = []
@@ -283,7 +284,7 @@ _SHN_XINDEX = 0xFFFF
 _MAX_SECTIONS = 1 << 20  # far above any real file; a corrupt count must not loop for ages
 
 
-def _section_headers(buf: fatbin.Buffer, start: int, end: int) -> list[_SectionHeader]:
+def _section_headers(buf: Buffer, start: int, end: int) -> list[_SectionHeader]:
     """The section headers of the ELF file at ``buf[start:end]``, read with struct from the
     header's e_shoff/e_shentsize/e_shnum/e_shstrndx (with the extended numbering in section 0
     when e_shnum or e_shstrndx overflow). Only the table and the name strings are read."""
@@ -375,8 +376,8 @@ class _Access(NamedTuple):
     """How the scans read a buffer: ``find`` searches it (adapters/memsearch.py), ``read`` reads
     its headers (:func:`_header_reader`); None for either: the buffer's own."""
 
-    find: fatbin.Finder | None = None
-    read: fatbin.Reader | None = None
+    find: Finder | None = None
+    read: Reader | None = None
 
 
 @contextlib.contextmanager
@@ -386,7 +387,7 @@ def _mapped(handle: BinaryIO) -> Iterator[tuple[mmap.mmap, _Access]]:
         yield mapped, _Access(find, _header_reader(handle))
 
 
-def _header_reader(handle: BinaryIO) -> fatbin.Reader | None:
+def _header_reader(handle: BinaryIO) -> Reader | None:
     """Read headers of the file ``handle`` has open (and that is mapped) with ``pread``: the
     fatbin walk then never faults the mapping's pages in, one per entry a payload apart, and has
     none to release. On libtorch_cuda.so (2,975 entries in 475 containers) the scan of the
@@ -404,7 +405,7 @@ def _header_reader(handle: BinaryIO) -> fatbin.Reader | None:
     return read
 
 
-def _release_for(buf: fatbin.Buffer) -> Callable[[int, int], None] | None:
+def _release_for(buf: Buffer) -> Callable[[int, int], None] | None:
     """Drop scanned pages of a file mapping so they stop counting towards the RSS."""
     if not isinstance(buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
         return None
@@ -418,7 +419,7 @@ def _release_for(buf: fatbin.Buffer) -> Callable[[int, int], None] | None:
 
 
 def _gap_problems(
-    buf: fatbin.Buffer,
+    buf: Buffer,
     base: int,
     sections: _Sections,
     located: list[LocatedContainer],
@@ -456,13 +457,13 @@ def _gap_problems(
 
 def _with_amd(
     report: FileReport,
-    buf: fatbin.Buffer,
+    buf: Buffer,
     start: int,
     end: int,
     section_of: Callable[[int], str],
     code_object: amdgpu.AmdCodeObject | None = None,
     explained: Sequence[tuple[int, int]] = (),
-    find: fatbin.Finder | None = None,
+    find: Finder | None = None,
 ) -> FileReport:
     """``report`` with the AMD device code found in ``buf[start:end]`` added.
 
@@ -496,9 +497,7 @@ def _with_amd(
     )
 
 
-def _inspect_elf(
-    buf: fatbin.Buffer, start: int, end: int, name: str, access: _Access
-) -> FileReport:
+def _inspect_elf(buf: Buffer, start: int, end: int, name: str, access: _Access) -> FileReport:
     find = access.find
     sections = _read_sections(buf, start, end)
     code_object = amdgpu.amdgpu_elf_target(buf, start, end)
@@ -552,7 +551,7 @@ _HIP_RUNTIME = b"libamdhip64.so"
 
 
 def _no_amd_code(
-    buf: fatbin.Buffer, start: int, end: int, sections: _Sections, find: fatbin.Finder
+    buf: Buffer, start: int, end: int, sections: _Sections, find: Finder
 ) -> list[tuple[int, int]]:
     """Absolute ranges of the ELF at ``buf[start:end]`` where no AMD bundle is searched: all but
     `.hip_fatbin` in a file whose sections are known and that does not link the HIP runtime
@@ -600,7 +599,7 @@ def _report(name: str, located: list[LocatedContainer], problems: list[str]) -> 
 
 
 def _inspect_raw_fatbin(
-    buf: fatbin.Buffer, start: int, end: int, name: str, access: _Access
+    buf: Buffer, start: int, end: int, name: str, access: _Access
 ) -> FileReport:
     """A bare fatbin file (`nvcc -fatbin`): containers only, no ELF around them."""
     result = fatbin.scan(
@@ -615,7 +614,7 @@ def _inspect_raw_fatbin(
 
 
 def _inspect_raw_amd(
-    buf: fatbin.Buffer, start: int, end: int, name: str, find: fatbin.Finder | None = None
+    buf: Buffer, start: int, end: int, name: str, find: Finder | None = None
 ) -> FileReport:
     """A bare offload bundle file (``clang --cuda-device-only``) or a bare ``CCOB`` file."""
     report = _with_amd(
@@ -633,7 +632,7 @@ def _inspect_raw_amd(
 
 
 def _archive_members(
-    buf: fatbin.Buffer, start: int, end: int, name: str
+    buf: Buffer, start: int, end: int, name: str
 ) -> Iterator[tuple[str, int, int]]:
     """(member name, data start, data end) for each regular member of a System V/GNU/BSD ar."""
     pos = start + len(_AR_MAGIC)
@@ -677,7 +676,7 @@ def _archive_members(
 # --- Dispatch on content -----------------------------------------------------------------------
 
 
-def _sniff(buf: fatbin.Buffer, start: int, end: int) -> str | None:
+def _sniff(buf: Buffer, start: int, end: int) -> str | None:
     head = bytes(buf[start : min(end, start + _SNIFF)])
     if head.startswith(_ELF_MAGIC):
         return "elf"
@@ -695,7 +694,7 @@ def _sniff(buf: fatbin.Buffer, start: int, end: int) -> str | None:
 
 
 def _inspect_blob(
-    buf: fatbin.Buffer,
+    buf: Buffer,
     start: int,
     end: int,
     name: str,
