@@ -177,7 +177,7 @@ def test_the_checker_sees_vendor_branches(tmp_path: Path) -> None:
 KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # By design (issue 32): caps and limits are about one family's facts.
     "cli/caps.py": {"cuda.version"},
-    "cli/limits.py": {"cuda.compat", "cuda.torch_limits"},
+    "cli/limits.py": {"cuda.binary", "cuda.compat", "cuda.torch_limits"},
     "cli/limits_magma.py": {"rocm.kb", "rocm.magma_limits"},
     # Every other command goes through the registry and base (verify and plan through the
     # registry, doctor's fixes through the families' pick; doctor's GPU and driver facts are
@@ -215,16 +215,10 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
         "rocm.target",
     },
     "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
-    # Adapters that read a family's files (the fatbin reader, the KB loader: AMD's and the CPU
-    # package file, archspec's loader); the Jetson device tree is the NVIDIA detector's own.
+    # Adapters that read a family's files (the KB loader: AMD's and the CPU package file,
+    # archspec's loader); the Jetson device tree is the NVIDIA detector's own. (The binary
+    # walker, adapters/fatbin.py, asks each family's reader through the registry.)
     "adapters/cpu_archspec.py": {"cpu.kb", "cpu.planning"},
-    "adapters/fatbin.py": {
-        "cuda.capability",
-        "cuda.compat",
-        "cuda.fatbin",
-        "rocm.amdgpu",
-        "rocm.target",
-    },
     "adapters/kb.py": {"cpu.kb", "rocm.kb"},
 }
 _DETECT_FAMILY = {"nvidia": "cuda", "amd": "rocm", "cpu": "cpu"}

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
 
 if TYPE_CHECKING:
+    from capplan.core.binaries.reading import BinaryReader
+
     # Re-exported for annotations: the CPU family's target model, which the CPU adapter gives
     # (cpu_adapter below) and the planner takes.
     from capplan.core.families.cpu.planning import CpuModel as CpuModel
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
+    "binary_readers",
     "cpu_adapter",
     "cpu_detector",
     "cpu_family",
@@ -87,6 +90,14 @@ def gpu_verifiers(
     the capability table alone, the AMD knowledge base."""
     loaders = {"kb": kb, "capability_kb": capability_kb, "amd_kb": amd_kb}
     return tuple(e.verifier(**loaders) for e in _gpu_entries() if hasattr(e, "verifier"))
+
+
+@cache
+def binary_readers() -> tuple[BinaryReader, ...]:
+    """Each GPU family's reader of its device code in binaries (``capplan inspect``), in the
+    table's order: a reader skips what the earlier ones found (no AMD bundle sits inside a
+    valid NVIDIA fatbin container)."""
+    return tuple(e.binary_reader() for e in _entries() if hasattr(e, "binary_reader"))
 
 
 # Each family's adapters, which read the machine or a database and so live in capplan.adapters

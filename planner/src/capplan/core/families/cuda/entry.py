@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from capplan.core.binaries.reading import BinaryReader
     from capplan.core.families.base import FamilyPlanning, GpuFamily, Verifier
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
@@ -22,6 +23,13 @@ def gpu_family(kb: KnowledgeBase) -> GpuFamily[Any]:
     from capplan.core.families.cuda.family import CudaFamily
 
     return CudaFamily(kb)
+
+
+def binary_reader() -> BinaryReader:
+    """How ``capplan inspect`` reads the family's device code in binaries."""
+    from capplan.core.families.cuda.binary import CudaReader
+
+    return CudaReader()
 
 
 def verifier(
