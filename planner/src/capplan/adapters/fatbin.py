@@ -47,9 +47,9 @@ _WHEEL_CHUNK = 8 << 20
 # A deflated wheel member up to this size is inflated in memory; a larger one into a temporary
 # file that is mapped and released as the scan passes (memory stays bounded).
 _IN_MEMORY_MEMBER = 48 << 20
-# What a file is when no family's magic starts it: an ELF file (every family reads it), an
-# archive or a zip (the walker opens them).
-_CONTAINERS = ("elf", "ar", "thin", "zip")
+# The kinds of file the walker knows itself (:func:`_sniff`): an ELF file, which every family's
+# reader reads, and the archives and zips it opens; any other kind is one family's bare file.
+_WALKER_KINDS = ("elf", "ar", "thin", "zip")
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +244,7 @@ def _inspect_blob(
         report = _inspect_elf(buf, start, end, name, access)
         keep = keep_empty or report.partial or any(c.found() for c in report.code)
         return [report] if keep else []
-    if kind not in _CONTAINERS:
+    if kind not in _WALKER_KINDS:
         return [_inspect_bare(buf, start, end, name, binary_readers()[int(kind)], access)]
     if kind == "ar":
         reports: list[FileReport] = []

@@ -16,10 +16,12 @@ from importlib import import_module
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
-
 if TYPE_CHECKING:
     from capplan.core.binaries.reading import BinaryReader
+
+    # The interface, for annotations only: inspect asks for its readers without loading the
+    # protocols (about 5 ms of its start, issue 42).
+    from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
 
     # Re-exported for annotations: the CPU family's target model, which the CPU adapter gives
     # (cpu_adapter below) and the planner takes.
