@@ -157,6 +157,8 @@ let
 in
 {
   vendor = null;
+  # Its place among the families (./default.nix `all`): the registry's order.
+  rank = 2;
   vendorText = "null (CPU-side)";
 
   inherit check overlays;

@@ -26,6 +26,8 @@ let
 in
 {
   vendor = "nvidia";
+  # Its place among the families (./default.nix `all`): the registry's order.
+  rank = 0;
   # How the unknown-vendor line lists this family's `vendor`.
   vendorText = ''"nvidia"'';
 

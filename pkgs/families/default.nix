@@ -18,20 +18,47 @@
 # `pkgsCuda`, `pkgsRocm` and `pkgsForCudaArch` are each `nixpkgsFun { config = super.config //
 # { ... }; }`, a config delta over one import), a family is a config delta plus overlays over
 # the same `import nixpkgs`; variant.nix holds no family's branch.  A new family is one file
-# here and one line in `all`.
+# here: every `.nix` file in this folder but this one and lib.nix (what the families share) is a
+# family, found with builtins.readDir (issue 42: a fourth family adds no line to any table).
+# Each sets `rank`, its place in `all`: the Python registry's order (core/families/registry.py
+# `_FAMILIES`), which the unknown-vendor line follows.
 let
-  cuda = import ./cuda.nix;
-  rocm = import ./rocm.nix;
-  cpu = import ./cpu.nix;
-in
-{
-  inherit cuda rocm cpu;
-  # In the order the unknown-vendor line lists them.
-  all = [
-    cuda
-    rocm
-    cpu
+  inherit (builtins)
+    attrNames
+    elem
+    filter
+    head
+    listToAttrs
+    match
+    readDir
+    sort
+    stringLength
+    substring
+    ;
+  notFamilies = [
+    "default.nix"
+    "lib.nix"
   ];
-  # The family of a variant without a `vendor` key (plans written before AMD variants).
-  unmarked = cuda;
+  files = readDir ./.;
+  isFamily =
+    file: files.${file} == "regular" && match ".*\\.nix" file != null && !(elem file notFamilies);
+  byName = listToAttrs (
+    map (file: {
+      name = substring 0 (stringLength file - 4) file;
+      value = import (./. + "/${file}");
+    }) (filter isFamily (attrNames files))
+  );
+  # By rank, then by name (two files of one rank still list in one order).
+  ordered = sort (
+    a: b: if a.value.rank != b.value.rank then a.value.rank < b.value.rank else a.name < b.name
+  ) (map (name: { inherit name; value = byName.${name}; }) (attrNames byName));
+  all = map (f: f.value) ordered;
+in
+byName
+// {
+  # In the order the unknown-vendor line lists them.
+  inherit all;
+  # The family of a variant without a `vendor` key (plans written before AMD variants): the
+  # first, CUDA's.
+  unmarked = head all;
 }

@@ -168,6 +168,8 @@ let
 in
 {
   vendor = "amd";
+  # Its place among the families (./default.nix `all`): the registry's order.
+  rank = 1;
   vendorText = ''"amd"'';
 
   inherit check overlays;

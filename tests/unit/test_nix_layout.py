@@ -93,16 +93,23 @@ def test_vendor_branches_live_in_the_family_files() -> None:
     assert bad == []
 
 
-def test_every_family_file_is_in_the_table() -> None:
-    # One file and one line in the table: a family file the table does not import would never
-    # be looked up, and the table names no family without its file.
+def test_every_family_file_ranks_in_the_registrys_order() -> None:
+    # The table finds the family files itself (issue 42: a new family is one file, no table
+    # line); each file's `rank` places it in `all`, which must follow the Python registry's
+    # table (its order is the unknown-vendor line's and the GPU detectors'), one rank each.
+    from capplan.core.families import registry
+
+    files = {p.stem: p for p in own_nix_files(REPO) if is_family_file(p)}
+    ranks: dict[str, int] = {}
+    for stem, path in files.items():
+        found = re.findall(r"^  rank = (\d+);$", path.read_text(encoding="utf-8"), re.MULTILINE)
+        assert len(found) == 1, f"{path.name} sets `rank` once at its top level"
+        ranks[stem] = int(found[0])
+    assert len(set(ranks.values())) == len(ranks), ranks
+    python = [name.rsplit(".", 1)[1] for name in registry._FAMILIES]
+    assert sorted(ranks, key=ranks.__getitem__) == python
     table = _code((REPO / FAMILIES / "default.nix").read_text(encoding="utf-8"))
-    imported = sorted(re.findall(r"import \./(\w+)\.nix", table))
-    files = sorted(p.stem for p in own_nix_files(REPO) if is_family_file(p))
-    assert imported == files
-    listed = re.search(r"\ball\s*=\s*\[([^\]]*)\]", table)
-    assert listed is not None, "pkgs/families/default.nix has no `all = [ ... ]` list"
-    assert sorted(listed.group(1).split()) == files
+    assert "readDir" in table and not re.search(r"import \./\w+\.nix", table)
 
 
 def test_the_family_files_do_branch_on_their_vendor() -> None:
