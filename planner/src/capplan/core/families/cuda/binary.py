@@ -13,16 +13,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from capplan.core.binaries.buffers import Buffer
 from capplan.core.binaries.elf import NO_SECTION, ElfSections, complement
 from capplan.core.binaries.reading import Access, Read, Report
 from capplan.core.families.cuda import fatbin
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.families.cuda.compat import Verdict, how_runs
 from capplan.core.model.runs import RunLevel
 from capplan.errors import BinaryFormatError
+
+if TYPE_CHECKING:
+    from capplan.core.families.cuda.compat import Verdict
 
 __all__ = [
     "BinaryLimits",
@@ -302,6 +304,9 @@ def binary_limits(
     """Which ``candidates`` a prebuilt binary (file, wheel or store path; ``reports``: the
     walker's, one per file in it) can run on; ``jetson`` says which devices get the Jetson
     rule (compat.is_jetson)."""
+    # Imported here: only limits --binary asks how a binary's code runs, not inspect.
+    from capplan.core.families.cuda.compat import how_runs
+
     codes = cuda_code(reports)
     sass = _sorted_unique(c for code in codes for c in code.sass)
     ptx = _sorted_unique(c for code in codes for c in code.ptx)
