@@ -33,8 +33,8 @@ SRC = Path(__file__).resolve().parents[1] / "planner" / "src"
 sys.path.insert(0, str(SRC))
 
 from capplan.adapters.kb import load_kb  # noqa: E402
+from capplan.core.families.registry import dispatcher  # noqa: E402
 from capplan.core.planning.config import config_from_mapping  # noqa: E402
-from capplan.core.planning.dispatch import dispatch_table, jetson_capabilities, pci_capabilities  # noqa: E402
 from capplan.core.planning.planner import make_plan  # noqa: E402
 
 SELECTOR = SRC / "capplan" / "runtime" / "selector.py"
@@ -51,9 +51,7 @@ def _setup(work: Path) -> tuple[Path, Path]:
         origin="bench",
     )
     plan = make_plan(kb, config)
-    table = dispatch_table(
-        plan, "torch", fallback="error", pci=pci_capabilities(kb), jetson=jetson_capabilities(kb)
-    )
+    table = dispatcher(kb).table(plan, "torch", fallback="error")
     for variant in table["variants"]:
         env = work / "envs" / variant["name"] / "bin"
         env.mkdir(parents=True)

@@ -12,13 +12,8 @@ import pytest
 from tests.conftest import Cli
 
 from capplan.adapters.kb import load_kb
+from capplan.core.families.registry import dispatcher
 from capplan.core.planning.config import config_from_mapping
-from capplan.core.planning.dispatch import (
-    dispatch_cost,
-    dispatch_table,
-    jetson_capabilities,
-    pci_capabilities,
-)
 from capplan.core.planning.planner import make_plan
 from capplan.errors import ConfigError, ExitCode
 from capplan.runtime import selector
@@ -79,9 +74,7 @@ def test_explain_agrees_with_the_standalone_script(
         origin="test",
     )
     plan = make_plan(kb, config)
-    table = dispatch_table(
-        plan, "torch", fallback="error", pci=pci_capabilities(kb), jetson=jetson_capabilities(kb)
-    )
+    table = dispatcher(kb).table(plan, "torch", fallback="error")
     for variant in table["variants"]:
         env_dir = tmp_path / "envs" / variant["name"] / "bin"
         env_dir.mkdir(parents=True)
@@ -157,9 +150,12 @@ def test_resolve_fallback_is_checked_without_the_cli() -> None:
         {"fleet": {"gpus": ["A100"]}, "packages": {"torch": {}}}, origin="test"
     )
     plan = make_plan(kb, config)
+    dispatch = dispatcher(kb)
     with pytest.raises(ConfigError):
-        dispatch_table(plan, "torch", fallback="nope", pci={}, jetson=())
-    assert dispatch_table(plan, "torch", fallback="fat", pci={}, jetson=())["fallback"] == "error"
+        dispatch.table(plan, "torch", fallback="nope")
+    with pytest.raises(ConfigError):
+        dispatch.resolve_fallback(plan, "", "nope")
+    assert dispatch.table(plan, "torch", fallback="fat")["fallback"] == "error"
 
 
 def test_dispatch_cost_against_fat_and_one_variant() -> None:
@@ -169,12 +165,11 @@ def test_dispatch_cost_against_fat_and_one_variant() -> None:
         origin="test",
     )
     plan = make_plan(kb, config)
-    cost = dispatch_cost(kb, plan, "torch")
+    cost = dispatcher(kb).cost(plan, "torch")
     assert cost.variants == 4
     # Four whole closures of the per-variant part against one closure with four targets in it.
     assert cost.one_variant_mb < cost.fat_mb < cost.dispatch_mb
-    single = dispatch_cost(
-        kb,
+    single = dispatcher(kb).cost(
         make_plan(
             kb,
             config.model_copy(

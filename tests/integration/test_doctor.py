@@ -312,18 +312,19 @@ def test_mixed_cuda_majors_are_reported(
 
 
 def test_core_ptx_isa_driver_rule() -> None:
-    from capplan.core.binaries.doctor import Driver, Gpu, Library, Ptx, diagnose
+    from capplan.core.binaries.doctor import Library, Ptx, diagnose
     from capplan.core.families.cuda.capability import Capability
+    from capplan.core.families.cuda.doctor import NvidiaGpu, nvidia_driver
 
     # It links CUDA 12's runtime (which a 570 driver runs), so only its ISA 9.0 PTX needs more:
     # without that link the ISA says a CUDA 13 build, and the runtime's check would come first.
     lib = Library("libx.so", "x", ptx=(Ptx(Capability.parse("8.0"), (9, 0), 1 << 20),),
                   needed=("libcudart.so.12",))  # fmt: skip
-    gpu = Gpu("A100", "nvidia", capability=Capability.parse("8.0"))
+    gpu = NvidiaGpu("A100", Capability.parse("8.0"))
     tables = ({13: "580.65.06", 12: "525.60.13"}, {"13.0": "580.65.06", "12.8": "570.26"})
-    old = diagnose([lib], {}, [gpu], Driver("570.124.06", *tables)).cells["libx.so"][0]
+    old = diagnose([lib], {}, [gpu], nvidia_driver("570.124.06", *tables)).cells["libx.so"][0]
     assert old.level == "cannot-run" and old.cause == "driver-ptx" and "222" in old.reason
-    new = diagnose([lib], {}, [gpu], Driver("580.65.06", *tables)).cells["libx.so"][0]
+    new = diagnose([lib], {}, [gpu], nvidia_driver("580.65.06", *tables)).cells["libx.so"][0]
     assert new.level == "ptx-jit" and "1.0 MB" in new.reason
 
 

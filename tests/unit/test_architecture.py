@@ -180,11 +180,13 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "cli/limits.py": {"cuda.binary", "cuda.compat", "cuda.torch_limits"},
     "cli/limits_magma.py": {"rocm.kb", "rocm.magma_limits"},
     # Every other command goes through the registry and base (verify and plan through the
-    # registry, doctor's fixes through the families' pick; doctor's GPU and driver facts are
-    # built in core/binaries/doctor.py, where its Gpu and Driver are; nixpkgs reads the CPU
-    # package file through adapters/kb.py and resolves the CUDA policy in nixpkgs_check's
-    # policy_request; planning's annotations name the archspec adapter and verify's targets as
-    # objects, and dispatch resolves its devices itself).
+    # registry, doctor's fixes through the families' pick; doctor's GPUs and driver facts are
+    # built by each family's doctor.py through the registry; nixpkgs reads the CPU
+    # package file through adapters/kb.py and hands it, with the config's policy.cuda, to the
+    # registry's nixpkgs_checks, each family's part of the check; planning's annotations name
+    # the archspec adapter and verify's targets as objects, and dispatch resolves its devices
+    # itself; dispatch, plan and generate ask the registry's dispatcher, the CUDA family's
+    # dispatch.py, for the dispatch outputs' tables).
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
     # "one typed field") and the knowledge-base records.
@@ -195,30 +197,10 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/gpus.py": {"cuda.capability"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},
-    # Dispatch is NVIDIA-only: it reads CUDA variants' specs.
-    "core/planning/dispatch.py": {"cuda.capability", "cuda.keys", "cuda.spec"},
-    "core/planning/nixpkgs_check.py": {
-        "cpu.kb",
-        "cuda.capability",
-        "cuda.family",
-        "cuda.inputs",
-        "cuda.version",
-        "rocm.target",
-    },
-    # Binary readers that judge CUDA and AMD device code side by side (the exporters ask the
-    # variant's family, core/families/<f>/export.py, through the registry).
-    "core/binaries/doctor.py": {
-        "cuda.capability",
-        "cuda.compat",
-        "cuda.drivers",
-        "cuda.version",
-        "rocm.target",
-    },
-    "core/binaries/variants.py": {"cuda.capability", "cuda.compat", "rocm.target"},
-    # Adapters that read a family's files (the KB loader: AMD's and the CPU package file,
-    # archspec's loader); the Jetson device tree is the NVIDIA detector's own. (The binary
-    # walker, adapters/fatbin.py, asks each family's reader through the registry.)
-    "adapters/cpu_archspec.py": {"cpu.kb", "cpu.planning"},
+    # Adapters that read a family's files (the KB loader: AMD's and the CPU package file);
+    # archspec's loader is the CPU family's own (its entry's ADAPTERS), and the Jetson device
+    # tree is the NVIDIA detector's own. (The binary walker, adapters/fatbin.py, asks each
+    # family's binary reader through the registry.)
     "adapters/kb.py": {"cpu.kb", "rocm.kb"},
 }
 _DETECT_FAMILY = {"nvidia": "cuda", "amd": "rocm", "cpu": "cpu"}
@@ -231,13 +213,17 @@ def _module_name(path: Path, root: Path) -> str:
 
 
 def _owner(relative: str) -> str | None:
-    """The family whose own module this is, if any."""
+    """The family whose own module this is, if any: a module of its package, its detector, or
+    an adapter its entry declares (``ADAPTERS``, read through registry.adapter_owners)."""
+    from capplan.core.families import registry
+
     parts = relative.split("/")
     if parts[:2] == ["core", "families"] and len(parts) > 3:
         return parts[2]
     if parts[:2] == ["adapters", "detect"]:
         return _DETECT_FAMILY.get(parts[2].removesuffix(".py"))
-    return None
+    module = "capplan." + relative.removesuffix(".py").replace("/", ".")
+    return registry.adapter_owners().get(module)
 
 
 def _family_imports(path: Path) -> set[str]:
@@ -329,6 +315,20 @@ def test_commands_reach_family_adapters_through_the_registry() -> None:
         "capplan.adapters.cpu_archspec",
     }
     assert _adapter_importers(PACKAGE, adapters) == {}
+
+
+def test_declared_family_adapters_are_adapters_of_a_family() -> None:
+    # A family's ADAPTERS (registry.adapter_owners) name existing modules under adapters/, each
+    # owned by one family of the registry's table; archspec's CPU model is the CPU family's.
+    from capplan.core.families import registry
+
+    owners = registry.adapter_owners()
+    assert owners["capplan.adapters.cpu_archspec"] == "cpu"
+    assert _owner("adapters/cpu_archspec.py") == "cpu"
+    for module, family in owners.items():
+        relative = module.removeprefix("capplan.").replace(".", "/") + ".py"
+        assert relative.startswith("adapters/") and (PACKAGE / relative).is_file(), module
+        assert (CORE / "families" / family / "entry.py").is_file(), module
 
 
 def test_the_checker_sees_adapter_imports(tmp_path: Path) -> None:

@@ -15,27 +15,29 @@ from hypothesis import strategies as st
 from capplan.adapters.environment import elf_dynamic
 from capplan.adapters.kb import load_kb
 from capplan.core.binaries.doctor import (
-    Driver,
-    Gpu,
     Library,
     Package,
     Ptx,
     cuda_major_of_name,
     cuda_majors_linked,
     diagnose,
-    driver_facts,
-    is_driver_version,
-    nvidia_gpu,
 )
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.doctor import (
+    NvidiaGpu,
+    driver_facts,
+    is_driver_version,
+    nvidia_driver,
+    nvidia_gpu,
+)
 from capplan.core.families.cuda.drivers import version_key
 from capplan.core.families.cuda.version import CudaVersion
 
 C = Capability.parse
 TABLES = ({11: "450.80.02", 12: "525.60.13", 13: "580.65.06"},
           {"12.8": "570.26", "13.0": "580.65.06", "13.1": "590.44.01"})  # fmt: skip
-A100 = Gpu("A100", "nvidia", capability=C("8.0"), arch="Ampere", min_cuda=CudaVersion(11, 2))
-P100 = Gpu("P100", "nvidia", capability=C("6.0"), arch="Pascal",
+A100 = NvidiaGpu("A100", C("8.0"), arch="Ampere", min_cuda=CudaVersion(11, 2))
+P100 = NvidiaGpu("P100", C("6.0"), arch="Pascal",
            min_cuda=CudaVersion(10, 0), max_cuda=CudaVersion(12, 9))  # fmt: skip
 
 
@@ -62,7 +64,7 @@ def test_dropped_architecture_is_the_first_cause() -> None:
     lib = Library("l.so", "k", sass=(C("7.5"), C("8.0")), needed=("libcudart.so.13",))
     runtime = Library("r.so", "k", needed=("libcudart.so.13",))
     report = diagnose([lib, runtime], {"k": Package("k", "1", "pip")}, [P100],
-                      Driver("535.104.05", *TABLES, runs_cuda="12.9"))  # fmt: skip
+                      nvidia_driver("535.104.05", *TABLES, runs_cuda="12.9"))  # fmt: skip
     (cell,) = report.package_cells(Package("k", "1", "pip"))
     assert (cell.level, cell.cause) == ("cannot-run", "dropped-arch")
     assert "CUDA 12 build" in (cell.fix or "")
@@ -72,15 +74,15 @@ def test_dropped_architecture_is_the_first_cause() -> None:
 
 def test_unknown_driver_skips_driver_checks() -> None:
     lib = Library("l.so", "k", ptx=(Ptx(C("8.0"), (9, 1), 10),), needed=("libcudart.so.13",))
-    report = diagnose([lib], {}, [A100], Driver(None, *TABLES))
+    report = diagnose([lib], {}, [A100], nvidia_driver(None, *TABLES))
     assert report.cells["l.so"][0].level == "ptx-jit" and report.ok
 
 
 def test_ptx_isa_newer_than_known_needs_a_newer_driver() -> None:
     lib = Library("l.so", "k", ptx=(Ptx(C("8.0"), (9, 9), 10),))
-    old = diagnose([lib], {}, [A100], Driver("580.65.06", *TABLES)).cells["l.so"][0]
+    old = diagnose([lib], {}, [A100], nvidia_driver("580.65.06", *TABLES)).cells["l.so"][0]
     assert (old.level, old.cause) == ("cannot-run", "driver-ptx")
-    new = diagnose([lib], {}, [A100], Driver("600.1", *TABLES)).cells["l.so"][0]
+    new = diagnose([lib], {}, [A100], nvidia_driver("600.1", *TABLES)).cells["l.so"][0]
     assert new.level == "ptx-jit"  # newer than any driver capplan knows: no claim
 
 
@@ -88,7 +90,7 @@ def test_mixed_majors_and_hints_from_cu_folders() -> None:
     libs = [Library("a/cu13/lib/x.so", "a", sass=(C("8.0"),)),
             Library("b/y.so", "b", sass=(C("8.0"),), needed=("libcudart.so.12",))]  # fmt: skip
     pkgs = {"a": Package("a", None, "pip"), "b": Package("b", None, "pip")}
-    report = diagnose(libs, pkgs, [A100], Driver("570.124.06", *TABLES, runs_cuda="12.9"))
+    report = diagnose(libs, pkgs, [A100], nvidia_driver("570.124.06", *TABLES, runs_cuda="12.9"))
     assert report.mixed_majors == {12: ("b",), 13: ("a",)}
     assert report.cells["a/cu13/lib/x.so"][0].cause == "driver-runtime"
     assert report.cells["b/y.so"][0].level == "native"
@@ -114,8 +116,8 @@ def test_diagnose_never_raises_and_ok_means_nothing_fails(
     libs: list[Library], driver: str | None
 ) -> None:
     unique = list({lib.path: lib for lib in libs}.values())
-    jetson = Gpu("Orin", "nvidia", capability=C("8.7"), jetson=True)
-    report = diagnose(unique, {}, [A100, P100, jetson], Driver(driver, *TABLES))
+    jetson = NvidiaGpu("Orin", C("8.7"), jetson=True)
+    report = diagnose(unique, {}, [A100, P100, jetson], nvidia_driver(driver, *TABLES))
     levels = [c.level for cells in report.cells.values() for c in cells]
     assert report.ok == ("cannot-run" not in levels)
     for cells in report.cells.values():

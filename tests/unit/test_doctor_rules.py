@@ -9,23 +9,15 @@ import pytest
 
 from capplan.adapters.kb import load_kb
 from capplan.core.binaries.cubin import cubin_has_kernel, cubin_toolkit, lz4_block, ptx_has_code
-from capplan.core.binaries.doctor import (
-    PTX_ISA_CUDA,
-    Library,
-    Package,
-    Ptx,
-    diagnose,
-    driver_facts,
-    isa_major,
-    nvidia_gpu,
-)
+from capplan.core.binaries.doctor import PTX_ISA_CUDA, Library, Package, Ptx, diagnose, isa_major
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.doctor import NvidiaGpu, driver_facts, nvidia_gpu
 
 C = Capability.parse
 KB = load_kb()
 
 
-def gpu(name: str) -> object:
+def gpu(name: str) -> NvidiaGpu:
     from capplan.core.model.gpus import resolve_known_device
 
     cap, model = resolve_known_device(name, KB)
@@ -34,7 +26,7 @@ def gpu(name: str) -> object:
 
 
 def cell(lib: Library, device: str, driver: str) -> tuple[str, str | None, str]:
-    report = diagnose([lib], {}, [gpu(device)], driver_facts(KB, driver))  # type: ignore[list-item]
+    report = diagnose([lib], {}, [gpu(device)], driver_facts(KB, driver))
     got = report.cells[lib.path][0]
     return got.level, got.cause, got.reason + " | " + (got.fix or "")
 

@@ -11,26 +11,33 @@ from typing import Any
 import pytest
 from tests.conftest import Cli, unprivileged
 
-from capplan.adapters.kb import load_kb, load_kb_file
+from capplan.adapters.kb import load_cpu_packages, load_kb
 from capplan.adapters.nixpkgs import LockedNixpkgs, locked_nixpkgs, nixpkgs_reference
-from capplan.core.families.cpu.kb import CpuPackagesFile
-from capplan.core.families.cuda.inputs import resolve_cuda_policy
+from capplan.core.families.base import NixpkgsCheck
+from capplan.core.families.registry import nixpkgs_checks
 from capplan.core.planning.config import config_from_mapping
 from capplan.core.planning.matrix import plan_json
-from capplan.core.planning.nixpkgs_check import compare, nixpkgs_request, policy_request
+from capplan.core.planning.nixpkgs_check import compare, nixpkgs_request
 from capplan.core.planning.planner import make_plan
 from capplan.errors import DataError, InvalidInputError
 
 KB = load_kb()
-CPU = load_kb_file("cpu_packages.json", CpuPackagesFile)
+CPU = load_cpu_packages()
+
+
+def checks(policy_cuda: list[str] | None = None) -> tuple[NixpkgsCheck, ...]:
+    """Every family's part of the check, as `capplan nixpkgs check` asks them."""
+    return nixpkgs_checks(KB, policy_cuda=policy_cuda, cpu_packages=CPU)
+
+
+CHECKS = checks()
 
 
 def request_for(gpus: list[str], packages: dict[str, Any], **policy: Any) -> dict[str, Any]:
     config = config_from_mapping(
         {"fleet": {"gpus": gpus}, "packages": packages, "policy": policy}, origin="test"
     )
-    cuda = resolve_cuda_policy(KB, policy.get("cuda"))
-    return nixpkgs_request(KB, plan_json(make_plan(KB, config)), CPU, cuda)
+    return nixpkgs_request(checks(policy.get("cuda")), plan_json(make_plan(KB, config)))
 
 
 def agreeing_answer(request: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +105,7 @@ def test_a_scope_is_checked_as_the_plan_changes_it() -> None:
 
 def test_cpu_arguments_come_from_the_cpu_knowledge_base() -> None:
     request = nixpkgs_request(
-        KB, {"system": "x86_64-linux", "variants": {"g": {"package": "gromacs"}}}, CPU
+        CHECKS, {"system": "x86_64-linux", "variants": {"g": {"package": "gromacs"}}}
     )
     assert {"package": "gromacs", "attr": ["gromacs"], "argument": "cpuAcceleration"} in request[
         "arguments"
@@ -110,7 +117,7 @@ def test_cpu_arguments_come_from_the_cpu_knowledge_base() -> None:
         "arguments"
     ]
     llama = nixpkgs_request(
-        KB, {"system": "x86_64-linux", "variants": {"l": {"package": "llama-cpp"}}}, CPU
+        CHECKS, {"system": "x86_64-linux", "variants": {"l": {"package": "llama-cpp"}}}
     )
     assert {
         "package": "llama-cpp",
@@ -119,7 +126,7 @@ def test_cpu_arguments_come_from_the_cpu_knowledge_base() -> None:
     } in llama["arguments"]
     answer = agreeing_answer(llama)
     answer["arguments"]["llama-cpp"].remove("cpuArchDynamicDispatch")  # a b5760-era pin
-    assert [d.line() for d in compare(KB, llama, answer)] == [
+    assert [d.line() for d in compare(CHECKS, llama, answer)] == [
         "llama-cpp: recipe argument cpuArchDynamicDispatch of llama-cpp: knowledge base says it "
         "takes it; nixpkgs says its arguments are [rocmGpuTargets, stdenv]"
     ]
@@ -127,7 +134,7 @@ def test_cpu_arguments_come_from_the_cpu_knowledge_base() -> None:
 
 def test_an_agreeing_nixpkgs_gives_no_drift() -> None:
     request = request_for(*MIXED, rocm_scope="stack")
-    assert compare(KB, request, agreeing_answer(request)) == ()
+    assert compare(CHECKS, request, agreeing_answer(request)) == ()
 
 
 def test_each_disagreement_is_one_drift() -> None:
@@ -139,7 +146,7 @@ def test_each_disagreement_is_one_drift() -> None:
     answer["torch_broken"]["cudaPackages_12_9"] = True
     answer["rocm"]["default_targets"] = answer["rocm"]["default_targets"][:-1]
     answer["rocm"]["scope_packages"]["gfx942.composable_kernel"] = False
-    drifts = compare(KB, request, answer)
+    drifts = compare(CHECKS, request, answer)
     facts = [(d.package, d.fact) for d in drifts]
     # llama-cpp's recipe lost two arguments the plan relies on: two facts
     assert facts == sorted(facts) and len(facts) == 7, facts
@@ -172,10 +179,10 @@ def test_torch_allowlist_and_capability_table_drift() -> None:
     # torch 2.12's allowlist has no f capabilities: an agreeing nixpkgs keeps the others.
     agreeing = [c for c in table if not c.endswith("f")]
     answer["torch_capabilities"] = {"requested": table, "kept": agreeing}
-    assert compare(KB, request, answer) == ()
+    assert compare(CHECKS, request, answer) == ()
     drifted = [c for c in agreeing if c != "8.6"] + ["10.0f"]
     answer["torch_capabilities"] = {"requested": table, "kept": drifted}
-    (drift,) = compare(KB, request, answer)
+    (drift,) = compare(CHECKS, request, answer)
     assert (drift.package, drift.fact) == ("torch", "capability allowlist on CUDA 12.9")
     assert drift.nixpkgs.endswith("(more: [10.0f]; fewer: [8.6])")
     # A capability the knowledge base gives CUDA 12.9 that nixpkgs' table lacks.
@@ -183,14 +190,14 @@ def test_torch_allowlist_and_capability_table_drift() -> None:
         "requested": [c for c in table if c != "12.1"],
         "kept": [c for c in agreeing if c != "12.1"],
     }
-    (drift,) = compare(KB, request, answer)
+    (drift,) = compare(CHECKS, request, answer)
     assert drift.line().startswith(
         "cudaPackages: capability table (_cuda.db) on CUDA 12.9: knowledge base says it "
         "supports [12.1] too; nixpkgs says it supports ["
     )
     # torch does not evaluate for capabilities the knowledge base says it takes.
     answer["torch_capabilities"] = {"requested": table, "kept": None}
-    (drift,) = compare(KB, request, answer)
+    (drift,) = compare(CHECKS, request, answer)
     assert drift.nixpkgs == "it does not evaluate for them"
 
 
@@ -254,7 +261,7 @@ def test_nixpkgs_reference(tmp_path: Path) -> None:
         nixpkgs_reference(str(tmp_path / "default.nix"))
 
 
-def test_policy_request_resolves_the_policy_as_the_planner_does() -> None:
+def test_the_cuda_part_resolves_the_policy_as_the_planner_does() -> None:
     # capplan nixpkgs check hands the config's policy.cuda as written: torch is asked about
     # the policy's versions (12.6 here, a set the plan itself does not use), and a version
     # nixpkgs has no set for is the planner's exit 4.
@@ -262,15 +269,15 @@ def test_policy_request_resolves_the_policy_as_the_planner_does() -> None:
         make_plan(KB, config_from_mapping({"fleet": {"gpus": ["RTX 4090"]},
                                            "packages": {"torch": {}}}, origin="test"))
     )  # fmt: skip
-    default = policy_request(KB, plan, CPU, None)
-    wanted = policy_request(KB, plan, CPU, ["12.6"])
-    set_126 = str(KB.cuda_release(resolve_cuda_policy(KB, ["12.6"])[0]).nixpkgs_set)
+    default = nixpkgs_request(checks(None), plan)
+    wanted = nixpkgs_request(checks(["12.6"]), plan)
+    set_126 = "cudaPackages_12_6"
     assert set_126 in wanted["torch_cuda"]
-    assert set_126 not in nixpkgs_request(KB, plan, CPU)["torch_cuda"]  # the plan alone
-    assert wanted == nixpkgs_request(KB, plan, CPU, resolve_cuda_policy(KB, ["12.6"]))
-    assert default == nixpkgs_request(KB, plan, CPU, resolve_cuda_policy(KB, None))
+    # A policy without 12.6: the plan's own versions and nixpkgs' default, not 12.6.
+    assert set_126 not in nixpkgs_request(checks(["12.9"]), plan)["torch_cuda"]
+    assert set(wanted["torch_cuda"]) <= set(default["torch_cuda"])  # none set: every set
     with pytest.raises(InvalidInputError, match=r"policy\.cuda"):
-        policy_request(KB, plan, CPU, ["99.9"])
+        checks(["99.9"])
 
 
 # issue 41: --nixpkgs names that are no checkout get one line (exit 4) saying what they are.
@@ -331,7 +338,7 @@ def test_answers_of_the_wrong_type_are_one_drift_each() -> None:
     answer["rocm"]["scopes"]["gfx9"] = "gfx942"
     answer["rocm"]["scope_packages"]["gfx942.miopen"] = 1
     request["torch_capabilities"] = ["8.6", "8.9"]
-    lines = [d.line() for d in compare(KB, request, answer)]
+    lines = [d.line() for d in compare(CHECKS, request, answer)]
     said = sorted(line.split("; nixpkgs says ", 1)[1] for line in lines)
     assert said == sorted(
         [
@@ -365,7 +372,7 @@ def test_every_argument_the_plan_sets_is_asked(tmp_path: Path, fleet: str) -> No
 
     (tmp_path / "capplan.toml").write_text(fleet)
     data = plan_json(plan_with_settings(tmp_path / "capplan.toml").plan)
-    request = policy_request(KB, data, CPU, None)
+    request = nixpkgs_request(CHECKS, data)
     asked = {(f["package"], f["argument"]) for f in request["arguments"]}
     sets: set[tuple[str, str]] = set()
     for variant in data["variants"].values():

@@ -641,9 +641,9 @@ def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
         plain = _payload(lambda at, size: _pread(fd, size, at), smallest[1], smallest[2])
         toolkit = cubin_toolkit(plain) if plain is not None else None
     caps = {p.capability for p in ptx.values()}
-    for report in reports:
-        for cap in getattr(report, "ptx", ()):
-            if cap not in caps and not getattr(report, "located", ()):
+    for code in (code for report in reports for code in report.code):
+        for cap in getattr(code, "ptx", ()):
+            if cap not in caps and not getattr(code, "located", ()):
                 ptx[(cap, None)] = Ptx(cap, None, 0)  # seen without header detail: ISA unknown
     return _Device(
         tuple(sorted(sass)),

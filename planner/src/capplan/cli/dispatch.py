@@ -14,13 +14,8 @@ import click
 
 from capplan.cli.output import emit_json, escape, make_table, out_console
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
+from capplan.core.families.registry import dispatcher
 from capplan.core.model.suggest import closest
-from capplan.core.planning.dispatch import (
-    dispatch_packages,
-    dispatch_table,
-    jetson_capabilities,
-    pci_capabilities,
-)
 from capplan.errors import CapplanError, ExitCode, InvalidInputError, printable
 from capplan.runtime import selector
 
@@ -79,7 +74,8 @@ def explain(
             hint=f"it plans {', '.join(plan.systems)}; pass --system or add {system} to "
             "policy.systems",
         )
-    available = dispatch_packages(plan, system)
+    outputs = dispatcher(kb)
+    available = outputs.packages(plan, system)
     for name in packages:
         if name not in available:
             why = (
@@ -99,19 +95,10 @@ def explain(
         for cap in caps:
             kb.capability(cap)  # an unknown capability (99.9) is exit 4, as everywhere
         env["CAPPLAN_CAPABILITY"] = ",".join(str(c) for c in caps)
-    pci = pci_capabilities(kb)
-    jetson = jetson_capabilities(kb)
     report: list[dict[str, Any]] = []
     code = 0
     for name in packages or available:
-        table = dispatch_table(
-            plan,
-            name,
-            fallback=planned.config.dispatch.fallback,
-            pci=pci,
-            jetson=jetson,
-            system=system,
-        )
+        table = outputs.table(plan, name, fallback=planned.config.dispatch.fallback, system=system)
         chosen = selector.choose(table, env)
         report.append({"package": name, **chosen.to_json()})
         code = code or chosen.exit_code

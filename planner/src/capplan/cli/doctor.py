@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,9 +24,6 @@ from capplan.core.binaries.doctor import (
     Gpu,
     Package,
     diagnose,
-    driver_facts,
-    is_driver_version,
-    nvidia_gpu,
 )
 from capplan.errors import ExitCode, InvalidInputError, NoGpuError, shorten
 
@@ -87,6 +84,7 @@ def doctor(
     profile. Exit 0 when everything runs, 16 when a library cannot run on a GPU.
     """
     from capplan.adapters.environment import default_sources, sources_for
+    from capplan.core.families.registry import doctor_driver
 
     if driver is not None:
         driver = _check_driver(driver)
@@ -114,7 +112,7 @@ def doctor(
     cpu_facts, cpu_note = _cpu_facts(cpu)
     gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
     version = driver if driver is not None else detected_driver
-    facts = driver_facts(kb, version)
+    facts = doctor_driver(kb, version)
     scan = _scan(sources, jobs)
     report = diagnose(scan.libraries, scan.packages, gpus, facts, cpu_facts)
     fixes = _plan_fixes(report, kb, facts)
@@ -161,6 +159,8 @@ def _cpu_facts(text: str | None) -> tuple[CpuFacts | None, str | None]:
 
 
 def _check_driver(text: str) -> str:
+    from capplan.core.families.registry import is_driver_version
+
     value = text.strip()
     if not is_driver_version(value):
         raise InvalidInputError(
@@ -174,20 +174,10 @@ def _gpus(
     devices: Sequence[str], kb: KnowledgeBase, *, need_driver: bool
 ) -> tuple[list[Gpu], str | None]:
     """The GPUs to judge against and the detected driver (None when unknown)."""
-    from capplan.core.model.gpus import resolve_known_device
-    from capplan.core.model.vendors import amd_entry
+    from capplan.core.families.registry import doctor_gpu
 
-    gpus: list[Gpu] = []
-    for text in devices:
-        amd = amd_entry(kb, text)
-        if amd is not None:
-            target, name = amd
-            gpus.append(Gpu(f"{name} ({target})" if name else str(target), "amd", target=target))
-            continue
-        cap, model = resolve_known_device(text, kb)
-        gpus.append(
-            nvidia_gpu(model.name if model else None, cap, kb, model.systems if model else ())
-        )
+    # Each GPU as its family builds it, the spelling claimed as fleet entries are.
+    gpus = [doctor_gpu(kb, text) for text in devices]
     if gpus:
         if not need_driver:
             return gpus, None
@@ -197,27 +187,9 @@ def _gpus(
     return _detect(kb)
 
 
-def _detected_nvidia(name: str, cap: Any, kb: KnowledgeBase) -> Gpu:
-    from capplan.core.model.gpus import unique_model
-
-    # The host's systems from the name's one model, when the GPU name rule gives one.
-    named = unique_model(name, kb.gpus)
-    return nvidia_gpu(name, cap, kb, named.systems if named else ())
-
-
-# A detected device as doctor's Gpu, by the vendor of the family that found it.
-_DETECTED_GPU: dict[str, Callable[[str, Any, KnowledgeBase], Gpu]] = {
-    "nvidia": _detected_nvidia,
-    "amd": lambda name, target, kb: Gpu(f"{name} ({target})", "amd", target=target),
-}
-
-
-def _gpu(vendor: str, name: str, target: Any, kb: KnowledgeBase) -> Gpu:
-    return _DETECTED_GPU[vendor](name, target, kb)
-
-
 def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
     from capplan.adapters.families import find_gpus
+    from capplan.core.families.registry import detected_gpu
 
     # Every family's detector, as the registry names them (doctor reads no device tree).
     devices = [device for found in find_gpus(kb, board=False) for device in found.devices]
@@ -228,7 +200,7 @@ def _detect(kb: KnowledgeBase) -> tuple[list[Gpu], str | None]:
         if device.target is None:
             unknown.append(device.name)
             continue
-        gpus.append(_gpu(device.vendor, device.name, device.target, kb))
+        gpus.append(detected_gpu(device.vendor, device.name, device.target, kb))
         driver = driver or device.driver
     if unknown:
         err_console().print(
@@ -323,7 +295,7 @@ def _plan_fixes(
     fixes: dict[tuple[str, int], str] = {}
     missing: list[tuple[str, str, int]] = []  # (package, plan package, GPU index)
     for package, index in wanted:
-        cap = report.gpus[index].capability
+        cap = report.gpus[index].device
         planned = next((n for n in _plan_names(package) if n in plan.packages), None)
         if planned is None or cap is None:
             continue
@@ -383,7 +355,7 @@ def _amd_fixes(
     answers: dict[int, dict[str, Pick]] = {}
     fixes: dict[tuple[str, int], str] = {}
     for package, index in wanted:
-        target = report.gpus[index].target
+        target = report.gpus[index].device
         name = next((n for n in _plan_names(package) if n in plan.packages), None)
         if name is None or target is None:
             continue
@@ -414,7 +386,7 @@ def _fleet_fixes(
     from capplan.errors import CapplanError
 
     config = planned.config
-    added = sorted({str(report.gpus[i].capability) for _, _, i in missing})
+    added = sorted({str(report.gpus[i].device) for _, _, i in missing})
     extra = tuple(c for c in added if c not in config.fleet.gpus)
     fleet = config.fleet.model_copy(update={"gpus": (*config.fleet.gpus, *extra)})
     where = "capplan.toml" if planned.config_file else "a capplan.toml (copy of the default plan)"
@@ -424,13 +396,12 @@ def _fleet_fixes(
     except CapplanError as error:
         for name, planned_name, index in missing:
             fixes[(name, index)] = (
-                f"the plan has no {planned_name} variant for {report.gpus[index].capability}, "
+                f"the plan has no {planned_name} variant for {report.gpus[index].device}, "
                 f"and adding it to the fleet fails: {error.message}"
             )
         return fixes
     for name, planned_name, index in missing:
-        cap = report.gpus[index].capability
-        assert cap is not None
+        cap = report.gpus[index].device
         pick = picks(wider, cap)[planned_name]
         variant = pick.named  # the one to use, or the one a newer driver would run
         if variant is not None:
@@ -558,18 +529,7 @@ def _json(
     sources: Sequence[Source],
     scan: Scan,
 ) -> dict[str, Any]:
-    gpus = [
-        {
-            "label": g.label,
-            "vendor": g.vendor,
-            "capability": str(g.capability) if g.capability else None,
-            "target": str(g.target) if g.target else None,
-            "arch": g.arch or None,
-            "jetson": g.jetson,
-            "cuda": f"{g.min_cuda}..{g.max_cuda or ''}" if g.min_cuda else None,
-        }
-        for g in report.gpus
-    ]
+    gpus = [g.to_json() for g in report.gpus]
     packages = []
     for package, libs in report.packages:
         summary = report.package_cells(package)

@@ -13,7 +13,7 @@ from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import MAX_COMMITTED_BYTES, check_committed, err_console, to_json_text
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
 from capplan.cli.whereami import warn_without_flake
-from capplan.core.planning.dispatch import dispatch_section
+from capplan.core.families.registry import dispatcher
 from capplan.core.planning.matrix import plan_json
 from capplan.errors import CapplanError, NixError, NixpkgsDriftError
 
@@ -109,7 +109,7 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
     """Write overlays/plan.json, the data the flake and overlay read."""
     planned = plan_with_settings(config_path)
     plan = planned.plan
-    dispatch = dispatch_section(current_kb(), plan, fallback=planned.config.dispatch.fallback)
+    dispatch = dispatcher(current_kb()).section(plan, fallback=planned.config.dispatch.fallback)
     data = plan_json(plan, dispatch)
     found = planned.config_file
     root = found.parent if found is not None else Path.cwd()

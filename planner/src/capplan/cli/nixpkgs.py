@@ -27,14 +27,16 @@ def check_against(
     the config's policy.cuda; ``folder``: the checkout ``reference`` names, if it is one."""
     from capplan.adapters.kb import load_cpu_packages
     from capplan.adapters.nixpkgs import evaluate_nixpkgs
-    from capplan.core.planning.nixpkgs_check import compare, policy_request
+    from capplan.core.families.registry import nixpkgs_checks
+    from capplan.core.planning.nixpkgs_check import compare, nixpkgs_request
 
     kb = current_kb()
     cpu = load_cpu_packages(kb_directory())
-    request = policy_request(kb, plan_data, cpu, cuda)
+    checks = nixpkgs_checks(kb, policy_cuda=cuda, cpu_packages=cpu)
+    request = nixpkgs_request(checks, plan_data)
     answer = evaluate_nixpkgs(reference, request, folder=folder, offline=offline)
     source = answer.get("source") if isinstance(answer.get("source"), dict) else {}
-    return dict(source or {}), compare(kb, request, answer)
+    return dict(source or {}), compare(checks, request, answer)
 
 
 @click.group()

@@ -17,9 +17,9 @@ from capplan.cli.planning import (
     planned_costs,
     policy_options,
 )
-from capplan.core.families.registry import is_cpu_side, table_keys
+from capplan.core.families.base import DispatchCost
+from capplan.core.families.registry import dispatcher, is_cpu_side, table_keys
 from capplan.core.planning.costbasis import CostBasis, cost_bases, cost_line
-from capplan.core.planning.dispatch import DispatchCost, dispatch_cost, dispatch_packages
 from capplan.core.planning.matrix import plan_dict
 from capplan.core.planning.plan import Plan
 from capplan.core.planning.runners import JobCost
@@ -57,10 +57,11 @@ def plan(
         click.echo("\n".join(result.identifiers()))
         return
     kb = current_kb()
+    dispatch = dispatcher(kb)
     costs = [
-        dispatch_cost(kb, result, p, system)
+        dispatch.cost(result, p, system)
         for system in result.systems
-        for p in dispatch_packages(result, system)
+        for p in dispatch.packages(result, system)
     ]
     bases = cost_bases(kb, result)
     on_runners = planned_costs(planned)

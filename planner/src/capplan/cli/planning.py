@@ -177,11 +177,11 @@ def plan_with_settings(
         check_gccarch_keys(config.policy.runners_os, model.gcc_arches(), model.gcc_names())
     plan = make_plan(kb, config, cpu=cpu)
     if config.dispatch.fallback != "error":
-        from capplan.core.planning.dispatch import resolve_fallback
+        from capplan.core.families.registry import dispatcher
 
         # Every command that plans refuses a fallback naming nothing (exit 5), not only those
         # that write the dispatch table: `plan` and `matrix` accepted it.
-        resolve_fallback(plan, "", config.dispatch.fallback)
+        dispatcher(kb).resolve_fallback(plan, "", config.dispatch.fallback)
     return Planned(plan, config, found)
 
 

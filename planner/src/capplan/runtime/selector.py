@@ -4,7 +4,8 @@ This file is copied as it is into every ``<package>-dispatch`` output (pkgs/disp
 by the wrappers there, so it is standalone: Python's standard library only, never capplan or its
 dependencies (``capplan dispatch explain`` imports this same module, so the two cannot disagree).
 
-The table it reads is JSON written by capplan (``capplan.core.planning.dispatch.dispatch_table``):
+The table it reads is JSON written by capplan (``dispatch_table`` in the CUDA family,
+capplan/core/families/cuda/dispatch.py):
 
     {"version": 1, "package": "torch", "fallback": "error" | "<variant name>",
      "variants": [{"name": "torch-sm86", "sass": ["8.6"], "ptx": [], "path": "/nix/store/..."}],

@@ -3,34 +3,27 @@ GPU of the machine? Pure.
 
 An installer picks a variant wheel for one GPU (the nvidia provider keys on the highest), so on a
 machine with two GPU models it can install a wheel whose ``variant.json`` does not cover the
-other. The properties read (``nvidia :: sm_arch`` ``86_real`` SASS and ``90_virtual`` PTX, ``amd
-:: gfx_arch``) are judged with the same rules as the libraries' code (``how_runs``,
-``amd_how_runs``). A wheel's libraries decide doctor's exit code; this verdict says why an
-installer gave a machine a wheel that misses one of its GPUs.
+other. Each GPU judges its vendor's properties (its family's doctor module: ``nvidia :: sm_arch``
+``86_real`` SASS and ``90_virtual`` PTX with ``how_runs``, ``amd :: gfx_arch`` with
+``amd_how_runs``), with the same rules as the libraries' code. A wheel's libraries decide
+doctor's exit code; this verdict says why an installer gave a machine a wheel that misses one of
+its GPUs.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.binaries.doctor import Gpu
-from capplan.core.families.base import RunLevel
-from capplan.core.families.cuda.capability import Capability
-from capplan.core.families.cuda.compat import how_runs
-from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_runs
-from capplan.errors import CapplanError
+from capplan.core.binaries.doctor import Gpu, Properties
 
 __all__ = ["InstalledVariant", "VariantVerdict", "judge_variant", "parse_variant_json"]
 
 _LABEL = re.compile(r"[0-9a-z_.]{1,16}")
 _NAME = re.compile(r"[a-z0-9_]+")
 _VALUE = re.compile(r"[a-z0-9_.]+")
-_SM = re.compile(r"([0-9]+)([af]?)_(real|virtual)")
-
-Properties = Mapping[str, Mapping[str, tuple[str, ...]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,56 +77,15 @@ def parse_variant_json(document: object) -> tuple[str, Properties]:
     return label, properties
 
 
-def _sm_arch(values: Sequence[str]) -> tuple[list[Capability], list[Capability], list[str]]:
-    sass: list[Capability] = []
-    ptx: list[Capability] = []
-    unknown: list[str] = []
-    for value in values:
-        match = _SM.fullmatch(value)
-        if match is None:
-            unknown.append(value)
-            continue
-        capability = Capability.from_sm(int(match[1]), match[2])
-        (sass if match[3] == "real" else ptx).append(capability)
-    return sass, ptx, unknown
-
-
-def _stated(values: Sequence[str]) -> str:
-    return ", ".join(values)
-
-
 def judge_variant(variant: InstalledVariant, gpus: Sequence[Gpu]) -> tuple[VariantVerdict, ...]:
     """One verdict per GPU: does the variant's stated device code cover it?"""
-    nvidia = variant.properties.get("nvidia", {}).get("sm_arch")
-    amd = variant.properties.get("amd", {}).get("gfx_arch")
     verdicts = []
     for gpu in gpus:
-        if gpu.capability is not None and nvidia:
-            sass, ptx, unknown = _sm_arch(nvidia)
-            verdict = how_runs(gpu.capability, sass, ptx, jetson=gpu.jetson)
-            covered = verdict.level is not RunLevel.CANNOT_RUN
-            how = verdict.level.value if covered else "not covered"
-            reason = f"sm_arch {_stated(nvidia)}: {how} on {gpu.capability}"
-            if unknown:
-                reason += f" (values capplan does not know: {_stated(unknown)})"
-            verdicts.append(VariantVerdict(gpu.label, covered, reason))
-        elif gpu.target is not None and amd:
-            targets = []
-            for value in amd:
-                try:
-                    targets.append(AmdTarget.parse(value))
-                except CapplanError:  # a target capplan does not know covers no GPU it knows
-                    continue
-            level = amd_how_runs(gpu.target, targets).level
-            covered = level is not AmdRunLevel.CANNOT_RUN
-            how = level.value if covered else "not covered"
-            verdicts.append(
-                VariantVerdict(
-                    gpu.label, covered, f"gfx_arch {_stated(amd)}: {how} on {gpu.target}"
-                )
-            )
-        else:
+        judged = gpu.judge_variant(variant.properties)
+        if judged is None:
             verdicts.append(
                 VariantVerdict(gpu.label, None, f"states nothing about {gpu.vendor} GPUs")
             )
+        else:
+            verdicts.append(VariantVerdict(gpu.label, *judged))
     return tuple(verdicts)

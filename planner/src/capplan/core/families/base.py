@@ -29,7 +29,7 @@ microarchitecture database): data with provenance, a partial order, and a small 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
@@ -38,16 +38,20 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_ch
 from capplan.core.model.runs import RunLevel, RunsOn
 
 if TYPE_CHECKING:
+    from capplan.core.model.drift import Drift
     from capplan.core.planning.plan import Decision, Plan, Variant
 
 
 __all__ = [
+    "AsksNixpkgs",
     "ChecksPackage",
     "ChecksTargets",
     "ChecksVendors",
     "ClaimsFleet",
     "CostPart",
     "Device",
+    "DispatchCost",
+    "Dispatcher",
     "Explained",
     "FamilyPlanning",
     "FamilyResult",
@@ -55,8 +59,10 @@ __all__ = [
     "GpuFamily",
     "KnowsPackages",
     "Machine",
+    "NixpkgsCheck",
     "Pick",
     "PreparesPolicy",
+    "ReliesOnArguments",
     "ReportsUnplanned",
     "RunLevel",
     "RunsOn",
@@ -343,6 +349,98 @@ class ReportsUnplanned(Protocol):
     are known once the GPU families have planned, in its :meth:`FamilyPlanning.plan`)."""
 
     def unplanned(self, requested: Sequence[str]) -> list[Decision]: ...
+
+
+# -- dispatch ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class DispatchCost:
+    """Output sizes (MB) of the ways to give every fleet GPU of one system one package."""
+
+    package: str
+    system: str
+    variants: int
+    dispatch_mb: float  # every single-target variant with its per-variant dependencies
+    fat_mb: float  # one build for every target the variants hold
+    one_variant_mb: float  # the largest single variant with its dependencies
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "package": self.package,
+            "system": self.system,
+            "variants": self.variants,
+            "dispatch_mb": self.dispatch_mb,
+            "fat_mb": self.fat_mb,
+            "one_variant_mb": self.one_variant_mb,
+        }
+
+
+class Dispatcher(Protocol):
+    """What a ``<package>-dispatch`` output needs of the family whose variants it starts (the
+    standalone selector, :mod:`capplan.runtime.selector`, picks among them at each start): from
+    :func:`capplan.core.families.registry.dispatcher`, on one knowledge base. Only CUDA
+    dispatches today (``core/families/cuda/dispatch.py``); ROCm variants are chosen with
+    ``capplan detect``."""
+
+    def packages(self, plan: Plan, system: str | None = None) -> tuple[str, ...]:
+        """The requested packages a dispatch output can serve (on ``system``, when given)."""
+        ...
+
+    def resolve_fallback(self, plan: Plan, package: str, fallback: str) -> str:
+        """``[dispatch] fallback`` for ``package``: ``"error"`` or a planned variant's name; a
+        fallback naming nothing planned is a ConfigError."""
+        ...
+
+    def table(
+        self, plan: Plan, package: str, *, fallback: str, system: str | None = None
+    ) -> dict[str, Any]:
+        """The selector's table for ``package`` (without the variants' store paths)."""
+        ...
+
+    def section(self, plan: Plan, *, fallback: str) -> dict[str, Any]:
+        """The ``dispatch`` part of overlays/plan.json."""
+        ...
+
+    def cost(self, plan: Plan, package: str, system: str | None = None) -> DispatchCost:
+        """What a dispatch closure of ``package`` holds against one fat build and one variant."""
+        ...
+
+
+# -- nixpkgs check --------------------------------------------------------------------------------
+# ``capplan nixpkgs check`` (core/planning/nixpkgs_check.py) asks each family's part
+# (core/families/<family>/nixpkgs.py, from registry.nixpkgs_checks) what the plan relies on in
+# nixpkgs: the recipe arguments of the plan's packages (every family has some) and, for a family
+# with facts of its own in nixpkgs (CUDA's package sets, ROCm's targets), its questions. The
+# plan is plan.json's data: ``variants`` (name -> variant) and its ``packages``, sorted.
+
+
+@runtime_checkable
+class ReliesOnArguments(Protocol):
+    """A family whose builds rely on recipe arguments nixpkgs' recipes must take."""
+
+    def arguments(
+        self, variants: Mapping[str, Mapping[str, Any]], packages: Sequence[str]
+    ) -> Iterable[tuple[str, tuple[str, ...], str]]:
+        """(package, attribute path, argument) of each argument the plan's packages rely on."""
+        ...
+
+
+@runtime_checkable
+class AsksNixpkgs(Protocol):
+    """A family with facts of its own to check against nixpkgs."""
+
+    def request(
+        self, variants: Mapping[str, Mapping[str, Any]], packages: Sequence[str]
+    ) -> dict[str, Any]:
+        """The family's questions: keys of the JSON request, which its ``compare`` reads."""
+        ...
+
+    def compare(self, request: Mapping[str, Any], answer: Mapping[str, Any]) -> Iterable[Drift]:
+        """Where nixpkgs' ``answer`` to the family's questions says otherwise (an answer of
+        the wrong type is a drift of its fact, never an exception)."""
+        ...
+
+
+NixpkgsCheck = ReliesOnArguments | AsksNixpkgs
 
 
 # -- verify ---------------------------------------------------------------------------------------

@@ -17,11 +17,22 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from capplan.core.binaries.doctor import Driver, Gpu
     from capplan.core.binaries.reading import BinaryReader
 
     # The interface, for annotations only: inspect asks for its readers without loading the
     # protocols (about 5 ms of its start, issue 42).
-    from capplan.core.families.base import FamilyPlanning, GpuFamily, TargetFamily, Verifier
+    from capplan.core.families.base import (
+        Dispatcher,
+        FamilyPlanning,
+        GpuFamily,
+        NixpkgsCheck,
+        TargetFamily,
+        Verifier,
+    )
+
+    # The CPU family's package file, which nixpkgs_checks hands to the family.
+    from capplan.core.families.cpu.kb import CpuPackagesFile
 
     # Re-exported for annotations: the CPU family's target model, which the CPU adapter gives
     # (cpu_adapter below) and the planner takes.
@@ -32,10 +43,15 @@ if TYPE_CHECKING:
     from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
+    "adapter_owners",
     "binary_readers",
     "cpu_adapter",
     "cpu_detector",
     "cpu_family",
+    "detected_gpu",
+    "dispatcher",
+    "doctor_driver",
+    "doctor_gpu",
     "export_writer",
     "export_writers",
     "family_for_text",
@@ -46,8 +62,10 @@ __all__ = [
     "has_export",
     "is_cpu_level",
     "is_cpu_side",
+    "is_driver_version",
     "job_keys",
     "nix_keys",
+    "nixpkgs_checks",
     "plan_keys",
     "planning_families",
     "table_keys",
@@ -130,6 +148,52 @@ def cpu_adapter() -> str:
     return _CPU_ADAPTER
 
 
+def doctor_gpu(kb: KnowledgeBase, text: str) -> Gpu:
+    """The GPU ``capplan doctor --device`` names, as the first GPU family that knows the
+    spelling builds it (core/families/<family>/doctor.py, in claiming order: the fallback,
+    CUDA, last, refuses a name no family knows with "did you mean")."""
+    found = (e.doctor_gpu(kb, text) for e in _gpu_entries() if hasattr(e, "doctor_gpu"))
+    gpu: Gpu = next(g for g in found if g is not None)
+    return gpu
+
+
+def detected_gpu(vendor: str, name: str, target: object, kb: KnowledgeBase) -> Gpu:
+    """A device a family's detector found (``base.Device``: its vendor, name and target) as
+    ``capplan doctor`` judges it, built by that vendor's family."""
+    entries = {e.VENDOR: e for e in _gpu_entries() if hasattr(e, "detected_gpu")}
+    gpu: Gpu = entries[vendor].detected_gpu(name, target, kb)
+    return gpu
+
+
+def _driver_entry() -> Any:
+    # The family whose GPU driver doctor checks (``--driver``: the NVIDIA driver).
+    return next(e for e in _entries() if hasattr(e, "driver_facts"))
+
+
+def doctor_driver(kb: KnowledgeBase, version: str | None) -> Driver:
+    """The GPU driver ``version`` (None: unknown) with the knowledge base's driver table, as
+    ``capplan doctor`` checks it."""
+    driver: Driver = _driver_entry().driver_facts(kb, version)
+    return driver
+
+
+def is_driver_version(text: str) -> bool:
+    """Whether ``text`` (stripped) spells a version of the driver doctor checks."""
+    spells: bool = _driver_entry().is_driver_version(text)
+    return spells
+
+
+def adapter_owners() -> dict[str, str]:
+    """The adapter modules a family declares its own (its entry's ``ADAPTERS``), each with the
+    family's short name (``"cpu"``): they may import that family's modules, as its detector
+    does."""
+    return {
+        module: package.rpartition(".")[2]
+        for package, entry in zip(_FAMILIES, _entries(), strict=True)
+        for module in getattr(entry, "ADAPTERS", ())
+    }
+
+
 def cpu_family(model: CpuModel) -> TargetFamily[str]:
     """The CPU family, judging CPUs with ``model`` (archspec's, from the adapters)."""
     from capplan.core.families.cpu.planning import CpuFamily
@@ -160,6 +224,31 @@ def _cpu_feature() -> Callable[[Variant], str | None]:
     from capplan.core.families.cpu.keys import gccarch_feature as feature
 
     return feature
+
+
+def dispatcher(kb: KnowledgeBase) -> Dispatcher:
+    """What the ``<package>-dispatch`` outputs need (their tables, the fallback, their cost),
+    from the family whose variants they start: the one whose entry has ``dispatcher``
+    (CUDA's; its selector picks by capability)."""
+    found: Dispatcher = next(e.dispatcher(kb) for e in _entries() if hasattr(e, "dispatcher"))
+    return found
+
+
+def nixpkgs_checks(
+    kb: KnowledgeBase,
+    *,
+    policy_cuda: Sequence[str] | None,
+    cpu_packages: CpuPackagesFile | None,
+) -> tuple[NixpkgsCheck, ...]:
+    """Each family's part of ``capplan nixpkgs check``, in the table's order: ``policy_cuda``
+    is a config's ``policy.cuda`` as written (the CUDA family resolves it as the planner does:
+    an unknown version is its InvalidInputError), ``cpu_packages`` the CPU package file
+    (adapters/kb.py's load_cpu_packages; None: no CPU facts)."""
+    return tuple(
+        e.nixpkgs_check(kb, policy_cuda=policy_cuda, cpu_packages=cpu_packages)
+        for e in _entries()
+        if hasattr(e, "nixpkgs_check")
+    )
 
 
 def family_for_text(families: Sequence[GpuFamily[Any]], text: str) -> GpuFamily[Any]:

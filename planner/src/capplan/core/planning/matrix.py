@@ -239,8 +239,8 @@ def github_matrices(
 @gc_paused
 def plan_json(plan: Plan, dispatch: dict[str, Any] | None = None) -> dict[str, Any]:
     """overlays/plan.json: the data overlays/default.nix reads with builtins.fromJSON;
-    ``dispatch`` is :func:`capplan.core.planning.dispatch.dispatch_section` (the dispatch
-    outputs)."""
+    ``dispatch`` is the dispatch outputs' part (the ``section`` of
+    :func:`capplan.core.families.registry.dispatcher`)."""
     extra = {} if dispatch is None else {"dispatch": dispatch}
     return {
         **extra,

@@ -8,8 +8,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from capplan.core.binaries.doctor import Driver, Gpu
     from capplan.core.binaries.reading import BinaryReader
-    from capplan.core.families.base import FamilyPlanning, GpuFamily, Verifier
+    from capplan.core.families.base import (
+        Dispatcher,
+        FamilyPlanning,
+        GpuFamily,
+        NixpkgsCheck,
+        Verifier,
+    )
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
 
@@ -17,6 +24,8 @@ if TYPE_CHECKING:
 FALLBACK = True
 # The detector (capplan.adapters imports it; core/ names it as data).
 DETECTOR = "capplan.adapters.detect.nvidia:find_devices"
+# The vendor its detector's devices carry (base.Device.vendor).
+VENDOR = "nvidia"
 
 
 def gpu_family(kb: KnowledgeBase) -> GpuFamily[Any]:
@@ -50,3 +59,42 @@ def planning(
     from capplan.core.families.cuda.planning import CudaPlanning
 
     return CudaPlanning(kb, config, others=others)
+
+
+def dispatcher(kb: KnowledgeBase) -> Dispatcher:
+    from capplan.core.families.cuda.dispatch import CudaDispatcher
+
+    return CudaDispatcher(kb)
+
+
+def nixpkgs_check(
+    kb: KnowledgeBase, *, policy_cuda: Sequence[str] | None, **_: Any
+) -> NixpkgsCheck:
+    from capplan.core.families.cuda.nixpkgs import CudaNixpkgs
+
+    return CudaNixpkgs(kb, policy_cuda)
+
+
+def doctor_gpu(kb: KnowledgeBase, text: str) -> Gpu:
+    from capplan.core.families.cuda.doctor import device_gpu
+
+    return device_gpu(kb, text)
+
+
+def detected_gpu(name: str, target: Any, kb: KnowledgeBase) -> Gpu:
+    from capplan.core.families.cuda.doctor import detected_gpu as detected
+
+    return detected(name, target, kb)
+
+
+# The driver doctor checks (``--driver``) is the NVIDIA driver.
+def driver_facts(kb: KnowledgeBase, version: str | None) -> Driver:
+    from capplan.core.families.cuda.doctor import driver_facts as facts
+
+    return facts(kb, version)
+
+
+def is_driver_version(text: str) -> bool:
+    from capplan.core.families.cuda.doctor import is_driver_version as spells
+
+    return spells(text)

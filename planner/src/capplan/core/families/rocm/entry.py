@@ -8,13 +8,16 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from capplan.core.binaries.doctor import Gpu
     from capplan.core.binaries.reading import BinaryReader
-    from capplan.core.families.base import FamilyPlanning, GpuFamily, Verifier
+    from capplan.core.families.base import FamilyPlanning, GpuFamily, NixpkgsCheck, Verifier
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
 
 FALLBACK = False
 DETECTOR = "capplan.adapters.detect.amd:find_devices"
+# The vendor its detector's devices carry (base.Device.vendor).
+VENDOR = "amd"
 
 
 def gpu_family(kb: KnowledgeBase) -> GpuFamily[Any]:
@@ -46,3 +49,21 @@ def planning(
     from capplan.core.families.rocm.planning import RocmPlanning
 
     return RocmPlanning(kb, config)
+
+
+def nixpkgs_check(kb: KnowledgeBase, **_: Any) -> NixpkgsCheck:
+    from capplan.core.families.rocm.nixpkgs import RocmNixpkgs
+
+    return RocmNixpkgs(kb)
+
+
+def doctor_gpu(kb: KnowledgeBase, text: str) -> Gpu | None:
+    from capplan.core.families.rocm.doctor import device_gpu
+
+    return device_gpu(kb, text)
+
+
+def detected_gpu(name: str, target: Any, kb: KnowledgeBase) -> Gpu:
+    from capplan.core.families.rocm.doctor import detected_gpu as detected
+
+    return detected(name, target, kb)

@@ -5,14 +5,20 @@ the selector (:mod:`capplan.runtime.selector`, standalone) picks at each start. 
 the selector's table from a Plan and the knowledge base, checks the ``[dispatch] fallback``
 setting against the plan, and estimates what a dispatch closure costs next to one fat build and
 one variant (the plan's cost model: device code grows linearly with targets, CUDA.md).
+
+Dispatch is the CUDA family's: the selector picks by CUDA capability (PCI ids and Jetsons
+through the chip table, CUDA's serving rules) and starts CUDA variants only. Commands reach it
+as a :class:`capplan.core.families.base.Dispatcher` (:class:`CudaDispatcher`), through
+:func:`capplan.core.families.registry.dispatcher`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
+from capplan.core.families.base import DispatchCost
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.families.cuda.spec import CudaSpec
@@ -22,7 +28,7 @@ from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import ConfigError
 
 __all__ = [
-    "DispatchCost",
+    "CudaDispatcher",
     "dispatch_cost",
     "dispatch_packages",
     "dispatch_section",
@@ -124,28 +130,6 @@ def dispatch_section(kb: KnowledgeBase, plan: Plan, *, fallback: str) -> dict[st
     }
 
 
-@dataclass(frozen=True, slots=True)
-class DispatchCost:
-    """Output sizes (MB) of the ways to give every fleet GPU of one system one package."""
-
-    package: str
-    system: str
-    variants: int
-    dispatch_mb: float  # every single-capability variant with its per-variant dependencies
-    fat_mb: float  # one build for every capability the variants hold
-    one_variant_mb: float  # the largest single variant with its dependencies
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "package": self.package,
-            "system": self.system,
-            "variants": self.variants,
-            "dispatch_mb": self.dispatch_mb,
-            "fat_mb": self.fat_mb,
-            "one_variant_mb": self.one_variant_mb,
-        }
-
-
 def dispatch_cost(
     kb: KnowledgeBase, plan: Plan, package: str, system: str | None = None
 ) -> DispatchCost:
@@ -217,3 +201,39 @@ def pci_capabilities(kb: KnowledgeBase) -> dict[str, Capability]:
 def jetson_capabilities(kb: KnowledgeBase) -> tuple[Capability, ...]:
     """Capabilities of Jetson devices: no minor-version SASS compatibility there (CUDA.md)."""
     return tuple(c.capability for c in kb.capabilities if c.jetson)
+
+
+class CudaDispatcher:
+    """The CUDA family's :class:`capplan.core.families.base.Dispatcher` on one knowledge base:
+    the functions above, with the PCI and Jetson tables read from it once, when a table first
+    needs them."""
+
+    def __init__(self, kb: KnowledgeBase) -> None:
+        self._kb = kb
+
+    @cached_property
+    def _pci(self) -> dict[str, Capability]:
+        return pci_capabilities(self._kb)
+
+    @cached_property
+    def _jetson(self) -> tuple[Capability, ...]:
+        return jetson_capabilities(self._kb)
+
+    def packages(self, plan: Plan, system: str | None = None) -> tuple[str, ...]:
+        return dispatch_packages(plan, system)
+
+    def resolve_fallback(self, plan: Plan, package: str, fallback: str) -> str:
+        return resolve_fallback(plan, package, fallback)
+
+    def table(
+        self, plan: Plan, package: str, *, fallback: str, system: str | None = None
+    ) -> dict[str, Any]:
+        return dispatch_table(
+            plan, package, fallback=fallback, pci=self._pci, jetson=self._jetson, system=system
+        )
+
+    def section(self, plan: Plan, *, fallback: str) -> dict[str, Any]:
+        return dispatch_section(self._kb, plan, fallback=fallback)
+
+    def cost(self, plan: Plan, package: str, system: str | None = None) -> DispatchCost:
+        return dispatch_cost(self._kb, plan, package, system)
