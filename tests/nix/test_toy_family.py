@@ -40,13 +40,16 @@ class ToySpec(FamilySpec):
     targets: tuple[str, ...]
 
     def order(self) -> tuple[object, ...]:
-        return (2, self.targets)
+        return (2, self.targets, True, ())
 
     def compiled_targets(self) -> int:
         return len(self.targets)
 
     def dependency_targets(self) -> tuple[object, ...]:
         return self.targets
+
+    def toolkit(self) -> str | None:
+        return None
 """,
     "keys.py": """
 from __future__ import annotations
@@ -142,8 +145,6 @@ class ToyPlanning:
                         name=f"{package}-{self.family.label(target)}",
                         package=package,
                         attr=package,
-                        cuda=None,
-                        cuda_set=None,
                         independent=False,
                         fat=False,
                         needs=(),
@@ -161,8 +162,8 @@ class ToyPlanning:
     def costs(self, requested: Sequence[str], result: FamilyResult) -> CostPart:
         return CostPart()
 
-    def plan_fields(self) -> dict[str, Any]:
-        return {}
+    def plan_part(self) -> None:
+        return None
 """,
     "entry.py": """
 from __future__ import annotations

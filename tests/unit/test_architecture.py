@@ -188,12 +188,8 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # itself; dispatch, plan and generate ask the registry's dispatcher, the CUDA family's
     # dispatch.py, for the dispatch outputs' tables).
     # Shared value types and orchestration written in the families' target types
-    # (Capability, CudaVersion, AmdTarget): Plan/Variant's per-family fields (issue 32's
-    # "one typed field") and the knowledge-base records.
-    # The plan: a Variant holds one typed family spec (core/model/spec.py's FamilySpec, issue
-    # 42), but the fleet entries, the CUDA policy and version and nixpkgs' default ROCm
-    # targets are still written in CUDA's and ROCm's types.
-    "core/planning/plan.py": {"cuda.capability", "cuda.version", "rocm.target"},
+    # (Capability, CudaVersion, AmdTarget): the knowledge-base records. (The plan is not among
+    # them: a Variant holds one FamilySpec, a Plan one PlanPart per family, issue 42.)
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/gpus.py": {"cuda.capability"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},

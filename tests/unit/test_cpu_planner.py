@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from capplan.adapters.cpu_archspec import ArchspecCpuModel, OverrideRule
 from capplan.adapters.kb import load_kb
 from capplan.core.families.base import RunLevel
+from capplan.core.families.cpu.fleet import cpu_part
 from capplan.core.families.cpu.keys import cpu_spec
 from capplan.core.families.cpu.planning import CpuFamily, CpuPackagePolicy, is_cpu_side
 from capplan.core.planning.config import config_from_mapping
@@ -204,7 +205,10 @@ def test_costs_against_one_generic_build_and_every_level() -> None:
     assert costs.every_level_size_mb == 2 * 60 + 2 * 30
     assert plan_dict(plan)["costs"]["cpu"]["every_level"]["jobs"] == 4
     # The fleet in one order (sapphirerapids before x86-64-v3), whatever the file's.
-    assert [(e.label, e.count) for e in plan.cpu_fleet] == [("sapphirerapids", 8), ("x86-64-v3", 1)]
+    assert [(e.label, e.count) for e in cpu_part(plan).fleet] == [
+        ("sapphirerapids", 8),
+        ("x86-64-v3", 1),
+    ]
     # The reference strategies take the CPU-side builds in too.
     assert plan.baselines.nixpkgs_default_jobs == 2
     assert plan.baselines.naive_jobs == 4
@@ -319,7 +323,7 @@ def test_any_cpus_value_plans_or_fails_cleanly(cpus: list[str]) -> None:
         assert error.exit_code in (ExitCode.CONFIG, ExitCode.NOTHING_TO_DO)
         return
     # Every entry resolved to a target archspec knows, and every variant is CPU-side.
-    assert len(plan.cpu_fleet) == len(cpus)
+    assert len(cpu_part(plan).fleet) == len(cpus)
     assert all(is_cpu_side(v) for v in plan.variants)
 
 

@@ -36,12 +36,13 @@ def test_a_and_f_targets_are_stated_by_their_base_and_said() -> None:
     p = plan()
     base = p.variant("torch-sm90")
     assert base is not None
-    a = base._replace(spec=CudaSpec((Capability.parse("10.0a"),)))
+    built = cuda_spec(base).version
+    a = base._replace(spec=CudaSpec((Capability.parse("10.0a"),), version=built))
     _, properties, notes = _nvidia(p, a, frozenset())
     assert properties["nvidia"]["sm_arch"] == ["100_real"]
     # The nvidia provider offers 100_real to a 10.3 GPU too, where sm_100a code does not run.
     assert any("sm_100a is stated as 100_real" in n and "10.3" in n for n in notes)
-    f = base._replace(spec=CudaSpec((Capability.parse("10.0f"),)))
+    f = base._replace(spec=CudaSpec((Capability.parse("10.0f"),), version=built))
     _, properties, notes = _nvidia(p, f, frozenset())
     assert properties["nvidia"]["sm_arch"] == ["100_real"]
     # Family code runs on the later minors the provider offers 100_real to: nothing to say.
@@ -63,7 +64,9 @@ def test_two_builds_named_alike_with_other_properties_get_two_labels() -> None:
     sm86, sm90 = p.variant("torch-sm86"), p.variant("torch-sm90")
     assert sm86 is not None and sm90 is not None
     caps = (*cuda_spec(sm86).capabilities, *cuda_spec(sm90).capabilities)
-    fat = sm86._replace(name="torch-fat", fat=True, spec=CudaSpec(caps))
+    fat = sm86._replace(
+        name="torch-fat", fat=True, spec=CudaSpec(caps, version=cuda_spec(sm86).version)
+    )
     fat_arm = sm90._replace(name="torch-fat-aarch64", fat=True, system="aarch64-linux")
     variants = tuple(sorted((*p.variants, fat, fat_arm), key=lambda v: v.name))
     both = dataclasses.replace(p, variants=variants, systems=("x86_64-linux", "aarch64-linux"))

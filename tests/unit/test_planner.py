@@ -16,7 +16,8 @@ from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import sass_runs_on
 from capplan.core.families.cuda.cover import min_cover
-from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.cuda.fleet import cuda_part
+from capplan.core.families.cuda.keys import cuda_spec, cuda_version
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase, PackageInfo
 from capplan.core.planning.config import Config, config_from_mapping
@@ -62,13 +63,13 @@ def test_exact_capability_is_preferred() -> None:
     torch86 = plan.variant("torch-sm86")
     assert torch86 is not None
     assert cuda_spec(torch86).capabilities == (Capability(8, 6),) and cuda_spec(torch86).ptx == ()
-    assert str(torch86.cuda) == "12.9" and torch86.cuda_set is None
+    assert str(cuda_version(torch86)) == "12.9" and cuda_spec(torch86).cuda_set is None
 
 
 def test_no_gpu_is_dropped_silently_and_jetson_is_reported() -> None:
     plan = make_plan(KB, config(["A100", "Jetson Orin"], {"torch": {}, "nccl": {}}))
     for package in ("torch", "nccl"):
-        for gpu in plan.fleet:
+        for gpu in cuda_part(plan).fleet:
             served = serving(plan, package, gpu.label)
             unserved = [d for d in plan.unserved if d.package == package and d.subject == gpu.label]
             assert bool(served) != bool(unserved), (package, gpu.label)
@@ -102,8 +103,8 @@ def test_same_major_substitute_when_exact_is_not_allowed() -> None:
 def test_pascal_on_a_cuda_13_policy_lands_on_12_x() -> None:
     plan = make_plan(KB, config(["GTX 1080 Ti", "A100"], {"nccl": {}}, cuda=["13.0", "12.9"]))
     pascal = plan.variant("nccl-sm61-cu129")
-    assert pascal is not None and str(pascal.cuda) == "12.9"
-    assert pascal.cuda_set is None  # 12.9 is nixpkgs' default package set
+    assert pascal is not None and str(cuda_version(pascal)) == "12.9"
+    assert cuda_spec(pascal).cuda_set is None  # 12.9 is nixpkgs' default package set
     assert plan.variant("nccl-sm80") is not None  # 13.0, the policy's first: no suffix
     cuda = [d for d in plan.decisions if d.action == "cuda"]
     assert cuda and "13.0" in cuda[0].reason and "6.1" in cuda[0].reason
@@ -112,7 +113,7 @@ def test_pascal_on_a_cuda_13_policy_lands_on_12_x() -> None:
 def test_non_default_cuda_goes_through_its_package_set() -> None:
     plan = make_plan(KB, config(["A100"], {"nccl": {"cuda": "12.6"}}))
     variant = plan.variant("nccl-sm80-cu126")
-    assert variant is not None and variant.cuda_set == "cudaPackages_12_6"
+    assert variant is not None and cuda_spec(variant).cuda_set == "cudaPackages_12_6"
 
 
 def test_capability_no_allowed_cuda_supports_is_an_error() -> None:
@@ -138,7 +139,7 @@ def test_extra_capability_gets_its_own_cuda() -> None:
     # 6.1 is gone from CUDA 13: the extra lands on 12.9 whatever CUDA the fleet's GPUs used.
     plan = make_plan(KB, config(["A100"], {"nccl": {"extra": ["6.1"]}}, cuda=["13.0", "12.9"]))
     extra = plan.variant("nccl-sm61-cu129")
-    assert extra is not None and str(extra.cuda) == "12.9"
+    assert extra is not None and str(cuda_version(extra)) == "12.9"
     assert plan.variant("nccl-sm61") is None  # never a CUDA 13.0 build of 6.1
     build_matrix(plan, 2)
 
@@ -372,9 +373,9 @@ def test_torch_is_never_planned_on_a_cuda_major_nixpkgs_torch_refuses() -> None:
     )
     for package in ("torch", "torchvision"):
         variants = plan.variants_of(package)
-        assert variants and {str(v.cuda) for v in variants} == {"12.9"}, package
+        assert variants and {str(cuda_version(v)) for v in variants} == {"12.9"}, package
     nccl = plan.variant("nccl-sm80")  # nccl asked for itself builds with the preferred 13.0
-    assert nccl is not None and str(nccl.cuda) == "13.0"
+    assert nccl is not None and str(cuda_version(nccl)) == "13.0"
     why = [d.reason for d in plan.decisions if d.package == "torch" and d.action == "cuda"]
     assert why and "torch does not build with CUDA 13.0" in why[0]
 

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from capplan.adapters.kb import load_kb
 from capplan.core.families.base import RunLevel
-from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.cuda.fleet import cuda_part
+from capplan.core.families.cuda.keys import cuda_spec, cuda_version
+from capplan.core.families.rocm.fleet import rocm_part
 from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.families.rocm.planning import _build_target
 from capplan.core.families.rocm.select import (
@@ -61,15 +63,15 @@ def test_mixed_fleet_plans_one_variant_per_gpu_and_vendor() -> None:
     assert serving(plan, "torch", "MI300X") == [("torch-gfx942", RunLevel.NATIVE)]
     assert serving(plan, "torch", "Strix Halo") == [("torch-gfx1151", RunLevel.NATIVE)]
     amd = plan.variant("torch-gfx942")
-    assert amd is not None and amd.vendor == "amd" and amd.cuda is None
+    assert amd is not None and amd.vendor == "amd" and cuda_version(amd) is None
     assert cuda_spec(amd).capabilities == () and rocm_spec(amd) is not None
     assert rocm_spec(amd).targets == (AmdTarget.parse("gfx942"),)
     assert rocm_spec(amd).scope == "package" and rocm_spec(amd).scope_attr is None
     assert rocm_spec(amd).overrides == (("torch", ("gfx942",)),)
     cuda = plan.variant("torch-sm80")
     assert cuda is not None and cuda.vendor == "nvidia" and rocm_spec(cuda) is None
-    assert [g.label for g in plan.amd_fleet] == MIXED[1:]
-    assert [g.label for g in plan.fleet] == ["A100"]
+    assert [g.label for g in rocm_part(plan).fleet] == MIXED[1:]
+    assert [g.label for g in cuda_part(plan).fleet] == ["A100"]
 
 
 def test_plan_json_carries_the_rocm_package_set() -> None:
@@ -443,7 +445,7 @@ def test_any_fleet_plans_deterministically_and_serves_or_explains(
     assert plan_json(plan) == plan_json(make_plan(KB, cfg))
     names_ = [v.name for v in plan.variants]
     assert len(set(names_)) == len(names_)
-    for gpu in plan.amd_fleet:
+    for gpu in rocm_part(plan).fleet:
         for package in ("torch", "magma", "onnxruntime"):
             served = serving(plan, package, gpu.label)
             unserved = [d for d in plan.unserved if (d.package, d.subject) == (package, gpu.label)]

@@ -12,6 +12,8 @@ from capplan.adapters.config import load_config
 from capplan.adapters.kb import load_kb
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.fleet import cuda_part
+from capplan.core.families.cuda.keys import cuda_version
 from capplan.core.families.cuda.select import driver_support, pick_variant
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.planning.config import Config, config_from_mapping
@@ -48,7 +50,7 @@ def test_each_gpu_gets_its_own_reason(gpu: str) -> None:
 
 def test_a_fleet_gpu_keeps_its_own_unserved_reason() -> None:
     plan = default_plan("x86_64-linux")
-    orin = next(g for g in plan.fleet if g.jetson)
+    orin = next(g for g in cuda_part(plan).fleet if g.jetson)
     pick = pick_variant(plan, "torch", orin.capability, KB)
     assert pick.verdict.level is RunLevel.CANNOT_RUN and "aarch64-linux" in pick.verdict.reason
 
@@ -94,7 +96,7 @@ def test_shared_packages_are_planned_per_needed_cuda() -> None:
     cupy = plan.variant("cupy")
     old = plan.variant("cupy-cu129")
     assert cupy is not None and old is not None
-    assert cupy.cuda == CudaVersion(13, 0) and old.cuda == CudaVersion(12, 9)
+    assert cuda_version(cupy) == CudaVersion(13, 0) and cuda_version(old) == CudaVersion(12, 9)
     assert [s.gpu for s in cupy.serves] == ["A100"]
     assert sorted(s.gpu for s in old.serves) == ["GTX 1080 Ti", "V100"]
     pick = pick_variant(plan, "cupy", Capability(6, 1), KB)
@@ -141,7 +143,7 @@ def test_detect_and_plan_agree_on_every_fleet_gpu_and_package(cfg: dict[str, Any
     policy = {"cuda": ["12.9", "13.0", "12.8", "12.6"], **cfg}
     plan = make_plan(KB, config(gpus, packages, **policy))
     unserved = {(d.package, d.subject) for d in plan.unserved}
-    for gpu in plan.fleet:
+    for gpu in cuda_part(plan).fleet:
         for package in plan.packages:
             pick = pick_variant(plan, package, gpu.capability, KB)
             serving = {

@@ -80,7 +80,7 @@ def test_jetson_and_sbsa_never_share_redistributables() -> None:
     assert "cudnn-aarch64" in grace.needs and "cudnn-jetson-aarch64" not in grace.needs
     assert "cudnn" in x86.needs
     cudnn_jetson = plan.variant("cudnn-jetson-aarch64")
-    assert cudnn_jetson is not None and cudnn_jetson.independent and cudnn_jetson.jetson
+    assert cudnn_jetson is not None and cudnn_jetson.independent and cuda_spec(cudnn_jetson).jetson
     # Evaluated with the Jetson capability, so nixpkgs picks the linux-aarch64 archives.
     assert plan_json(plan)["variants"]["cudnn-jetson-aarch64"]["capabilities"] == ["8.7"]
     assert plan_json(plan)["variants"]["cudnn-aarch64"]["capabilities"] == []
@@ -190,7 +190,7 @@ def test_fat_build_mixes_orin_on_cuda_13() -> None:
     )
     fat = [[str(c) for c in cuda_spec(v).capabilities] for v in plan.variants if v.fat]
     assert fat == [["8.7", "9.0"]]
-    assert not any(v.jetson for v in plan.variants)
+    assert not any(cuda_spec(v).jetson for v in plan.variants)
 
 
 def test_pre_sbsa_rule() -> None:

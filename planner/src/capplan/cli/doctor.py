@@ -382,6 +382,7 @@ def _fleet_fixes(
 ) -> dict[tuple[str, int], str]:
     """For GPUs the plan has no variant for: plan again with them in the fleet (by capability)
     and name the variant that adds, or say why the plan still has none."""
+    from capplan.core.model.spec import spec_toolkit
     from capplan.core.planning.planner import make_plan
     from capplan.errors import CapplanError
 
@@ -408,7 +409,7 @@ def _fleet_fixes(
             fixes[(name, index)] = (
                 f'the plan has no {planned_name} variant for {cap} on {system}: add "{cap}" to '
                 f"[fleet] gpus in {where}, then nix build .#{variant.name}"
-                + (f" (CUDA {variant.cuda})" if variant.cuda else "")
+                + (f" (CUDA {toolkit})" if (toolkit := spec_toolkit(variant.spec)) else "")
             )
         else:
             fixes[(name, index)] = (

@@ -39,7 +39,8 @@ from capplan.core.model.runs import RunLevel, RunsOn
 
 if TYPE_CHECKING:
     from capplan.core.model.drift import Drift
-    from capplan.core.planning.plan import Decision, Plan, Variant
+    from capplan.core.model.fleet import PlanPart
+    from capplan.core.planning.plan import CpuCosts, Decision, Plan, Variant
 
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "NixpkgsCheck",
     "Pick",
     "PreparesPolicy",
+    "PricesCpuBuilds",
     "ReliesOnArguments",
     "ReportsUnplanned",
     "RunLevel",
@@ -230,8 +232,8 @@ class GpuFamily(TargetFamily[T], Protocol[T]):
 # 7. :meth:`FamilyPlanning.costs`: the family's part of the reference strategies.
 #
 # How Nix receives a family's targets is its ``nix_keys`` function (the plan.json keys of a
-# variant, :func:`capplan.core.families.registry.nix_keys`); :meth:`FamilyPlanning.plan_fields`
-# are the family's fields of the Plan.
+# variant, :func:`capplan.core.families.registry.nix_keys`); :meth:`FamilyPlanning.plan_part`
+# is the family's part of the Plan.
 
 
 @dataclass
@@ -275,7 +277,10 @@ class FamilyPlanning(Protocol):
 
     def costs(self, requested: Sequence[str], result: FamilyResult) -> CostPart: ...
 
-    def plan_fields(self) -> dict[str, Any]: ...
+    def plan_part(self) -> PlanPart | None:
+        """The family's part of the Plan (its fleet entries and policy, in its own types);
+        None: the family keeps nothing in the plan but its variants."""
+        ...
 
 
 @runtime_checkable
@@ -349,6 +354,15 @@ class ReportsUnplanned(Protocol):
     are known once the GPU families have planned, in its :meth:`FamilyPlanning.plan`)."""
 
     def unplanned(self, requested: Sequence[str]) -> list[Decision]: ...
+
+
+@runtime_checkable
+class PricesCpuBuilds(Protocol):
+    """After planning: a family that prices the CPU-side builds three ways (the plan's
+    ``cpu_costs``; None when the fleet lists no CPUs)."""
+
+    @property
+    def cpu_costs(self) -> CpuCosts | None: ...
 
 
 # -- dispatch ------------------------------------------------------------------------------------

@@ -67,6 +67,8 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
     needs: list[tuple[str, ...]] = []
     later: list[list[int]] = [[] for _ in range(n)]
     waiting = [0] * n
+    # Each job's toolkit release (CUDA's), asked once per job rather than once per edge.
+    kits = [_toolkit(v) for v in variants]
     for i, v in enumerate(variants):
         own = tuple(sorted(set(v.needs)))
         for need in own:
@@ -77,10 +79,11 @@ def build_job_graph(variants: Sequence[Variant]) -> JobGraph:
                     hint="this is a planner bug; rerun with --debug and report it",
                 )
             dep = variants[j]
-            # Identity first: the planner hands a variant's own CUDA and capability tuple to
-            # its dependencies, so the full comparison only runs for hand-made plans.
+            # Identity first: the planner hands a variant's own toolkit release (CUDA's) and
+            # capability tuple to its dependencies, so the full comparison only runs for
+            # hand-made plans.
             if (
-                (dep.cuda is not v.cuda and dep.cuda != v.cuda)
+                (kits[j] is not kits[i] and kits[j] != kits[i])
                 or dep.system != v.system
                 or (
                     not dep.independent
@@ -138,6 +141,10 @@ def _targets(v: Variant) -> tuple[object, ...]:
     return () if v.spec is None else v.spec.dependency_targets()
 
 
+def _toolkit(v: Variant) -> str | None:
+    return None if v.spec is None else v.spec.toolkit()
+
+
 def _desc(v: Variant) -> str:
     caps = ",".join(map(str, _targets(v))) or "any"
-    return f"{caps}, CUDA {v.cuda}, {v.system}"
+    return f"{caps}, CUDA {_toolkit(v)}, {v.system}"

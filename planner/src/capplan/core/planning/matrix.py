@@ -61,7 +61,6 @@ class Matrix:
                     "attr": prefixes.get(system, f"legacyPackages.{system}.") + name,
                     "nixpkgs_attr": v.attr,
                     "system": system,
-                    "cuda": v.cuda.text if v.cuda is not None else None,
                     "needs": list(needs),
                     "stage": stage,
                     "estimated_minutes": v.minutes,
@@ -69,7 +68,7 @@ class Matrix:
                     "required_system_features": ["big-parallel"] if v.big_parallel else [],
                     "runner": runner[name],
                     "start_minute": round(start[name], 2),
-                    # Each family's fields (CUDA's capabilities and PTX on every job, AMD
+                    # Each family's fields (CUDA's release, capabilities and PTX on every job, AMD
                     # jobs' gfx targets, CPU-level jobs' required CPU features).
                     **job_keys(v),
                 }
@@ -290,39 +289,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "system": plan.system,
         "systems": list(plan.systems),
         "share": plan.share,
-        "cuda_policy": [str(c) for c in plan.cuda_policy],
-        "fleet": [
-            {
-                "gpu": g.label,
-                "capability": str(g.capability),
-                "model": g.model,
-                "jetson": g.jetson,
-                "count": g.count,
-                "system": g.system,
-            }
-            for g in plan.fleet
-        ],
-        "amd_fleet": [
-            {
-                "gpu": g.label,
-                "target": str(g.target),
-                "model": g.model,
-                "count": g.count,
-                "system": g.system,
-            }
-            for g in plan.amd_fleet
-        ],
-        "rocm_scope": plan.rocm_scope,
-        "cpu_fleet": [
-            {
-                "cpu": e.label,
-                "target": e.target,
-                "arch": e.arch,
-                "count": e.count,
-                "system": e.system,
-            }
-            for e in plan.cpu_fleet
-        ],
+        # Each family's part: CUDA's policy and fleet, ROCm's fleet and scope, the CPU fleet.
+        **{k: v for part in plan.parts for k, v in part.json_fields().items()},
         "packages": list(plan.packages),
         "variants": [
             {
@@ -330,9 +298,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "package": v.package,
                 "system": v.system,
                 "attr": v.attr,
-                "cuda": None if v.cuda is None else str(v.cuda),
                 "vendor": v.vendor,
-                # Each family's fields: CUDA's capabilities, PTX, gpu_targets and
+                # Each family's fields: CUDA's release, capabilities, PTX, gpu_targets and
                 # forward_compat; ROCm's gfx_targets and rocm_scope; the CPU target.
                 **plan_keys(v),
                 "independent": v.independent,

@@ -10,57 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from capplan.core.families.cuda.capability import Capability
-from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.families.rocm.target import AmdTarget
+from capplan.core.model.fleet import FleetEntry, PlanPart
 from capplan.core.model.runs import RunLevel
 from capplan.core.model.spec import FamilySpec
 
 __all__ = [
-    "AmdFleetGpu",
     "Baselines",
     "CpuCosts",
-    "CpuFleetEntry",
     "Decision",
-    "FleetGpu",
     "Plan",
     "Serve",
     "Variant",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class FleetGpu:
-    """One fleet entry as the user wrote it, resolved to a capability."""
-
-    label: str
-    capability: Capability
-    model: str | None  # the KB model name when the label named a GPU
-    jetson: bool
-    count: int = 1
-    system: str = "x86_64-linux"  # where it lives: the KB default or fleet.systems
-
-
-@dataclass(frozen=True, slots=True)
-class AmdFleetGpu:
-    """One AMD fleet entry as the user wrote it, resolved to a gfx processor."""
-
-    label: str
-    target: AmdTarget  # the processor, features dropped (nixpkgs never sets them)
-    model: str | None  # the KB model name when the label named a GPU
-    count: int = 1
-    system: str = "x86_64-linux"  # ROCm jobs are x86_64-linux unless fleet.systems says
-
-
-@dataclass(frozen=True, slots=True)
-class CpuFleetEntry:
-    """One ``fleet.cpus`` entry as the user wrote it, resolved to a CPU target."""
-
-    label: str
-    target: str  # the canonical name: x86-64-v3, sapphirerapids, neoverse_v2
-    arch: str  # x86_64, aarch64
-    count: int = 1
-    system: str = "x86_64-linux"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,14 +58,11 @@ class Decision(NamedTuple):
 
 
 class Variant(NamedTuple):
-    """One build job: a package built for its family's targets (``spec``) with one CUDA
-    version."""
+    """One build job: a package built for its family's targets (``spec``)."""
 
     name: str
     package: str
     attr: str
-    cuda: CudaVersion | None  # None: an AMD (ROCm) variant or a CPU-side package's build
-    cuda_set: str | None  # None: nixpkgs' default CUDA package set
     independent: bool
     fat: bool
     needs: tuple[str, ...]  # names of the variants this one builds against
@@ -113,13 +71,10 @@ class Variant(NamedTuple):
     big_parallel: bool
     serves: tuple[Serve, ...] = ()
     system: str = "x86_64-linux"
-    # Built with a pre-SBSA Jetson capability set: nixpkgs then takes the Jetson
-    # (linux-aarch64) redistributables, so such jobs never share them with SBSA jobs.
-    jetson: bool = False
     vendor: str | None = "nvidia"  # "nvidia" or "amd"; None for a CPU-side package's build
     # The family's own spec (issue 42: one typed field, not one per family): CUDA's
-    # capabilities and PTX, ROCm's targets and scope, a CPU target; None: generic CPU code
-    # (nixpkgs' default) of a CPU-side package.
+    # capabilities, PTX and CUDA release, ROCm's targets and scope, a CPU target; None: generic
+    # CPU code (nixpkgs' default) of a CPU-side package.
     spec: FamilySpec | None = None
 
     @property
@@ -146,8 +101,6 @@ class Baselines:
 @dataclass(frozen=True)
 class Plan:
     system: str  # the first (default) system: its variants carry no system suffix
-    cuda_policy: tuple[CudaVersion, ...]
-    fleet: tuple[FleetGpu, ...]
     packages: tuple[str, ...]  # the requested packages, sorted
     variants: tuple[Variant, ...]  # sorted by name
     decisions: tuple[Decision, ...]
@@ -155,11 +108,9 @@ class Plan:
     baselines: Baselines
     share: str
     systems: tuple[str, ...] = ()  # every planned system, the default first
-    amd_fleet: tuple[AmdFleetGpu, ...] = ()
-    rocm_scope: str = "package"
-    # nixpkgs' default ROCm targets (clr.gpuTargets): what a shared ROCm build holds.
-    amd_default_targets: tuple[AmdTarget, ...] = ()
-    cpu_fleet: tuple[CpuFleetEntry, ...] = ()
+    # Each family's part (its fleet entries and policy), in the registry's order: the plan
+    # names no family's type (issue 42), the family reads its own part.
+    parts: tuple[PlanPart, ...] = ()
     cpu_costs: CpuCosts | None = None  # None: the fleet lists no CPUs
     _index: dict[str, Variant] = field(init=False, repr=False, compare=False)
 
@@ -173,6 +124,10 @@ class Plan:
 
     def identifiers(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.variants)
+
+    def gpus(self) -> tuple[FleetEntry, ...]:
+        """Every family's fleet GPUs, in the registry's order."""
+        return tuple(g for part in self.parts if part.holds_gpus for g in part.fleet)
 
     def variants_of(self, package: str) -> tuple[Variant, ...]:
         return tuple(v for v in self.variants if v.package == package)

@@ -21,7 +21,7 @@ the fleet), :mod:`~capplan.core.families.cuda.rules` (buildability),
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from capplan.core.families.base import (
     ChecksPackage,
@@ -33,6 +33,7 @@ from capplan.core.families.base import (
     FamilyResult,
     KnowsPackages,
     PreparesPolicy,
+    PricesCpuBuilds,
     ReportsUnplanned,
     ValidatesFleet,
 )
@@ -98,9 +99,8 @@ def make_plan(kb: KnowledgeBase, config: Config, *, cpu: CpuModel | None = None)
             key=lambda d: (d.package, d.subject, d.action),
         )
     )
-    fields: dict[str, Any] = {}
-    for family in families:
-        fields.update(family.plan_fields())
+    plan_parts = tuple(p for p in (f.plan_part() for f in families) if p is not None)
+    cpu_costs = next((f.cpu_costs for f in families if isinstance(f, PricesCpuBuilds)), None)
     systems = config.policy.planned_systems
     return Plan(
         system=systems[0],
@@ -111,7 +111,8 @@ def make_plan(kb: KnowledgeBase, config: Config, *, cpu: CpuModel | None = None)
         unserved=tuple(sorted(unserved, key=lambda d: (d.package, d.subject))),
         baselines=_baselines(kb, config, variants, parts, cpu),
         share=config.policy.share,
-        **fields,
+        parts=plan_parts,
+        cpu_costs=cpu_costs,
     )
 
 
@@ -166,18 +167,9 @@ def _check_package(kb: KnowledgeBase, config: Config, checks: _PackageChecks, na
 
 def _variant_order(v: Variant) -> tuple[object, ...]:
     """Package, then single variants before fat builds, each by its family's order (CUDA's by
-    capability list, then ROCm's by gfx target list); CUDA, then name last (so a capability's
-    x86_64 and aarch64 variants sit together)."""
-    return (
-        v.package,
-        v.fat,
-        spec_order(v.spec),
-        # A variant without a CUDA version (ROCm's, a CPU-side build) after those with one;
-        # two without compare equal here.
-        v.cuda is None,
-        () if v.cuda is None else (v.cuda,),
-        v.name,
-    )
+    capability list and CUDA release, then ROCm's by gfx target list), then name last (so a
+    capability's x86_64 and aarch64 variants sit together)."""
+    return (v.package, v.fat, spec_order(v.spec), v.name)
 
 
 def _baselines(

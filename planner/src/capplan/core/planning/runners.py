@@ -185,7 +185,8 @@ class _Placer:
     def job(self, v: Variant) -> JobCost:
         reference: int | None = REFERENCE_CORES
         peak, critical = None, None
-        info = self.kb.packages.get(v.package) if v.cuda is not None else None
+        spec = v.spec
+        info = self.kb.packages.get(v.package) if spec is not None and spec.measured_costs else None
         if info is not None and info.kind == "capability-independent":
             # A prebuilt redistributable: fetched, unpacked and patched, not compiled.
             reference = None
@@ -193,7 +194,7 @@ class _Placer:
             # Only nvcc's peak and units are measured: a ROCm or CPU build is not.
             reference = info.cost.reference_cores
             peak = info.cost.peak_mb_per_compile
-            critical = info.cost.longest_unit(0 if v.spec is None else v.spec.compiled_targets())
+            critical = info.cost.longest_unit(0 if spec is None else spec.compiled_targets())
         feature = gccarch_feature(v)
         key = (v.minutes, reference, peak, critical, v.size_mb, v.big_parallel, v.system, feature)
         found = self.placed.get(key)

@@ -16,9 +16,7 @@ __all__ = ["gpu_counts", "runner_warnings", "warnings"]
 
 def gpu_counts(plan: Plan) -> dict[str, int]:
     """Fleet GPU label -> how many the fleet runs ([fleet.count], 1 when not given)."""
-    counts = {gpu.label: gpu.count for gpu in plan.fleet}
-    counts.update({gpu.label: gpu.count for gpu in plan.amd_fleet})
-    return counts
+    return {gpu.label: gpu.count for gpu in plan.gpus()}
 
 
 def warnings(plan: Plan) -> list[tuple[str, str]]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from capplan.core.families.base import (
     CostPart,
@@ -44,6 +44,7 @@ from capplan.core.families.base import (
     RunLevel,
     RunsOn,
 )
+from capplan.core.families.cpu.fleet import CpuFleetEntry, CpuPart
 from capplan.core.families.cpu.keys import cpu_spec
 from capplan.core.families.cpu.spec import CpuSpec
 from capplan.core.model.kb import KnowledgeBase
@@ -51,7 +52,6 @@ from capplan.core.model.systems import AARCH64, X86_64, system_suffix
 from capplan.core.planning.config import Config
 from capplan.core.planning.plan import (
     CpuCosts,
-    CpuFleetEntry,
     Decision,
     Plan,
     Serve,
@@ -499,8 +499,6 @@ class CpuPlanning:
             name=name,
             package=package,
             attr=attr,
-            cuda=None,
-            cuda_set=None,
             independent=True,
             fat=False,
             needs=tuple(sorted(v.name for v in members)),
@@ -549,8 +547,6 @@ class CpuPlanning:
             name=name,
             package=package,
             attr=attr,
-            cuda=None,
-            cuda_set=None,
             independent=True,
             fat=False,
             needs=(),
@@ -579,8 +575,8 @@ class CpuPlanning:
             naive_jobs=found.every_level_jobs,
         )
 
-    def plan_fields(self) -> dict[str, Any]:
-        return {"cpu_fleet": self.fleet, "cpu_costs": self.cpu_costs}
+    def plan_part(self) -> CpuPart:
+        return CpuPart(fleet=self.fleet)
 
 
 def is_cpu_side(v: Variant) -> bool:

@@ -34,7 +34,7 @@ class CpuSpec(FamilySpec):
 
     def order(self) -> tuple[object, ...]:
         # Beside generic builds, by name (a CPU-side package has no GPU family's variant).
-        return (0, ())
+        return (0, (), True, ())
 
     def compiled_targets(self) -> int:
         # Host code only: one build per target (a hwcaps layout copies its levels' builds).
@@ -42,3 +42,7 @@ class CpuSpec(FamilySpec):
 
     def dependency_targets(self) -> tuple[object, ...]:
         return ()
+
+    def toolkit(self) -> str | None:
+        # Built with the system's own compilers.
+        return None

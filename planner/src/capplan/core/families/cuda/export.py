@@ -16,7 +16,8 @@ from capplan.core.export.wheel import Properties, Translation, WheelContext, whe
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import how_runs
-from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.cuda.fleet import cuda_part
+from capplan.core.families.cuda.keys import cuda_spec, cuda_version
 from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
@@ -38,16 +39,17 @@ def cuda_spack(
     """(specs, notes): one spec, ``+cuda cuda_arch=...`` on the recipe or on the package that
     builds its CUDA code (py-torchvision's through py-torch)."""
     notes = []
+    cuda = cuda_spec(v).version
     archs = ",".join(c.cmake for c in cuda_spec(v).capabilities)
     target = f"target={generic_target(v.system)}"
     gpu = f"+cuda cuda_arch={archs}"
     if recipe.cuda:
         rocm = " ~rocm" if recipe.rocm else ""
-        spec = f"{recipe.name}{version} {gpu}{rocm} {target} ^cuda@{v.cuda}"
+        spec = f"{recipe.name}{version} {gpu}{rocm} {target} ^cuda@{cuda}"
     else:
         carrier = SPACK_PACKAGES[recipe.via or ""]
         rocm = " ~rocm" if carrier.rocm else ""
-        spec = f"{recipe.name}{version} {target} ^{carrier.name} {gpu}{rocm} ^cuda@{v.cuda}"
+        spec = f"{recipe.name}{version} {target} ^{carrier.name} {gpu}{rocm} ^cuda@{cuda}"
         notes.append(
             f"{recipe.name} has no cuda variant: the CUDA targets are {carrier.name}'s, which "
             "it builds its CUDA code with"
@@ -135,8 +137,9 @@ def cuda_wheel_properties(
             "the nvidia provider keys on a machine's highest GPU: a machine that also holds "
             f"{', '.join(misses)} can be given this wheel, which does not run there"
         )
-    assert v.cuda is not None
-    properties: Properties = {"nvidia": {"cuda_version_lower_bound": [str(v.cuda)]}}
+    cuda = cuda_spec(v).version
+    assert cuda is not None
+    properties: Properties = {"nvidia": {"cuda_version_lower_bound": [str(cuda)]}}
     if real or virtual:
         properties["nvidia"]["sm_arch"] = real + virtual
     if v.fat:
@@ -148,7 +151,7 @@ def cuda_wheel_properties(
                 c.cmake + ("p" if c in cuda_spec(v).ptx else "") for c in cuda_spec(v).capabilities
             )
         ]
-    return wheel_label(v.cuda.slug, parts, properties), properties, notes
+    return wheel_label(cuda.slug, parts, properties), properties, notes
 
 
 def _fat_sm_arch(
@@ -193,7 +196,7 @@ def _singles_sm_arch(variants: tuple[Variant, ...]) -> dict[str, frozenset[str]]
     """Per system, the sm_arch real values the single-target NVIDIA wheels state."""
     found: dict[str, set[str]] = {}
     for v in variants:
-        if v.cuda is not None and not v.fat:
+        if cuda_version(v) is not None and not v.fat:
             found.setdefault(v.system, set()).update(
                 f"{c.number}_real" for c in cuda_spec(v).capabilities
             )
@@ -244,7 +247,8 @@ def cuda_arch_spec(capabilities: tuple[Capability, ...], ptx: tuple[Capability, 
 def cuda_conda(plan: Plan, v: Variant, torch_like: bool) -> dict[str, Any]:
     """``capplan export conda``'s row of a CUDA build: CMake's and torch's target lists and
     the ``__cuda_arch`` versions it runs on (and its targets, for the fallback row)."""
-    assert v.cuda is not None
+    cuda = cuda_spec(v).version
+    assert cuda is not None
     nvidia = fleet_nvidia(plan)
     served = [nvidia[s.gpu][0] for s in v.serves if s.gpu in nvidia]
     lowest = min(served) if served else min(cuda_spec(v).capabilities)
@@ -258,7 +262,7 @@ def cuda_conda(plan: Plan, v: Variant, torch_like: bool) -> dict[str, Any]:
     row: dict[str, Any] = {
         "variants": [v.name],
         "system": v.system,
-        "cuda": str(v.cuda),
+        "cuda": str(cuda),
         "CUDAARCHS": _cudaarchs(cuda_spec(v).capabilities, cuda_spec(v).ptx),
         "cuda_arch_min": str(lowest.base),
         "requires": f"__cuda_arch {cuda_arch_spec(cuda_spec(v).capabilities, cuda_spec(v).ptx)}",
@@ -270,8 +274,8 @@ def cuda_conda(plan: Plan, v: Variant, torch_like: bool) -> dict[str, Any]:
             0,
             int(bool(served)),
             *lowest.base.sort_key,
-            v.cuda.major,
-            v.cuda.minor,
+            cuda.major,
+            cuda.minor,
             *(-n for c in cuda_spec(v).capabilities for n in c.sort_key),
         ),
     }
@@ -287,13 +291,10 @@ def cuda_conda_fallbacks(
     """Per CUDA version of ``system``: the plan's fat build when it has one, else every target
     its rows hold in one build, unless a row already is that build."""
     found = []
-    cudas = sorted({v.cuda for v in plan.variants_of(package) if v.cuda and v.system == system})
+    built = {v: cuda_version(v) for v in plan.variants_of(package) if v.system == system}
+    cudas = sorted({c for c in built.values() if c})
     for cuda in cudas:
-        fat = [
-            v
-            for v in plan.variants_of(package)
-            if v.fat and v.cuda == cuda and v.system == system and not v.independent
-        ]
+        fat = [v for v, c in built.items() if v.fat and c == cuda and not v.independent]
         mine = [r for r in rows if r["system"] == system and r["cuda"] == str(cuda)]
         if fat:
             capabilities, ptx = cuda_spec(fat[0]).capabilities, cuda_spec(fat[0]).ptx
@@ -328,7 +329,7 @@ def cuda_conda_fallbacks(
 
 def fleet_nvidia(plan: Plan) -> dict[str, tuple[Capability, bool, str]]:
     """Fleet label -> (capability, Jetson, system)."""
-    return {g.label: (g.capability, g.jetson, g.system) for g in plan.fleet}
+    return {g.label: (g.capability, g.jetson, g.system) for g in cuda_part(plan).fleet}
 
 
 def _runs(plan: Plan, v: Variant, label: str) -> bool:

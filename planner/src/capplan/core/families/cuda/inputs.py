@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from capplan.core.families.cuda.fleet import FleetGpu
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.gpus import resolve_device
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.vendors import amd_entry
 from capplan.core.planning.config import Config, gpu_system
-from capplan.core.planning.plan import FleetGpu
 from capplan.errors import InvalidInputError, shorten
 
 __all__ = [

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import how_runs
+from capplan.core.families.cuda.fleet import FleetGpu
 from capplan.core.families.cuda.inputs import (
     NIXPKGS_DEFAULT_CUDA,
 )
@@ -27,7 +28,7 @@ from capplan.core.model.gpus import resolve_device
 from capplan.core.model.kb import KnowledgeBase, PackageInfo
 from capplan.core.model.systems import AARCH64
 from capplan.core.planning.config import gpu_system
-from capplan.core.planning.plan import Decision, FleetGpu, Serve, Variant
+from capplan.core.planning.plan import Decision, Serve, Variant
 from capplan.errors import InfeasibleError
 
 __all__ = ["Builder", "plan_package"]
@@ -279,8 +280,6 @@ class Builder:
             name=spec.name,
             package=pkg.name,
             attr=pkg.attr,
-            cuda=spec.ctx.cuda,
-            cuda_set=spec.ctx.cuda_set,
             independent=spec.independent,
             fat=spec.fat,
             needs=spec.needs,
@@ -289,12 +288,14 @@ class Builder:
             big_parallel=info.big_parallel,
             serves=tuple(spec.serves),
             system=self.rules.system,
-            jetson=self._jetson_cap(spec.ctx, spec.caps) is not None,
             spec=CudaSpec(
                 capabilities=spec.caps,
                 ptx=ptx,
                 forward_compat=spec.independent or forward_compat,
                 gpu_targets=() if spec.independent else gpu_targets,
+                version=spec.ctx.cuda,
+                cuda_set=spec.ctx.cuda_set,
+                jetson=self._jetson_cap(spec.ctx, spec.caps) is not None,
             ),
         )
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from capplan.core.families.cuda.spec import CudaSpec
+from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.planning.plan import Plan, Variant
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ __all__ = [
     "cuda_spec",
     "cuda_table_keys",
     "cuda_verify_targets",
+    "cuda_version",
 ]
 
 # What a variant of another family reads as: no capabilities, no PTX, no instance settings.
@@ -33,6 +35,12 @@ def cuda_spec(v: Variant) -> CudaSpec:
     return spec if isinstance(spec, CudaSpec) else _NONE
 
 
+def cuda_version(v: Variant) -> CudaVersion | None:
+    """The CUDA release ``v`` is built with; None for another family's variant."""
+    spec = v.spec
+    return spec.version if isinstance(spec, CudaSpec) else None
+
+
 def cuda_nix_keys(v: Variant) -> dict[str, Any]:
     """plan.json's CUDA keys, on every variant (readers of earlier plans expect them; an AMD
     variant has none of the values): pkgs/variant.nix imports nixpkgs with
@@ -41,8 +49,8 @@ def cuda_nix_keys(v: Variant) -> dict[str, Any]:
     spec = cuda_spec(v)
     return {
         "capabilities": [str(c) for c in spec.capabilities],
-        "cuda": None if v.cuda is None else str(v.cuda),
-        "cuda_set": v.cuda_set,
+        "cuda": None if spec.version is None else str(spec.version),
+        "cuda_set": spec.cuda_set,
         "forward_compat": spec.forward_compat,
         "gpu_targets": list(spec.gpu_targets),
     }
@@ -52,6 +60,7 @@ def cuda_plan_keys(v: Variant) -> dict[str, Any]:
     """``capplan plan --json``'s CUDA fields, on every variant."""
     spec = cuda_spec(v)
     return {
+        "cuda": None if spec.version is None else str(spec.version),
         "capabilities": [str(c) for c in spec.capabilities],
         "ptx": [str(c) for c in spec.ptx],
         "gpu_targets": list(spec.gpu_targets),
@@ -63,8 +72,9 @@ def cuda_job_keys(v: Variant) -> dict[str, Any]:
     """A matrix job's CUDA fields, on every job."""
     spec = v.spec  # (no cuda_spec call: asked of every job of a matrix)
     if not isinstance(spec, CudaSpec):
-        return {"capabilities": [], "ptx": []}
+        return {"cuda": None, "capabilities": [], "ptx": []}
     return {
+        "cuda": None if spec.version is None else spec.version.text,
         "capabilities": [c.text for c in spec.capabilities],
         "ptx": [c.text for c in spec.ptx],
     }
@@ -76,7 +86,7 @@ def cuda_table_keys(v: Variant) -> dict[str, str]:
     spec = cuda_spec(v)
     return {
         "targets": ", ".join(map(str, spec.capabilities)),
-        "toolkit": str(v.cuda),
+        "toolkit": str(spec.version),
         "ptx": ", ".join(map(str, spec.ptx)),
     }
 

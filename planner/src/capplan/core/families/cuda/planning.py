@@ -13,6 +13,7 @@ from typing import Any
 from capplan.core.families.base import CostPart, FamilyResult, GpuFamily
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.family import CudaFamily
+from capplan.core.families.cuda.fleet import CudaPart, FleetGpu
 from capplan.core.families.cuda.inputs import (
     NIXPKGS_DEFAULT_CUDA,
     nixpkgs_cuda_version,
@@ -27,7 +28,7 @@ from capplan.core.model.systems import AARCH64, system_suffix
 from capplan.core.model.vendors import amd_entry
 from capplan.core.planning.config import Config
 from capplan.core.planning.graph import dependency_closure
-from capplan.core.planning.plan import Decision, FleetGpu
+from capplan.core.planning.plan import Decision
 from capplan.errors import InfeasibleError, InvalidInputError, shorten
 
 __all__ = ["CudaPlanning"]
@@ -200,8 +201,8 @@ class CudaPlanning:
             naive_jobs=naive_jobs,
         )
 
-    def plan_fields(self) -> dict[str, Any]:
-        return {"cuda_policy": self.policy_cuda, "fleet": self.fleet}
+    def plan_part(self) -> CudaPart:
+        return CudaPart(policy=self.policy_cuda, fleet=self.fleet)
 
 
 def _cuda_view(kb: KnowledgeBase, config: Config, others: Sequence[GpuFamily[Any]]) -> Config:

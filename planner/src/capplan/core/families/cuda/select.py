@@ -22,8 +22,10 @@ from capplan.core.families.base import Machine, RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import Verdict, how_runs, is_jetson
 from capplan.core.families.cuda.drivers import version_key
-from capplan.core.families.cuda.keys import cuda_spec
+from capplan.core.families.cuda.fleet import cuda_part
+from capplan.core.families.cuda.keys import cuda_spec, cuda_version
 from capplan.core.families.cuda.redist import uses_jetson_redist
+from capplan.core.families.cuda.spec import CudaSpec
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.planning.plan import Plan, Variant
@@ -111,7 +113,7 @@ def _device_verdict(
         return Verdict(
             RunLevel.CANNOT_RUN,
             None,
-            f"{variant.name} is built with CUDA {variant.cuda}, which dropped {device.base} "
+            f"{variant.name} is built with CUDA {cuda}, which dropped {device.base} "
             f"(supported by CUDA {info.min_cuda}..{info.max_cuda})",
         )
     if variant.independent:
@@ -119,7 +121,7 @@ def _device_verdict(
             RunLevel.NATIVE,
             None,
             f"{variant.package} is capability-independent: one build for every GPU "
-            f"CUDA {variant.cuda} supports",
+            f"CUDA {cuda} supports",
         )
     return how_runs(device, cuda_spec(variant).capabilities, cuda_spec(variant).ptx, jetson=jetson)
 
@@ -147,7 +149,8 @@ def pick_variant(
     best: tuple[tuple[object, ...], Variant, Verdict] | None = None
     whys: list[str] = []
     for variant in plan.variants_of(package):
-        if variant.cuda is None:
+        built = cuda_version(variant)
+        if built is None:
             continue  # an AMD variant: pick_amd_variant
         if jetson and variant.system != "aarch64-linux":
             continue  # a Jetson runs aarch64-linux builds only
@@ -156,10 +159,10 @@ def pick_variant(
             whys.append(f"{variant.name}: {verdict.reason}")
             continue
         key = (
-            not runs.runs(variant.cuda),
+            not runs.runs(built),
             verdict.level.rank,
             len(cuda_spec(variant).capabilities),
-            (-variant.cuda.major, -variant.cuda.minor),
+            (-built.major, -built.minor),
             variant.name,
         )
         if best is None or key < best[0]:
@@ -175,7 +178,7 @@ def pick_variant(
     need = runs.needs[cuda]
     top = runs.max_cuda()
     reason = (
-        f"{variant.name} is built with CUDA {variant.cuda}, which needs driver >= {need}; "
+        f"{variant.name} is built with CUDA {cuda}, which needs driver >= {need}; "
         f"driver {runs.driver} runs {f'any CUDA {top.major}.x' if top else 'no known CUDA'} "
         f"(upgrade the driver, or add a CUDA version it runs to policy.cuda)"
     )
@@ -191,16 +194,17 @@ def pick_variant(
 
 def _cuda(variant: Variant) -> CudaVersion:
     """The CUDA version of an NVIDIA variant (AMD variants never reach the CUDA rules)."""
-    if variant.cuda is None:
+    cuda = cuda_version(variant)
+    if cuda is None:
         raise AssertionError(f"{variant.name} is an AMD variant, not a CUDA one")
-    return variant.cuda
+    return cuda
 
 
 def _none_runs(
     plan: Plan, kb: KnowledgeBase, package: str, device: Capability, whys: list[str]
 ) -> Verdict:
     """Why no variant of ``package`` runs on ``device``: this GPU's own reason, never another's."""
-    labels = {g.label for g in plan.fleet if g.capability.base == device.base}
+    labels = {g.label for g in cuda_part(plan).fleet if g.capability.base == device.base}
     for decision in plan.unserved:
         if decision.package == package and decision.subject in labels:
             return Verdict(RunLevel.CANNOT_RUN, None, decision.reason)
@@ -211,8 +215,8 @@ def _none_runs(
         hint = f"add [packages.{package}] to the config"
     elif labels:
         hint = "widen the package's limits or policy.cuda"
-    elif info is not None and not any(info.supported_by(c) for c in plan.cuda_policy):
-        allowed = ", ".join(map(str, plan.cuda_policy))
+    elif info is not None and not any(info.supported_by(c) for c in cuda_part(plan).policy):
+        allowed = ", ".join(map(str, cuda_part(plan).policy))
         hint = (
             f"no CUDA version in policy.cuda ({allowed}) supports {device.base} (CUDA "
             f"{info.min_cuda}..{info.max_cuda or 'newest'}): add one that does and "
@@ -234,9 +238,10 @@ def _variants_for(plan: Plan, system: str, cap: Capability, jetson: bool) -> Pla
     def usable(v: Variant) -> bool:
         if v.system != system:
             return False
-        if not v.independent or v.cuda is None:
+        spec = v.spec
+        if not v.independent or not isinstance(spec, CudaSpec) or spec.version is None:
             return True  # no CUDA redistributables to match (AMD and CPU-side builds)
-        return bool(v.jetson) == uses_jetson_redist(system, v.cuda, [(cap, jetson)])
+        return spec.jetson == uses_jetson_redist(system, spec.version, [(cap, jetson)])
 
     return replace(plan, variants=tuple(v for v in plan.variants if usable(v)))
 

@@ -12,9 +12,9 @@ from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import sass_runs_on
 from capplan.core.families.cuda.cover import min_cover
+from capplan.core.families.cuda.fleet import FleetGpu
 from capplan.core.families.cuda.rules import Rules
 from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.planning.plan import FleetGpu
 
 __all__ = ["ACTIONS", "Choice", "candidates", "serve_gpu", "share_compatible"]
 

@@ -19,6 +19,7 @@ from capplan.core.export.spack import (
     generic_target,
 )
 from capplan.core.export.wheel import Properties, Translation, WheelContext, wheel_label
+from capplan.core.families.rocm.fleet import rocm_part
 from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.planning.plan import Plan, Variant
 
@@ -32,7 +33,7 @@ def rocm_spack(
     that builds its GPU code; nixpkgs' default targets where the variant names none."""
     spec = rocm_spec(v)
     assert spec is not None
-    targets = ",".join(str(t) for t in (spec.targets or plan.amd_default_targets))
+    targets = ",".join(str(t) for t in (spec.targets or rocm_part(plan).default_targets))
     target = f"target={generic_target(v.system)}"
     notes = []
     carrier = recipe
@@ -65,7 +66,7 @@ def rocm_wheel(plan: Plan, v: Variant, context: WheelContext) -> Translation:
     notes: list[str] = []
     targets = spec.targets
     if not targets:
-        targets = plan.amd_default_targets
+        targets = rocm_part(plan).default_targets
         notes.append("a shared ROCm build: it holds nixpkgs' default gfx targets")
     amd: dict[str, list[str]] = {"gfx_arch": sorted({str(t.base) for t in targets})}
     if any(t != t.base for t in targets):
@@ -108,7 +109,7 @@ def rocm_conda(plan: Plan, v: Variant, torch_like: bool) -> dict[str, Any]:
     ``__amdgpu_arch`` ISA versions it runs on (``torch_like`` changes nothing here)."""
     spec = rocm_spec(v)
     assert spec is not None
-    targets = spec.targets or plan.amd_default_targets
+    targets = spec.targets or rocm_part(plan).default_targets
     bases = sorted({t.base for t in targets})
     notes = []
     if not spec.targets:

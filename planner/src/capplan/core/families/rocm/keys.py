@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from capplan.core.families.rocm.fleet import rocm_part
 from capplan.core.families.rocm.spec import RocmSpec
 from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import InvalidInputError
@@ -101,4 +102,4 @@ def rocm_verify_targets(
             hint="verify the variant it builds against, such as "
             + (", ".join(v.needs) or "torch-gfx942"),
         )
-    return spec.targets or plan.amd_default_targets
+    return spec.targets or rocm_part(plan).default_targets

@@ -34,10 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from capplan.core.families.base import CostPart, FamilyResult, RunLevel
 from capplan.core.families.rocm.family import RocmFamily
+from capplan.core.families.rocm.fleet import AmdFleetGpu, RocmPart
 from capplan.core.families.rocm.kb import (
     AmdKnowledgeBase,
     AmdPackageCheck,
@@ -51,7 +51,7 @@ from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import X86_64, system_suffix
 from capplan.core.model.vendors import amd_entry, looks_like_gfx
 from capplan.core.planning.config import Config, gpu_system
-from capplan.core.planning.plan import AmdFleetGpu, Decision, Serve, Variant
+from capplan.core.planning.plan import Decision, Serve, Variant
 from capplan.errors import InvalidInputError, shorten
 
 __all__ = ["RocmPlan", "RocmPlanning", "plan_rocm", "rocm_baselines"]
@@ -701,8 +701,6 @@ def _finish(planner: _Planner) -> None:
                 name=job.name,
                 package=job.package,
                 attr=job.attr,
-                cuda=None,
-                cuda_set=None,
                 independent=job.independent,
                 fat=False,
                 needs=tuple(sorted(set(job.needs))),
@@ -867,10 +865,10 @@ class RocmPlanning:
         )
         return CostPart(d_min, d_size, d_jobs, n_min, n_size, n_jobs)
 
-    def plan_fields(self) -> dict[str, Any]:
+    def plan_part(self) -> RocmPart:
         amd = self.kb.amd
-        return {
-            "amd_fleet": self.fleet,
-            "rocm_scope": self.config.policy.rocm_scope,
-            "amd_default_targets": amd.nixpkgs_default_targets if amd is not None else (),
-        }
+        return RocmPart(
+            fleet=self.fleet,
+            scope=self.config.policy.rocm_scope,
+            default_targets=amd.nixpkgs_default_targets if amd is not None else (),
+        )

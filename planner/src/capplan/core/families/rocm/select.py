@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from capplan.core.families import base
 from capplan.core.families.base import Machine, RunLevel
+from capplan.core.families.rocm.fleet import rocm_part
 from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, AmdVerdict, amd_how_runs
 from capplan.core.model.kb import KnowledgeBase
@@ -44,7 +45,7 @@ def pick_amd_variant(plan: Plan, package: str, device: AmdTarget) -> AmdPick:
         spec = rocm_spec(variant)
         if spec is None:
             continue
-        targets = spec.targets or plan.amd_default_targets
+        targets = spec.targets or rocm_part(plan).default_targets
         verdict = amd_how_runs(device, targets)
         if verdict.level is AmdRunLevel.CANNOT_RUN:
             whys.append(f"{variant.name}: {verdict.reason}")
@@ -56,7 +57,7 @@ def pick_amd_variant(plan: Plan, package: str, device: AmdTarget) -> AmdPick:
         _, variant, verdict = best
         level = RunLevel.NATIVE if verdict.level is AmdRunLevel.EXACT else RunLevel.COMPATIBLE
         return AmdPick(package, variant, level, verdict.reason)
-    labels = {g.label for g in plan.amd_fleet if g.target.processor == device.processor}
+    labels = {g.label for g in rocm_part(plan).fleet if g.target.processor == device.processor}
     for decision in plan.unserved:
         if decision.package == package and decision.subject in labels:
             return AmdPick(package, None, RunLevel.CANNOT_RUN, decision.reason)

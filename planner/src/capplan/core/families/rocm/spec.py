@@ -32,7 +32,7 @@ class RocmSpec(FamilySpec):
 
     def order(self) -> tuple[object, ...]:
         # After CUDA's variants of a package, by target list.
-        return (1, self.targets)
+        return (1, self.targets, True, ())
 
     def compiled_targets(self) -> int:
         # () is nixpkgs' default list, which the plan does not count per variant.
@@ -42,3 +42,7 @@ class RocmSpec(FamilySpec):
         # A ROCm job's dependencies are built for its target or nixpkgs' default list (its
         # shared builds): nothing to check.
         return ()
+
+    def toolkit(self) -> str | None:
+        # nixpkgs' one ROCm release (its rocmPackages), the same for every build.
+        return None
