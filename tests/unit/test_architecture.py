@@ -177,7 +177,7 @@ def test_the_checker_sees_vendor_branches(tmp_path: Path) -> None:
 KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # By design (issue 32): caps and limits are about one family's facts.
     "cli/caps.py": {"cuda.version"},
-    "cli/limits.py": {"cuda.compat", "cuda.torch_limits"},
+    "cli/limits.py": {"cuda.binary", "cuda.compat", "cuda.torch_limits"},
     "cli/limits_magma.py": {"rocm.kb", "rocm.magma_limits"},
     # Every other command goes through the registry and base (verify and plan through the
     # registry, doctor's fixes through the families' pick; doctor's GPUs and driver facts are
@@ -193,14 +193,10 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
     "core/model/gpus.py": {"cuda.capability"},
     "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},
-    # The binary reader written in CUDA's target type (doctor asks each GPU's family,
-    # core/families/<f>/doctor.py, and the exporters the variant's family, export.py, through
-    # the registry).
-    "core/binaries/fatbin.py": {"cuda.capability"},
-    # Adapters that read a family's files (the fatbin reader, the KB loader: AMD's and the CPU
-    # package file); archspec's loader is the CPU family's own (its entry's ADAPTERS), and the
-    # Jetson device tree is the NVIDIA detector's own.
-    "adapters/fatbin.py": {"cuda.capability", "cuda.compat", "rocm.amdgpu", "rocm.target"},
+    # Adapters that read a family's files (the KB loader: AMD's and the CPU package file);
+    # archspec's loader is the CPU family's own (its entry's ADAPTERS), and the Jetson device
+    # tree is the NVIDIA detector's own. (The binary walker, adapters/fatbin.py, asks each
+    # family's binary reader through the registry.)
     "adapters/kb.py": {"cpu.kb", "rocm.kb"},
 }
 _DETECT_FAMILY = {"nvidia": "cuda", "amd": "rocm", "cpu": "cpu"}

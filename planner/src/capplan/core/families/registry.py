@@ -16,17 +16,20 @@ from importlib import import_module
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from capplan.core.families.base import (
-    Dispatcher,
-    FamilyPlanning,
-    GpuFamily,
-    NixpkgsCheck,
-    TargetFamily,
-    Verifier,
-)
-
 if TYPE_CHECKING:
     from capplan.core.binaries.doctor import Driver, Gpu
+    from capplan.core.binaries.reading import BinaryReader
+
+    # The interface, for annotations only: inspect asks for its readers without loading the
+    # protocols (about 5 ms of its start, issue 42).
+    from capplan.core.families.base import (
+        Dispatcher,
+        FamilyPlanning,
+        GpuFamily,
+        NixpkgsCheck,
+        TargetFamily,
+        Verifier,
+    )
 
     # The CPU family's package file, which nixpkgs_checks hands to the family.
     from capplan.core.families.cpu.kb import CpuPackagesFile
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "adapter_owners",
+    "binary_readers",
     "cpu_adapter",
     "cpu_detector",
     "cpu_family",
@@ -106,6 +110,14 @@ def gpu_verifiers(
     the capability table alone, the AMD knowledge base."""
     loaders = {"kb": kb, "capability_kb": capability_kb, "amd_kb": amd_kb}
     return tuple(e.verifier(**loaders) for e in _gpu_entries() if hasattr(e, "verifier"))
+
+
+@cache
+def binary_readers() -> tuple[BinaryReader, ...]:
+    """Each GPU family's reader of its device code in binaries (``capplan inspect``), in the
+    table's order: a reader skips what the earlier ones found (no AMD bundle sits inside a
+    valid NVIDIA fatbin container)."""
+    return tuple(e.binary_reader() for e in _entries() if hasattr(e, "binary_reader"))
 
 
 # Each family's adapters, which read the machine or a database and so live in capplan.adapters

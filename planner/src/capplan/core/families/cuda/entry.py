@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from capplan.core.binaries.doctor import Driver, Gpu
+    from capplan.core.binaries.reading import BinaryReader
     from capplan.core.families.base import (
         Dispatcher,
         FamilyPlanning,
@@ -31,6 +32,13 @@ def gpu_family(kb: KnowledgeBase) -> GpuFamily[Any]:
     from capplan.core.families.cuda.family import CudaFamily
 
     return CudaFamily(kb)
+
+
+def binary_reader() -> BinaryReader:
+    """How ``capplan inspect`` reads the family's device code in binaries."""
+    from capplan.core.families.cuda.binary import CudaReader
+
+    return CudaReader()
 
 
 def verifier(
