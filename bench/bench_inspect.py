@@ -39,10 +39,12 @@ ADAPTER_SNIPPET = """
 import sys, time
 from pathlib import Path
 from capplan.adapters.fatbin import inspect_paths
+from capplan.core.families.cuda.binary import cuda_code
 start = time.perf_counter()
 reports = inspect_paths([Path(sys.argv[1])])
 read = time.perf_counter() - start
-print(sum(r.containers for r in reports), len({c for r in reports for c in r.sass}), read)
+codes = cuda_code(reports)
+print(sum(c.containers for c in codes), len({s for c in codes for s in c.sass}), read)
 """
 
 CLI_SNIPPET = """

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from capplan.core.binaries import fatbin
+from capplan.core.families.cuda import fatbin
 from capplan.errors import ExitCode
 
 REPO = Path(__file__).resolve().parents[2]

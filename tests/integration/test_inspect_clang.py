@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 from tests.conftest import LLVM16, llvm16_tool
 
-from capplan.adapters.fatbin import inspect_paths
+from capplan.adapters.fatbin import FileReport, inspect_paths
+from capplan.core.families.cuda.binary import CudaCode
+from capplan.core.families.rocm.binary import AmdCode
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.errors import ExitCode
 
@@ -36,6 +38,16 @@ typedef struct ihipStream_t *hipStream_t;
 extern "C" int hipLaunchKernel(const void *, dim3, dim3, void **, unsigned long, hipStream_t);
 __global__ void scale(float *a) { a[0] *= 2.0f; }
 """
+
+
+def cuda(report: FileReport) -> CudaCode:
+    """The CUDA reader's part of a report."""
+    return next(c for c in report.code if isinstance(c, CudaCode))
+
+
+def amd(report: FileReport) -> AmdCode:
+    """The ROCm reader's part of a report."""
+    return next(c for c in report.code if isinstance(c, AmdCode))
 
 
 @pytest.fixture(scope="module")
@@ -108,45 +120,48 @@ def _bundler_list(path: Path) -> set[str]:
 )  # fmt: skip
 def test_bare_code_objects(built: dict[str, Path], name: str, target: str, flags: set[str]) -> None:
     (report,) = inspect_paths([built[name]])
-    assert report.amd == (T(target),) and report.amd_code_object == T(target)
-    assert report.sass == () and report.containers == 0  # CUDA fields untouched
+    assert amd(report).targets == (T(target),) and amd(report).code_object == T(target)
+    assert cuda(report).sass == () and cuda(report).containers == 0  # CUDA fields untouched
     assert flags <= _readobj_flags(built[name])  # LLVM reads the same e_flags
 
 
 def test_device_only_bundle(built: dict[str, Path]) -> None:
     path = built["device.bundle"]
     (report,) = inspect_paths([path])
-    assert report.amd == (T("gfx90a"), T("gfx1100"))
+    assert amd(report).targets == (T("gfx90a"), T("gfx1100"))
     assert {f"hipv4-amdgcn-amd-amdhsa--{t}" for t in ("gfx90a", "gfx1100")} == _bundler_list(path)
-    (located,) = report.amd_located
+    (located,) = amd(report).bundles
     assert [e.elf_target for e in located.bundle.entries if e.target] == [T("gfx1100"), T("gfx90a")]
 
 
 def test_host_object_hip_fatbin(built: dict[str, Path]) -> None:
     (report,) = inspect_paths([built["host.o"]])
-    assert report.amd == (T("gfx90a"), T("gfx1100"))
-    assert report.amd_json()["sections"] == {".hip_fatbin": 1}
-    assert report.sass == () and report.ptx == () and not report.partial
+    assert amd(report).targets == (T("gfx90a"), T("gfx1100"))
+    assert amd(report).json_fields(False)["amd"]["sections"] == {".hip_fatbin": 1}
+    assert cuda(report).sass == () and cuda(report).ptx == () and not report.partial
 
 
 def test_shared_library(built: dict[str, Path]) -> None:
     (report,) = inspect_paths([built["libscale.so"]])
-    assert report.amd == (T("gfx90a"), T("gfx1100"))
+    assert amd(report).targets == (T("gfx90a"), T("gfx1100"))
 
 
 def test_bundler_made_bundle_and_mismatch(built: dict[str, Path]) -> None:
     (report,) = inspect_paths([built["made.bundle"]])
-    assert report.amd == (T("gfx90a:xnack-"), T("gfx1030"))
-    assert report.amd_problems == ()
+    assert amd(report).targets == (T("gfx90a:xnack-"), T("gfx1030"))
+    assert amd(report).problems == ()
     (liar,) = inspect_paths([built["liar.bundle"]])
-    assert any("holds code for gfx1100, not gfx942" in p for p in liar.amd_problems)
+    assert any("holds code for gfx1100, not gfx942" in p for p in amd(liar).problems)
 
 
 def test_static_archive(built: dict[str, Path]) -> None:
     if "libscale.a" not in built:
         pytest.skip("no ar to build a static archive")
     (report,) = inspect_paths([built["libscale.a"]])
-    assert report.path.endswith("libscale.a!host.o") and report.amd == (T("gfx90a"), T("gfx1100"))
+    assert report.path.endswith("libscale.a!host.o") and amd(report).targets == (
+        T("gfx90a"),
+        T("gfx1100"),
+    )
 
 
 def test_directory_walk_lists_amd_only_files(built: dict[str, Path]) -> None:
@@ -165,8 +180,8 @@ def test_zlib_ccob_around_a_real_bundle(built: dict[str, Path], tmp_path: Path) 
     path = tmp_path / "device.ccob"
     path.write_bytes(head + payload)
     (report,) = inspect_paths([path])
-    assert report.amd == (T("gfx90a"), T("gfx1100"))
-    assert report.amd_json()["compression"] == ["zlib"]
+    assert amd(report).targets == (T("gfx90a"), T("gfx1100"))
+    assert amd(report).json_fields(False)["amd"]["compression"] == ["zlib"]
 
 
 def _cli(*args: str) -> tuple[int, str, str]:
@@ -251,15 +266,15 @@ def test_amd_bundles_are_searched_where_hip_puts_them(
     )  # fmt: skip
     linked = _embedding_library(tmp_path, blob, "libembed", "-lamdhip64")
     (report,) = inspect_paths([linked])
-    assert report.amd == (T("gfx90a:xnack-"), T("gfx1030"))
-    (located,) = report.amd_located
+    assert amd(report).targets == (T("gfx90a:xnack-"), T("gfx1030"))
+    (located,) = amd(report).bundles
     offset = linked.read_bytes().find(blob[:24])
     assert located.section == _section_of(linked, offset) == ".rodata"
 
     plain = _embedding_library(tmp_path, blob, "libplain")
     assert blob in plain.read_bytes()
     (report,) = inspect_paths([plain])
-    assert report.amd == () and report.amd_located == () and not report.has_amd_code
+    assert amd(report).targets == () and amd(report).bundles == () and not amd(report).found()
 
     # The same file without its section table (e_shoff, e_shnum, e_shstrndx zeroed): nothing
     # says where device code is, so the whole file is searched and the bundle counts again.
@@ -269,4 +284,4 @@ def test_amd_bundles_are_searched_where_hip_puts_them(
     headless = tmp_path / "headless.so"
     headless.write_bytes(bytes(data))
     (report,) = inspect_paths([headless])
-    assert report.amd == (T("gfx90a:xnack-"), T("gfx1030"))
+    assert amd(report).targets == (T("gfx90a:xnack-"), T("gfx1030"))

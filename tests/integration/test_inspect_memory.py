@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from capplan.core.binaries import fatbin
+from capplan.core.families.cuda import fatbin
 
 CHILD = """
 import json, resource, sys
@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 from capplan.adapters.fatbin import inspect_paths
-reports = inspect_paths([Path(sys.argv[1])])
+from capplan.core.families.cuda.binary import cuda_code
+reports = cuda_code(inspect_paths([Path(sys.argv[1])]))
 print(json.dumps({
     "sass": sorted(str(c) for r in reports for c in r.sass),
     "containers": sum(r.containers for r in reports),

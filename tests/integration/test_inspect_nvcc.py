@@ -23,8 +23,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from capplan.adapters.fatbin import FileReport, binary_limits, inspect_paths
-from capplan.core.binaries import fatbin
+from capplan.adapters.fatbin import FileReport, inspect_paths
+from capplan.core.families.cuda import fatbin
+from capplan.core.families.cuda.binary import BinaryLimits, CudaCode, cuda_code
+from capplan.core.families.cuda.binary import binary_limits as limits_of
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.kb import nvidia
 from capplan.errors import BinaryFormatError, CapplanError, ExitCode, InvalidInputError
@@ -53,6 +55,17 @@ def built(tmp_path_factory: pytest.TempPathFactory, nvcc_bin: Path) -> dict[str,
     return dict(builder.build_all(tmp_path_factory.mktemp("fatbins"), nvcc_bin))
 
 
+def cuda(report: FileReport) -> CudaCode:
+    """The CUDA reader's part of a report."""
+    (code,) = cuda_code([report])
+    return code
+
+
+def binary_limits(path: Path, candidates: list[Capability]) -> BinaryLimits:
+    """What ``capplan limits --binary`` answers for ``path``."""
+    return limits_of(str(path), inspect_paths([path]), candidates)
+
+
 def _only(paths: list[Path]) -> FileReport:
     (report,) = inspect_paths(paths)
     return report
@@ -76,9 +89,9 @@ def test_reports_exactly_what_nvcc_was_asked(built: dict[str, Path], artifact: A
         "ptx": _sorted_names(artifact.ptx, "compute_"),
         "lto": _sorted_names(artifact.lto, "lto_"),
     }
-    assert set(report.sections) == set(artifact.sections)
+    assert set(cuda(report).sections) == set(artifact.sections)
     if artifact.compression:
-        assert set(artifact.compression) <= set(report.compression)
+        assert set(artifact.compression) <= set(cuda(report).compression)
     assert not report.partial and report.problems == ()
     assert report.path == str(built[artifact.name])
 
@@ -88,9 +101,9 @@ def test_shared_library_stub_containers_do_not_duplicate_archs(
 ) -> None:
     report = _only([built["libscale.so"]])
     # nvcc's link step adds a container of stub cubins: two containers, one set of archs.
-    assert report.containers == 2
-    assert report.sections == {".nv_fatbin": 2}
-    assert [c.sm for c in report.sass] == ["sm_86", "sm_120a"]
+    assert cuda(report).containers == 2
+    assert cuda(report).sections == {".nv_fatbin": 2}
+    assert [c.sm for c in cuda(report).sass] == ["sm_86", "sm_120a"]
 
 
 def test_empty_container_of_a_ptx_only_library_is_valid(built: dict[str, Path]) -> None:
@@ -101,7 +114,7 @@ def test_empty_container_of_a_ptx_only_library_is_valid(built: dict[str, Path]) 
     assert empty in data
     report = _only([built["libptx.so"]])
     assert not report.partial and report.problems == ()
-    assert [c.compute for c in report.ptx] == ["compute_80"]
+    assert [c.compute for c in cuda(report).ptx] == ["compute_80"]
     code, _, err = _run(["inspect", str(built["libptx.so"])])
     assert code == 0, err
 
@@ -113,7 +126,7 @@ def test_static_archive_members_are_walked_in_place(built: dict[str, Path]) -> N
     archive = str(built["libscale.a"])
     assert [r.path for r in reports] == [f"{archive}!multi.o", f"{archive}!rdc.o"]
     assert _names(reports[0])["sass"] == ["sm_86", "sm_90"]
-    assert reports[1].sections == {"__nv_relfatbin": 1}
+    assert cuda(reports[1]).sections == {"__nv_relfatbin": 1}
 
 
 def test_entries_detail_matches_summary(built: dict[str, Path]) -> None:
@@ -152,8 +165,10 @@ def test_cuobjdump_agrees_when_installed(built: dict[str, Path]) -> None:
         theirs_ptx = {line.rsplit(".", 2)[-2] for line in out.splitlines() if "PTX file" in line}
         report = _only([built[name]])
         # cuobjdump drops the `f` suffix on SASS names and names PTX sm_XY: compare bases.
-        assert {Capability.parse(s).base for s in theirs_sass} == {c.base for c in report.sass}
-        assert {Capability.parse(s).base for s in theirs_ptx} == {c.base for c in report.ptx}
+        assert {Capability.parse(s).base for s in theirs_sass} == {
+            c.base for c in cuda(report).sass
+        }
+        assert {Capability.parse(s).base for s in theirs_ptx} == {c.base for c in cuda(report).ptx}
 
 
 # --- truncated and corrupted copies ------------------------------------------------------------

@@ -17,6 +17,7 @@ import pytest
 
 from capplan.adapters.fatbin import inspect_paths
 from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.binary import cuda_code
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import how_runs
 
@@ -104,9 +105,9 @@ def test_inspected_binaries_agree_with_the_hardware(
         check=True,
         capture_output=True,
     )
-    (report,) = inspect_paths([obj])
-    verdict = how_runs(DEVICE, report.sass, report.ptx)
+    (code,) = cuda_code(inspect_paths([obj]))
+    verdict = how_runs(DEVICE, code.sass, code.ptx)
     assert (verdict.level is not RunLevel.CANNOT_RUN) == launch.ran, (
-        f"{obj} holds SASS {[c.sm for c in report.sass]} PTX {[c.compute for c in report.ptx]}; "
+        f"{obj} holds SASS {[c.sm for c in code.sass]} PTX {[c.compute for c in code.ptx]}; "
         f"the H100 said {launch.what!r}, capplan said {verdict.level.value}"
     )

@@ -177,7 +177,7 @@ def test_the_checker_sees_vendor_branches(tmp_path: Path) -> None:
 KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # By design (issue 32): caps and limits are about one family's facts.
     "cli/caps.py": {"cuda.kb", "cuda.version"},
-    "cli/limits.py": {"cuda.compat", "cuda.kb", "cuda.torch_limits"},
+    "cli/limits.py": {"cuda.binary", "cuda.compat", "cuda.kb", "cuda.torch_limits"},
     "cli/limits_magma.py": {"rocm.kb", "rocm.magma_limits"},
     # Every other command goes through the registry and base (verify and plan through the
     # registry, doctor's fixes through the families' pick; doctor's GPUs and driver facts are
@@ -190,15 +190,9 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # Shared value types and orchestration written in the families' target types
     # (Capability, CudaVersion, AmdTarget): none is left (the plan: a Variant holds one
     # FamilySpec, a Plan one PlanPart per family; the knowledge base: each family's part, read
-    # through cuda.kb's nvidia and rocm.kb, issue 42).
-    # The binary reader written in CUDA's target type (doctor asks each GPU's family,
-    # core/families/<f>/doctor.py, and the exporters the variant's family, export.py, through
-    # the registry).
-    "core/binaries/fatbin.py": {"cuda.capability"},
-    # Adapters that read a family's files (the fatbin reader; the KB loader asks the registry
-    # for each family's models); archspec's loader is the CPU family's own (its entry's
-    # ADAPTERS), and the Jetson device tree is the NVIDIA detector's own.
-    "adapters/fatbin.py": {"cuda.capability", "cuda.compat", "rocm.amdgpu", "rocm.target"},
+    # through cuda.kb's nvidia and rocm.kb; the binary walker, adapters/fatbin.py, asks each
+    # family's binary reader through the registry, and the KB loader each family's models,
+    # issue 42).
 }
 _DETECT_FAMILY = {"nvidia": "cuda", "amd": "rocm", "cpu": "cpu"}
 

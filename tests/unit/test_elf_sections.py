@@ -1,4 +1,4 @@
-"""The struct-based ELF section reader of `capplan inspect` (adapters/fatbin.py), checked
+"""The struct-based ELF section reader of `capplan inspect` (core/binaries/elf.py), checked
 against pyelftools as the reference: real ELF files of this machine (64-bit little-endian
 executables, libraries and objects, a 32-bit object from objcopy), synthetic files of every
 class and byte order (big-endian included), extended section numbering, and corrupt headers,
@@ -16,7 +16,7 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capplan.adapters.fatbin import _ElfError, _read_sections, _section_headers
+from capplan.core.binaries.elf import ElfError, read_sections, section_headers
 
 REAL = [
     Path("/bin/true"),
@@ -56,7 +56,7 @@ def _raw_type(elf: ELFFile, index: int) -> int:
 
 def _ours(data: bytes) -> list[tuple[str, int, int, int, int]]:
     return [
-        (h.name, h.type, h.flags, h.offset, h.size) for h in _section_headers(data, 0, len(data))
+        (h.name, h.type, h.flags, h.offset, h.size) for h in section_headers(data, 0, len(data))
     ]
 
 
@@ -151,9 +151,9 @@ def test_extended_section_numbering() -> None:
 def test_corrupt_headers_say_what_is_wrong(offset: int, value: bytes, why: str) -> None:
     data = bytearray(_synthetic(2, "<", SECTIONS))
     data[offset : offset + len(value)] = value
-    with pytest.raises(_ElfError, match=why):
-        _section_headers(bytes(data), 0, len(data))
-    sections = _read_sections(bytes(data), 0, len(data))
+    with pytest.raises(ElfError, match=why):
+        section_headers(bytes(data), 0, len(data))
+    sections = read_sections(bytes(data), 0, len(data))
     assert sections.spans == () and sections.no_device_code == ()
     assert sections.problems and "sections unknown" in sections.problems[0]
 
@@ -171,6 +171,6 @@ def test_any_damage_is_a_problem_never_an_exception(data: st.DataObject) -> None
         raw[at] = data.draw(st.integers(0, 255))
     cut = data.draw(st.integers(0, len(raw)))
     blob = bytes(raw[:cut])
-    sections = _read_sections(blob, 0, len(blob))  # must not raise
+    sections = read_sections(blob, 0, len(blob))  # must not raise
     for start, end, _name in sections.spans:
         assert 0 <= start <= end

@@ -10,6 +10,7 @@ import pytest
 from capplan.adapters.kb import load_kb
 from capplan.core.families import base
 from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda.binary import CudaCode
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import device_verdict, how_runs
 from capplan.core.families.cuda.family import CudaFamily
@@ -20,6 +21,7 @@ from capplan.core.families.registry import (
     gpu_verifiers,
     planning_families,
 )
+from capplan.core.families.rocm.binary import AmdCode
 from capplan.core.families.rocm.family import RocmFamily
 from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.core.families.rocm.target import AmdTarget, amd_how_runs
@@ -183,8 +185,9 @@ def test_verify_asks_each_gpu_family_its_own_part() -> None:
     assert (
         rocm.owns(AmdTarget.parse("gfx942")) and not rocm.owns(wanted[0]) and cuda.owns(wanted[0])
     )
+    # A report as the walker gives it: one code per family's binary reader.
     report = SimpleNamespace(
-        path="lib.so", sass=[Capability.parse("8.6")], ptx=[], amd=[], problems=[], amd_problems=[]
+        path="lib.so", problems=(), code=(CudaCode(sass=(Capability.parse("8.6"),)), AmdCode())
     )
     got = cuda.verify(wanted, [report], Capability.parse("8.9"), False)
     assert not got.ok and not got.markup  # plain text: a path holding [...] as it is

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.binaries import fatbin
+from capplan.core.binaries.buffers import Reader
 from capplan.core.families.base import RunLevel
+from capplan.core.families.cuda import fatbin
 from capplan.core.families.cuda.capability import Capability, Target, parse_targets
 from capplan.core.families.cuda.verify import expected_code, verify
 
@@ -203,7 +204,7 @@ def test_scan_bounds_are_respected() -> None:
 # --- headers read through a reader (adapters read them with pread) ------------------------------
 
 
-def slicing_reader(buf: bytes, log: list[int] | None = None) -> fatbin.Reader:
+def slicing_reader(buf: bytes, log: list[int] | None = None) -> Reader:
     def read(offset: int, size: int) -> bytes:
         if log is not None:
             log.append(offset)

@@ -588,7 +588,8 @@ def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
     smallest: tuple[int, Any, int] | None = None  # (payload size, entry, file offset)
     toolkit: str | None = None
     for report in reports:
-        for loc in getattr(report, "located", ()):
+        # The fatbin containers of each file's CUDA code (the registry's readers' codes).
+        for loc in [x for code in report.code for x in getattr(code, "located", ())]:
             base = getattr(loc, "base", 0)
             c_sass: set[Target] = set()
             c_ptx: set[Target] = set()
@@ -640,9 +641,9 @@ def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
         plain = _payload(lambda at, size: _pread(fd, size, at), smallest[1], smallest[2])
         toolkit = cubin_toolkit(plain) if plain is not None else None
     caps = {p.capability for p in ptx.values()}
-    for report in reports:
-        for cap in getattr(report, "ptx", ()):
-            if cap not in caps and not getattr(report, "located", ()):
+    for code in (code for report in reports for code in report.code):
+        for cap in getattr(code, "ptx", ()):
+            if cap not in caps and not getattr(code, "located", ()):
                 ptx[(cap, None)] = Ptx(cap, None, 0)  # seen without header detail: ISA unknown
     return _Device(
         tuple(sorted(sass)),
@@ -801,7 +802,7 @@ def _library(path: str, shown: str, package: str, size: int) -> Library:
         static = not (device.sass or device.ptx or device.stubs) and _static_cudart(fd, size)
         if not (uses_cuda or static or device.sass or device.ptx or device.stubs):
             hint = None
-        amd = tuple(sorted({t for r in reports for t in r.amd}))
+        amd = tuple(sorted({t for r in reports for c in r.code for t in getattr(c, "targets", ())}))
         problems = tuple(p for r in reports for p in r.problems)
         return Library(shown, package, device.sass, device.ptx, amd, needed, soname, size,
                        problems, major_hint=hint, cpu_level=level, unloadable=unloadable,

@@ -22,7 +22,7 @@ import mmap
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from capplan.core.binaries.fatbin import Buffer, Finder
+from capplan.core.binaries.buffers import Buffer, Finder
 
 __all__ = ["finder", "map_file"]
 

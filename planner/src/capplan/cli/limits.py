@@ -319,12 +319,14 @@ def _update_kb(
 def _read_binary(path: Path, as_json: bool) -> None:
     # Imported here: the fatbin reader and the KB loader are separate modules that this command
     # needs only for --binary.
-    from capplan.adapters.fatbin import binary_limits
+    from capplan.adapters.fatbin import inspect_paths
     from capplan.adapters.kb import load_kb
+    from capplan.core.families.cuda.binary import binary_limits
 
     kb = load_kb()
     candidates = [info.capability for info in nvidia(kb).capabilities]
-    result = binary_limits(path, candidates, lambda cap: is_jetson(cap, kb))
+    reports = inspect_paths([path])
+    result = binary_limits(str(path), reports, candidates, lambda cap: is_jetson(cap, kb))
     if as_json:
         emit_json(result.to_json())
         return

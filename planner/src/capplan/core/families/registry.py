@@ -17,9 +17,12 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    # The interface, for annotations only: a command that asks one family one question
-    # (gpus "RTX 3090") does not load base.py's protocols and dataclasses (about 5 ms).
     from capplan.core.binaries.doctor import Driver, Gpu
+    from capplan.core.binaries.reading import BinaryReader
+
+    # The interface, for annotations only: a command that asks one family one question
+    # (gpus "RTX 3090", inspect's readers) does not load base.py's protocols and dataclasses
+    # (about 5 ms of its start, issue 42).
     from capplan.core.families.base import (
         Dispatcher,
         FamilyPlanning,
@@ -46,6 +49,7 @@ __all__ = [
     "adapter_owners",
     "amd_kb",
     "amd_kb_files",
+    "binary_readers",
     "capability_kb",
     "cpu_adapter",
     "cpu_detector",
@@ -124,6 +128,14 @@ def gpu_verifiers(
     the capability table alone, the AMD knowledge base."""
     loaders = {"kb": kb, "capability_kb": capability_kb, "amd_kb": amd_kb}
     return tuple(e.verifier(**loaders) for e in _gpu_entries() if hasattr(e, "verifier"))
+
+
+@cache
+def binary_readers() -> tuple[BinaryReader, ...]:
+    """Each GPU family's reader of its device code in binaries (``capplan inspect``), in the
+    table's order: a reader skips what the earlier ones found (no AMD bundle sits inside a
+    valid NVIDIA fatbin container)."""
+    return tuple(e.binary_reader() for e in _entries() if hasattr(e, "binary_reader"))
 
 
 # Each family's adapters, which read the machine or a database and so live in capplan.adapters

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from capplan.core.binaries.doctor import Driver, Gpu
+    from capplan.core.binaries.reading import BinaryReader
     from capplan.core.families.base import (
         Dispatcher,
         FamilyPlanning,
@@ -38,6 +39,13 @@ def gpu_names(kb: KnowledgeBase) -> GpuNames:
     from capplan.core.families.cuda.gpus import NvidiaGpuNames
 
     return NvidiaGpuNames(kb)
+
+
+def binary_reader() -> BinaryReader:
+    """How ``capplan inspect`` reads the family's device code in binaries."""
+    from capplan.core.families.cuda.binary import CudaReader
+
+    return CudaReader()
 
 
 def verifier(

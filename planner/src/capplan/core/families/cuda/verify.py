@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from capplan.core.families.base import RunLevel, Verified
+from capplan.core.families.cuda.binary import cuda_code
 from capplan.core.families.cuda.capability import Capability, Target, parse_targets
 from capplan.core.families.cuda.compat import Verdict, how_runs, is_jetson
 from capplan.core.families.cuda.kb import nvidia
@@ -181,9 +182,11 @@ class CudaVerifier:
         device: Capability | None,
         jetson: bool,
     ) -> Verified:
-        # ``reports``: adapters/fatbin.py's, the SASS and PTX each file holds.
-        sass = {c for r in reports for c in r.sass}
-        ptx = {c for r in reports for c in r.ptx}
+        # ``reports``: adapters/fatbin.py's, the SASS and PTX each file holds (this family's
+        # reader's code).
+        codes = cuda_code(reports)
+        sass = {c for code in codes for c in code.sass}
+        ptx = {c for code in codes for c in code.ptx}
         problems = tuple(f"{r.path}: {p}" for r in reports for p in r.problems)
         outcome = verify(expected, sass, ptx, device=device, jetson=jetson)
         lines = [

@@ -1,8 +1,7 @@
 """AMD device code in binaries: clang offload bundles, compressed ``CCOB`` bundles, AMDGPU ELF.
 
-Pure functions over a buffer (bytes, bytearray or mmap), like
-:mod:`capplan.core.binaries.fatbin`; the
-adapter maps files and attributes finds to ELF sections.
+Pure functions over a buffer (bytes, bytearray or mmap: :mod:`capplan.core.binaries.buffers`);
+the adapter maps files and attributes finds to ELF sections.
 
 Formats, with their sources:
 
@@ -28,7 +27,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from capplan.core.binaries.fatbin import Buffer, Finder
+from capplan.core.binaries.buffers import Buffer, Finder
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.errors import CapplanError
 

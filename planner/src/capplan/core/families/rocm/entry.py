@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from capplan.core.binaries.doctor import Gpu
+    from capplan.core.binaries.reading import BinaryReader
     from capplan.core.families.base import FamilyPlanning, GpuFamily, NixpkgsCheck, Verifier
     from capplan.core.model.kb import KnowledgeBase
     from capplan.core.planning.config import Config
@@ -23,6 +24,13 @@ def gpu_family(kb: KnowledgeBase) -> GpuFamily[Any]:
     from capplan.core.families.rocm.family import RocmFamily
 
     return RocmFamily(kb)
+
+
+def binary_reader() -> BinaryReader:
+    """How ``capplan inspect`` reads the family's device code in binaries."""
+    from capplan.core.families.rocm.binary import RocmReader
+
+    return RocmReader()
 
 
 def verifier(amd_kb: Callable[[], Any], **_: Any) -> Verifier:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from capplan.core.families.base import Verified
+from capplan.core.families.rocm.binary import AmdCode
 from capplan.core.families.rocm.target import (
     AmdRunLevel,
     AmdTarget,
@@ -176,10 +177,19 @@ class RocmVerifier:
         device: AmdTarget | None,
         jetson: bool,
     ) -> Verified:
-        # ``reports``: adapters/fatbin.py's; any CUDA code in them is extra.
-        found = {t for r in reports for t in r.amd}
-        cuda = {c.sm for r in reports for c in r.sass} | {c.compute for r in reports for c in r.ptx}
-        problems = tuple(f"{r.path}: {p}" for r in reports for p in (*r.amd_problems, *r.problems))
+        # ``reports``: adapters/fatbin.py's, one code per family's reader; any other family's
+        # code in them (CUDA's SASS and PTX) is extra.
+        found: set[AmdTarget] = set()
+        cuda: set[str] = set()
+        problems: list[str] = []
+        for r in reports:
+            for code in r.code:
+                if isinstance(code, AmdCode):
+                    found.update(code.targets)
+                    problems.extend(f"{r.path}: {p}" for p in code.problems)
+                else:
+                    cuda.update(code.runnable())
+            problems.extend(f"{r.path}: {p}" for p in r.problems)
         outcome = verify_amd(expected, found, cuda=cuda, device=device)
         lines = [
             f"expected: {', '.join(str(t) for t in outcome.expected)}",
@@ -196,7 +206,7 @@ class RocmVerifier:
             lines=tuple(lines),
             ok=outcome.ok,
             failures=tuple(failures),
-            problems=problems,
+            problems=tuple(problems),
             what="the expected AMD code",
             hint=f"expected {','.join(str(t) for t in outcome.expected)}; rebuild with exactly "
             "these gpuTargets",

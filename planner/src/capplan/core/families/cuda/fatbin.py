@@ -26,12 +26,12 @@ protocol); I/O and page management belong to the caller (see ``release`` and ``r
 
 from __future__ import annotations
 
-import mmap
 import struct
 from collections.abc import Callable, Iterator
 from enum import Enum
 from typing import Any, NamedTuple
 
+from capplan.core.binaries.buffers import Buffer, Finder, Reader
 from capplan.core.families.cuda.capability import Capability, Suffix
 
 __all__ = [
@@ -46,27 +46,14 @@ __all__ = [
     "MAGIC",
     "MAGIC_BYTES",
     "WRAPPER_MAGIC",
-    "Buffer",
     "Container",
     "Entry",
     "EntryKind",
-    "Finder",
-    "Reader",
     "Rejected",
     "ScanResult",
     "parse_container",
     "scan",
 ]
-
-Buffer = bytes | bytearray | mmap.mmap
-# find(needle, start, end) -> offset or -1, with the answers of ``buf.find``: the searches take one
-# so that an adapter can search a mapping faster than ``mmap.find`` (adapters/memsearch.py).
-Finder = Callable[[bytes, int, int], int]
-# read(offset, size) -> the ``size`` bytes of ``buf`` at ``offset`` (fewer only past its end):
-# headers read this way, e.g. with ``os.pread`` on the mapped file, never fault the mapping's
-# pages in. Walking ``.nv_fatbin`` touches one page per entry, a payload apart, and through a
-# mapping each such fault costs more than reading the header (adapters/fatbin.py).
-Reader = Callable[[int, int], bytes]
 
 MAGIC = 0xBA55ED50
 MAGIC_BYTES = struct.pack("<I", MAGIC)
