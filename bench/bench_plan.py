@@ -48,13 +48,14 @@ AMD_FLEET = ["MI300X", "RX 7900 XTX", "Strix Halo"]  # the issue's mixed fleet, 
 
 def synthetic(n: int, systems: int = 1, amd: bool = False) -> tuple[object, object]:
     from capplan.adapters.kb import load_kb
-    from capplan.core.families.rocm.kb import RocmBuild, RocmCost
-    from capplan.core.model.kb import Cost, Limits, PackageInfo
+    from capplan.core.families.cuda.kb import CudaPackageInfo, Limits
+    from capplan.core.families.rocm.kb import AmdKnowledgeBase, RocmBuild, RocmCost
+    from capplan.core.model.kb import Cost
     from capplan.core.planning.config import config_from_mapping
 
     kb = load_kb()
     rng = random.Random(n)
-    packages: dict[str, PackageInfo] = {}
+    packages: dict[str, CudaPackageInfo] = {}
     limits = Limits(source="synthetic")
     base = max(1, n // 10)
     for i in range(n):
@@ -67,7 +68,7 @@ def synthetic(n: int, systems: int = 1, amd: bool = False) -> tuple[object, obje
         )
         if independent:
             depends = tuple(d for d in depends if int(d[3:]) < base)
-        packages[name] = PackageInfo(
+        packages[name] = CudaPackageInfo(
             attr=f"synthetic.{name}",
             kind="capability-independent" if independent else "capability-dependent",
             depends=depends,
@@ -83,7 +84,8 @@ def synthetic(n: int, systems: int = 1, amd: bool = False) -> tuple[object, obje
             source="synthetic",
         )
     kb = dataclasses.replace(kb, packages=packages)
-    if amd and kb.amd is not None:
+    amd_part = kb.part(AmdKnowledgeBase)
+    if amd and amd_part is not None:
         builds = {
             name: RocmBuild(
                 attr=info.attr,
@@ -105,7 +107,10 @@ def synthetic(n: int, systems: int = 1, amd: bool = False) -> tuple[object, obje
             for name, info in packages.items()
             if info.kind == "capability-dependent"
         }
-        kb = dataclasses.replace(kb, amd=dataclasses.replace(kb.amd, builds=builds))
+        parts = [
+            dataclasses.replace(amd_part, builds=builds) if p is amd_part else p for p in kb.parts
+        ]
+        kb = dataclasses.replace(kb, parts=tuple(parts))
     fleet: dict[str, object] = {"gpus": FLEET + (AMD_FLEET if amd else [])}
     policy: dict[str, object] = {"cuda": ["12.9", "12.8"], "runners": RUNNERS}
     if systems == 2:

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
 from capplan.adapters.files import atomic_write_text  # noqa: E402
-from capplan.core.model.gpus import normalise  # noqa: E402
+from capplan.core.families.cuda.gpus import normalise  # noqa: E402
 from capplan.core.model.pciids import (  # noqa: E402
     ChipRow,
     HandModel,

@@ -17,7 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from capplan.adapters.kb import load_kb
-from capplan.core.model.gpus import MAX_DEVICE_TEXT, check_device_text, resolve_device
+from capplan.core.families.cuda.gpus import resolve_device
+from capplan.core.families.cuda.kb import nvidia
+from capplan.core.model.devices import MAX_DEVICE_TEXT, check_device_text
 from capplan.errors import ExitCode, InvalidInputError
 
 KB = load_kb()
@@ -66,12 +68,14 @@ def test_doctor_device(capplan_in: Any) -> None:
 
 def test_every_known_name_and_alias_still_resolves() -> None:
     # "NVIDIA RTX Spark N1X (5120-core Blackwell RTX GPU)" says RTX twice: still one device.
-    for model in KB.gpus:
+    for model in nvidia(KB).gpus:
         for label in (model.name, *model.aliases):
             check_device_text(label)
-    cap, model = resolve_device("NVIDIA RTX Spark N1X (5120-core Blackwell RTX GPU)", KB.gpus)
+    cap, model = resolve_device(
+        "NVIDIA RTX Spark N1X (5120-core Blackwell RTX GPU)", nvidia(KB).gpus
+    )
     assert model is not None and str(cap) == "12.1"
-    assert resolve_device("A100", KB.gpus)[0] == resolve_device("8.0", KB.gpus)[0]
+    assert resolve_device("A100", nvidia(KB).gpus)[0] == resolve_device("8.0", nvidia(KB).gpus)[0]
 
 
 @settings(

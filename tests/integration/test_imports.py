@@ -163,7 +163,7 @@ def test_capability_lookups_load_no_gpu_or_amd_data(args: list[str], tmp_path: P
     code, modules, err = imported(args, tmp_path)
     assert code != 1, err
     # adapters/kb.py reads the AMD files too; the ROCm model it builds them with loads lazily.
-    amd = ("capplan.core.families.rocm.kb", "capplan.core.model.gpus")
+    amd = ("capplan.core.families.rocm.kb", "capplan.core.families.cuda.gpus")
     assert _loaded(modules, amd) == []
     # The check can fail: `explain` by a GPU name loads both.
     if args == ["caps"]:

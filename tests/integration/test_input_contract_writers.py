@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from tests.conftest import unprivileged
 
+from capplan.core.families.cuda.kb import nvidia
 from capplan.errors import ExitCode, printable
 
 SRC = Path(__file__).resolve().parents[2] / "planner" / "src"
@@ -361,7 +362,7 @@ def test_memory_error_is_one_line(capplan_in: Any, tmp_path: Path, monkeypatch: 
         raise MemoryError
 
     monkeypatch.setattr(explain, "explain_targets", boom, raising=False)
-    monkeypatch.setattr("capplan.core.model.gpus.check_device_text", boom)
+    monkeypatch.setattr("capplan.core.families.cuda.gpus.check_device_text", boom)
     err = one_line(capplan_in("explain", "8.6", "--device", "a100"), ExitCode.DATA)
     assert "out of memory" in err
 
@@ -438,7 +439,7 @@ def test_no_gpu_name_repeats_a_word_in_a_row() -> None:
     from capplan.cli.planning import current_kb
 
     kb = current_kb()
-    names = [n for m in kb.gpus for n in (m.name, *m.aliases)]
+    names = [n for m in nvidia(kb).gpus for n in (m.name, *m.aliases)]
     for name in names:
         words = [w for w in re.split(r"[\s,;]+", name.lower()) if w]
         assert all(a != b for a, b in itertools.pairwise(words)), name

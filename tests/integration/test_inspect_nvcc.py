@@ -28,6 +28,7 @@ from capplan.core.families.cuda import fatbin
 from capplan.core.families.cuda.binary import BinaryLimits, CudaCode, cuda_code
 from capplan.core.families.cuda.binary import binary_limits as limits_of
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.kb import nvidia
 from capplan.errors import BinaryFormatError, CapplanError, ExitCode, InvalidInputError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -486,9 +487,9 @@ def test_verify_device_by_gpu_name(built: dict[str, Path]) -> None:
     # The GPU table ships with capplan: a name that does not resolve is a failure, not a skip
     # (an ImportError here once skipped this test in silence when the helper moved).
     from capplan.adapters.kb import load_kb
-    from capplan.core.model.gpus import resolve_device
+    from capplan.core.families.cuda.gpus import resolve_device
 
-    h100, _model = resolve_device("H100", load_kb().gpus)
+    h100, _model = resolve_device("H100", nvidia(load_kb()).gpus)
     assert str(h100) == "9.0"
     code, out, _ = _run(
         ["verify", str(built["multi.o"]), "--expect", "8.6,9.0+PTX", "--device", "H100"]

@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import llvm16_tool
 
 from capplan.adapters.kb import load_kb
+from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.families.rocm.verify import covers, verify_amd
 from capplan.errors import ExitCode
@@ -195,8 +196,8 @@ def test_shared_rocm_variant_expects_default_targets(
 ) -> None:
     """onnxruntime reads clr.gpuTargets only: its one shared build holds nixpkgs' default list."""
     kb = load_kb()
-    assert kb.amd is not None
-    defaults = [str(t) for t in kb.amd.nixpkgs_default_targets]
+    assert kb.part(AmdKnowledgeBase) is not None
+    defaults = [str(t) for t in kb.part(AmdKnowledgeBase).nixpkgs_default_targets]
     assert "gfx942" in defaults and len(defaults) > 2
     result = _verify(capplan_cli, built, "b942-1100", "--variant", "onnxruntime-rocm", "--json")
     assert result.exit_code == int(ExitCode.VERIFY_FAILED)  # type: ignore[attr-defined]

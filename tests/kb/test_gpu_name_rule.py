@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 
 from capplan.adapters.kb import load_kb
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.model.gpus import exact_key, find_gpus, resolve_device, unique_model
+from capplan.core.families.cuda.gpus import exact_key, find_gpus, resolve_device, unique_model
+from capplan.core.families.cuda.kb import nvidia
 from capplan.errors import ExitCode, InvalidInputError
 
 KB = load_kb()
-CURATED = [m for m in KB.gpus if not m.pci_ids]
+CURATED = [m for m in nvidia(KB).gpus if not m.pci_ids]
 
 # Marketing names people type that stand for models of different capabilities.
 AMBIGUOUS: list[tuple[str, set[str]]] = [
@@ -70,26 +71,26 @@ LOOSE: list[tuple[str, str]] = [
 @pytest.mark.parametrize(("query", "caps"), AMBIGUOUS)
 def test_a_loose_name_of_several_capabilities_is_ambiguous(query: str, caps: set[str]) -> None:
     with pytest.raises(InvalidInputError) as info:
-        resolve_device(query, KB.gpus)
+        resolve_device(query, nvidia(KB).gpus)
     assert info.value.exit_code == ExitCode.INVALID_INPUT
     message = str(info.value)
     assert "ambiguous" in message
     for cap in caps:
         assert f"({cap})" in message, (cap, message)
     assert "capplan gpus" in (info.value.hint or "")
-    assert unique_model(query, KB.gpus) is None
+    assert unique_model(query, nvidia(KB).gpus) is None
 
 
 @pytest.mark.parametrize(("query", "cap"), EXACT + LOOSE)
 def test_an_exact_name_wins_and_a_one_capability_loose_name_resolves(query: str, cap: str) -> None:
-    assert resolve_device(query, KB.gpus)[0] == Capability.parse(cap)
-    model = unique_model(query, KB.gpus)
+    assert resolve_device(query, nvidia(KB).gpus)[0] == Capability.parse(cap)
+    model = unique_model(query, nvidia(KB).gpus)
     assert model is not None and model.capability == Capability.parse(cap)
 
 
 @pytest.mark.parametrize(("query", "cap"), EXACT)
 def test_gpus_ranks_the_exact_match_first(query: str, cap: str) -> None:
-    matches = find_gpus(query, KB.gpus)
+    matches = find_gpus(query, nvidia(KB).gpus)
     assert matches[0].exact and matches[0].model.capability == Capability.parse(cap)
     assert all(
         not m.exact for m in matches[1:] if m.model.capability != matches[0].model.capability
@@ -97,7 +98,7 @@ def test_gpus_ranks_the_exact_match_first(query: str, cap: str) -> None:
 
 
 def test_a_generated_or_chip_qualified_model_ranks_below_a_curated_one() -> None:
-    names = [m.model.name for m in find_gpus("GTX 750 Ti", KB.gpus)]
+    names = [m.model.name for m in find_gpus("GTX 750 Ti", nvidia(KB).gpus)]
     assert names.index("NVIDIA GeForce GTX 750 Ti") < names.index(
         "NVIDIA GeForce GTX 750 Ti (GK106)"
     )
@@ -112,7 +113,7 @@ def test_every_curated_name_resolves_to_its_own_capability(
     # resolves to another capability.
     name = model.name.removeprefix("NVIDIA ")
     query = prefix + (name.upper() if upper else name.lower())
-    cap, found = resolve_device(query, KB.gpus)
+    cap, found = resolve_device(query, nvidia(KB).gpus)
     assert cap == model.capability, (query, found)
 
 
@@ -166,7 +167,7 @@ def test_a_fleet_with_an_exact_name_plans_it(tmp_path: Path, capplan_in: Any) ->
     ("query", "target"), [("MI300", "gfx942"), ("mi300x", "gfx942"), ("RX 7900 XTX", "gfx1100")]
 )
 def test_an_amd_name_of_one_target_resolves(query: str, target: str) -> None:
-    from capplan.core.model.vendors import amd_entry
+    from capplan.core.families.rocm.claim import amd_entry
 
     found = amd_entry(KB, query)
     assert found is not None and str(found[0]) == target
@@ -174,7 +175,7 @@ def test_an_amd_name_of_one_target_resolves(query: str, target: str) -> None:
 
 @pytest.mark.parametrize("query", ["RX 7", "RX 6"])
 def test_an_amd_name_of_several_targets_is_ambiguous(query: str) -> None:
-    from capplan.core.model.vendors import amd_entry
+    from capplan.core.families.rocm.claim import amd_entry
 
     with pytest.raises(InvalidInputError, match="ambiguous"):
         amd_entry(KB, query)
@@ -186,7 +187,7 @@ def test_any_name_resolves_or_is_one_invalid_input(text: str) -> None:
     # Every command that resolves one GPU goes through resolve_device: whatever a user types is
     # a capability, a model, or exit 4 in one line, never another exception.
     try:
-        cap, _ = resolve_device(text, KB.gpus)
+        cap, _ = resolve_device(text, nvidia(KB).gpus)
     except InvalidInputError as error:
         assert "\n" not in error.one_line()
     else:
@@ -195,12 +196,14 @@ def test_any_name_resolves_or_is_one_invalid_input(text: str) -> None:
 
 # Queries made from the labels people copy: words of real names and aliases, dropped, joined,
 # re-cased, with vendor words and chip qualifiers, and free text.
-_LABEL_WORDS = sorted({w for m in KB.gpus for label in (m.name, *m.aliases) for w in label.split()})
+_LABEL_WORDS = sorted(
+    {w for m in nvidia(KB).gpus for label in (m.name, *m.aliases) for w in label.split()}
+)
 _query = st.one_of(
     st.lists(st.sampled_from(_LABEL_WORDS), min_size=1, max_size=4).flatmap(
         lambda words: st.sampled_from([" ", "", "-", "  "]).map(lambda sep: sep.join(words))
     ),
-    st.sampled_from([label for m in KB.gpus for label in (m.name, *m.aliases)]).flatmap(
+    st.sampled_from([label for m in nvidia(KB).gpus for label in (m.name, *m.aliases)]).flatmap(
         lambda label: st.sampled_from([label, label.upper(), label.lower(), label[:-1]])
     ),
     st.text(alphabet="abcdefghijklmnopqrstuvwxyzRTXGK0123456789 .-()", max_size=20),
@@ -212,13 +215,13 @@ _query = st.one_of(
 def test_skipping_labels_that_lack_a_wanted_word_changes_no_answer(query: str) -> None:
     # find_gpus skips a label before normalising it when a wanted word is not in its text: the
     # answers must be what normalising every label gives.
-    import capplan.core.model.gpus as gpus_module
+    import capplan.core.families.cuda.gpus as gpus_module
 
-    fast = find_gpus(query, KB.gpus)
+    fast = find_gpus(query, nvidia(KB).gpus)
     original = gpus_module._could_match
     gpus_module._could_match = lambda label, wanted: True
     try:
-        every = find_gpus(query, KB.gpus)
+        every = find_gpus(query, nvidia(KB).gpus)
     finally:
         gpus_module._could_match = original
     assert fast == every

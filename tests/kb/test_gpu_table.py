@@ -10,21 +10,21 @@ import pytest
 
 from capplan.adapters.kb import load_kb
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.model.gpus import find_gpus, lookup_pci, normalise, resolve_device
-from capplan.core.model.kb import GpuModel
+from capplan.core.families.cuda.gpus import find_gpus, lookup_pci, normalise, resolve_device
+from capplan.core.families.cuda.kb import GpuModel, nvidia
 from capplan.errors import ExitCode, InvalidInputError
 
 KB = load_kb()
 KB_DIR = Path(__file__).resolve().parents[2] / "planner" / "src" / "capplan" / "kb"
-BY_NAME = {m.name: m for m in KB.gpus}
+BY_NAME = {m.name: m for m in nvidia(KB).gpus}
 
 
 def _top(query: str) -> list[GpuModel]:
-    matches = find_gpus(query, KB.gpus)
+    matches = find_gpus(query, nvidia(KB).gpus)
     return [m.model for m in matches if m.score == matches[0].score]
 
 
-@pytest.mark.parametrize("model", KB.gpus, ids=lambda m: m.name)
+@pytest.mark.parametrize("model", nvidia(KB).gpus, ids=lambda m: m.name)
 def test_every_model_name_resolves_to_its_capability(model: GpuModel) -> None:
     # Every full name and alias; a name pci.ids puts on chips of different capabilities
     # ("GeForce GTX 750 Ti": GK106 3.0 and GM107 5.0) is said to be ambiguous, never picked,
@@ -32,23 +32,23 @@ def test_every_model_name_resolves_to_its_capability(model: GpuModel) -> None:
     assert model in _top(model.name), model.name
     for label in (model.name, *model.aliases):
         try:
-            cap = resolve_device(label, KB.gpus)[0]
+            cap = resolve_device(label, nvidia(KB).gpus)[0]
         except InvalidInputError as error:
             assert "ambiguous" in error.message, label
             assert {m.capability for m in _top(label)} != {model.capability}, label
-            cap = resolve_device(f"{label} ({model.chips[0]})", KB.gpus)[0]
+            cap = resolve_device(f"{label} ({model.chips[0]})", nvidia(KB).gpus)[0]
         assert cap == model.capability, label
     for chip in model.chips:
-        info = KB.chip(chip)
+        info = nvidia(KB).chip(chip)
         assert info is not None and info.capability == model.capability, (model.name, chip)
 
 
-@pytest.mark.parametrize("device", KB.pci_devices, ids=lambda d: d.id)
+@pytest.mark.parametrize("device", nvidia(KB).pci_devices, ids=lambda d: d.id)
 def test_every_pci_id_resolves_through_its_chip(device: object) -> None:
     answer = lookup_pci(device.id.upper(), KB)  # type: ignore[attr-defined]
     assert answer.device == device
     assert answer.capability == answer.chip.capability
-    assert KB.knows(answer.capability)
+    assert nvidia(KB).knows(answer.capability)
     for model in answer.models:
         # The same capability both ways: PCI id -> model -> name -> capability.
         assert model.capability == answer.capability
@@ -56,34 +56,34 @@ def test_every_pci_id_resolves_through_its_chip(device: object) -> None:
 
 
 def test_models_and_their_pci_ids_agree() -> None:
-    for model in KB.gpus:
+    for model in nvidia(KB).gpus:
         for pci_id in model.pci_ids:
-            device = KB.pci_device(pci_id)
+            device = nvidia(KB).pci_device(pci_id)
             assert device is not None and model.name in device.models, (model.name, pci_id)
 
 
 def test_every_model_has_chips_and_a_source() -> None:
-    for model in KB.gpus:
+    for model in nvidia(KB).gpus:
         assert model.chips, model.name
         assert model.source.strip(), model.name
 
 
 def test_chips_file_is_complete() -> None:
-    chips = {c.chip: c for c in KB.chips}
-    with_devices = {d.chip for d in KB.pci_devices}
+    chips = {c.chip: c for c in nvidia(KB).chips}
+    with_devices = {d.chip for d in nvidia(KB).pci_devices}
     # Every PCI chip has devices in the table; the Tegra ones have none (integrated, no PCI id).
     assert {c for c, info in chips.items() if info.pci} == with_devices
-    for info in KB.chips:
-        assert KB.knows(info.capability), info.chip
+    for info in nvidia(KB).chips:
+        assert nvidia(KB).knows(info.capability), info.chip
         assert info.source.strip(), info.chip
     raw = json.loads((KB_DIR / "chips.json").read_text())
     assert all(row["reason"].strip() for row in raw["left_out"])
 
 
 def test_coverage_counts() -> None:
-    assert len(KB.gpus) >= 500
-    assert len(KB.pci_devices) >= 800
-    archs = {KB.capability(m.capability).arch for m in KB.gpus}
+    assert len(nvidia(KB).gpus) >= 500
+    assert len(nvidia(KB).pci_devices) >= 800
+    archs = {nvidia(KB).capability(m.capability).arch for m in nvidia(KB).gpus}
     assert {
         "Kepler",
         "Maxwell",
@@ -98,7 +98,7 @@ def test_coverage_counts() -> None:
 
 
 def test_names_unique_case_insensitively_across_files() -> None:
-    names = [label.casefold() for m in KB.gpus for label in (m.name, *m.aliases)]
+    names = [label.casefold() for m in nvidia(KB).gpus for label in (m.name, *m.aliases)]
     assert len(names) == len(set(names))
 
 
@@ -153,12 +153,12 @@ LOOSE = {
 
 @pytest.mark.parametrize(("name", "cap"), sorted(NAMED.items()))
 def test_named_models(name: str, cap: str) -> None:
-    assert resolve_device(name, KB.gpus)[0] == Capability.parse(cap)
+    assert resolve_device(name, nvidia(KB).gpus)[0] == Capability.parse(cap)
 
 
 @pytest.mark.parametrize(("query", "name"), sorted(LOOSE.items()))
 def test_loose_names(query: str, name: str) -> None:
-    cap, model = resolve_device(query, KB.gpus)
+    cap, model = resolve_device(query, nvidia(KB).gpus)
     assert model is not None and model.name == name
     assert cap == BY_NAME[name].capability
 
@@ -174,7 +174,7 @@ def test_names_on_chips_of_different_capabilities_are_ambiguous(
     query: str, caps: tuple[str, ...]
 ) -> None:
     with pytest.raises(InvalidInputError) as info:
-        resolve_device(query, KB.gpus)
+        resolve_device(query, nvidia(KB).gpus)
     line = info.value.one_line()
     assert info.value.exit_code == ExitCode.INVALID_INPUT
     assert "ambiguous" in line and all(f"({c})" in line for c in caps)
@@ -186,7 +186,7 @@ def test_names_on_chips_of_different_capabilities_are_ambiguous(
     [("gt 640 (GK208)", "3.5"), ("GeForce GT 640 (gk107)", "3.0"), ("gtx 750 ti (GM107)", "5.0")],
 )
 def test_a_chip_in_parentheses_settles_it(query: str, cap: str) -> None:
-    assert resolve_device(query, KB.gpus)[0] == Capability.parse(cap)
+    assert resolve_device(query, nvidia(KB).gpus)[0] == Capability.parse(cap)
 
 
 def test_chip_qualifier_is_not_a_word() -> None:
@@ -194,7 +194,7 @@ def test_chip_qualifier_is_not_a_word() -> None:
 
 
 def test_fermi_sibling_is_noted() -> None:
-    (model,) = [m for m in KB.gpus if m.name == "NVIDIA GeForce GT 730 (GK208B)"]
+    (model,) = [m for m in nvidia(KB).gpus if m.name == "NVIDIA GeForce GT 730 (GK208B)"]
     assert "GF108" in model.note
 
 

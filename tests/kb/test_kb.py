@@ -12,6 +12,7 @@ import pytest
 
 from capplan.adapters.kb import kb_path, load_kb
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase
 
@@ -19,29 +20,29 @@ KB: KnowledgeBase = load_kb()
 
 
 def test_every_entry_has_a_source() -> None:
-    for info in KB.capabilities:
+    for info in nvidia(KB).capabilities:
         assert info.source.strip(), info.capability
-    for gpu in KB.gpus:
+    for gpu in nvidia(KB).gpus:
         assert gpu.source.strip(), gpu.name
-    for release in KB.cuda_releases:
+    for release in nvidia(KB).cuda_releases:
         assert release.source.strip(), release.version
     for name, pkg in KB.packages.items():
         assert pkg.source.strip() and pkg.cost.source.strip() and pkg.limits.source.strip(), name
-    for torch in KB.torch_releases:
+    for torch in nvidia(KB).torch_releases:
         assert torch.source.strip(), torch.version
 
 
 def test_capabilities_are_unique_sorted_and_span_3_0_to_12_1_plus_10_7() -> None:
-    caps = [c.capability for c in KB.capabilities]
+    caps = [c.capability for c in nvidia(KB).capabilities]
     assert caps == sorted(set(caps))
     bases = {str(c) for c in caps if not c.suffix}
     for wanted in ["3.0", "3.2", "3.5", "5.3", "6.2", "8.8", "10.7", "12.1"]:
         assert wanted in bases
-    for info in KB.capabilities:
+    for info in nvidia(KB).capabilities:
         assert info.max_cuda is None or info.min_cuda <= info.max_cuda
         if info.capability.suffix:
             # a and f variants exist only where their baseline does, never earlier.
-            base = KB.capability(info.capability.base)
+            base = nvidia(KB).capability(info.capability.base)
             assert info.min_cuda >= base.min_cuda
 
 
@@ -56,7 +57,7 @@ def _null(value: str) -> str | None:
 
 def test_agrees_with_nixpkgs_table_on_every_row(shared_dir: Path) -> None:
     for row in _tsv(shared_dir):
-        info = KB.capability(Capability.parse(row["cudaCapability"]))
+        info = nvidia(KB).capability(Capability.parse(row["cudaCapability"]))
         assert info.nixpkgs
         assert info.capability.sm == row["smName"]
         assert info.capability.compute == row["computeName"]
@@ -80,47 +81,47 @@ def test_default_lists_follow_nixpkgs_for_every_cuda(shared_dir: Path) -> None:
     for column in columns:
         cuda = CudaVersion.parse(column.removeprefix("default@"))
         expected = {r["cudaCapability"] for r in rows if r[column] == "default"}
-        assert {str(c) for c in KB.defaults(cuda)} == expected, column
+        assert {str(c) for c in nvidia(KB).defaults(cuda)} == expected, column
         supported = {r["cudaCapability"] for r in rows if r[column] in ("default", "supported")}
-        nix_supported = {str(i.capability) for i in KB.supported(cuda) if i.nixpkgs}
+        nix_supported = {str(i.capability) for i in nvidia(KB).supported(cuda) if i.nixpkgs}
         assert nix_supported == supported, column
 
 
 def test_disagreements_between_sources_are_recorded() -> None:
-    blackwell = KB.capability(Capability.parse("10.0"))
+    blackwell = nvidia(KB).capability(Capability.parse("10.0"))
     assert str(blackwell.min_cuda) == "12.7"  # nixpkgs' value
     assert any(str(o.min_cuda) == "12.8" for o in blackwell.other_sources)
 
 
 def test_cuda_releases_cover_11_0_to_13_4_with_drivers() -> None:
-    versions = [str(r.version) for r in KB.cuda_releases]
+    versions = [str(r.version) for r in nvidia(KB).cuda_releases]
     for wanted in ["11.0", "11.8", "12.0", "12.6", "12.8", "12.9", "13.0", "13.4"]:
         assert wanted in versions
-    for release in KB.cuda_releases:
+    for release in nvidia(KB).cuda_releases:
         assert release.min_driver.split(".")[0].isdigit()
-    sets = {str(r.version): r.nixpkgs_set for r in KB.cuda_releases if r.nixpkgs_set}
+    sets = {str(r.version): r.nixpkgs_set for r in nvidia(KB).cuda_releases if r.nixpkgs_set}
     assert sets == {v: f"cudaPackages_{v.replace('.', '_')}" for v in sets}
     assert {"12.6", "12.8", "12.9", "13.0", "13.3"} <= set(sets)
 
 
 def test_gpus_are_many_unique_and_known_capabilities() -> None:
-    assert len(KB.gpus) >= 50
-    labels = [label.lower() for g in KB.gpus for label in (g.name, *g.aliases)]
+    assert len(nvidia(KB).gpus) >= 50
+    labels = [label.lower() for g in nvidia(KB).gpus for label in (g.name, *g.aliases)]
     assert len(labels) == len(set(labels))
-    segments = {g.segment for g in KB.gpus}
+    segments = {g.segment for g in nvidia(KB).gpus}
     assert segments == {"datacenter", "workstation", "consumer", "embedded"}
-    for gpu in KB.gpus:
-        info = KB.capability(gpu.capability)
+    for gpu in nvidia(KB).gpus:
+        info = nvidia(KB).capability(gpu.capability)
         assert info.jetson == (gpu.segment == "embedded") or gpu.capability.major >= 9
 
 
 def test_torch_releases_1_13_to_2_14() -> None:
-    minors = {".".join(r.version.split(".")[:2]) for r in KB.torch_releases}
+    minors = {".".join(r.version.split(".")[:2]) for r in nvidia(KB).torch_releases}
     wanted = {"1.13", *(f"2.{n}" for n in range(15))}
     assert wanted <= minors
-    for release in KB.torch_releases:
+    for release in nvidia(KB).torch_releases:
         assert release.supported
-    old = KB.torch_release("1.13")
+    old = nvidia(KB).torch_release("1.13")
     assert max(old.supported) == Capability.parse("8.6")  # torch 1.13 refused anything above
 
 
@@ -129,7 +130,7 @@ def test_packages_depend_only_on_known_packages() -> None:
         for dep in pkg.depends:
             assert dep in KB.packages, (name, dep)
         if pkg.limits.allow_from:
-            KB.torch_release(pkg.limits.allow_from.partition("@")[2])
+            nvidia(KB).torch_release(pkg.limits.allow_from.partition("@")[2])
     for name in ["torch", "torchvision", "magma", "nccl", "onnxruntime"]:
         assert KB.package(name).capability_dependent
     for name in ["cupy", "cudnn", "cublas"]:
@@ -147,7 +148,7 @@ def test_oracle_nvcc_13_targets_equal_the_kb(nvcc_bin: Path) -> None:
         [str(nvcc_bin), "--list-gpu-code"], capture_output=True, text=True, check=True
     ).stdout.split()
     real = {Capability.parse(code) for code in listed}
-    kb = {i.capability for i in KB.supported(CudaVersion(13, 0)) if not i.capability.suffix}
+    kb = {i.capability for i in nvidia(KB).supported(CudaVersion(13, 0)) if not i.capability.suffix}
     assert kb == real
 
 

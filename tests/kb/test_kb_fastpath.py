@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from capplan.adapters.kb import KB_FILES, amd_kb_files, kb_path, load_kb_file
+from capplan.adapters.kb import amd_kb_files, kb_path, load_kb_file, nvidia_kb_files
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.model.fromjson import from_json
 from capplan.core.model.kb_schema import validate_record
 from capplan.errors import DataError
 
-FILES: dict[str, type] = {**KB_FILES, **amd_kb_files()}
+FILES: dict[str, type] = {**nvidia_kb_files(), **amd_kb_files()}
 
 
 @pytest.mark.parametrize("name", sorted(FILES))
@@ -35,7 +36,7 @@ def test_fast_and_validated_reads_agree(name: str) -> None:
 def test_the_fast_path_keeps_number_types() -> None:
     # pydantic turns an integer cost into a float; the fast path must too, or plan JSON
     # would print 60 where it printed 60.0.
-    from capplan.core.model.kb import PackagesFile
+    from capplan.core.families.cuda.kb import PackagesFile
 
     data: Any = json.loads(kb_path("packages.json").read_text())
     fast = from_json(PackagesFile, data)
@@ -113,7 +114,8 @@ def test_the_capability_kb_answers_as_the_whole_one() -> None:
     from capplan.core.families.cuda.capability import Target
     from capplan.errors import InvalidInputError
 
-    whole, part = load_kb(), load_capability_kb()
+    loaded = load_capability_kb()
+    whole, part = nvidia(load_kb()), nvidia(loaded)
     assert part.capabilities == whole.capabilities
     assert part.cuda_releases == whole.cuda_releases
     for release in whole.cuda_releases:
@@ -129,7 +131,12 @@ def test_the_capability_kb_answers_as_the_whole_one() -> None:
         with pytest.raises(InvalidInputError, match=r"unknown capability '1\.9'"):
             kb.check_targets(unknown)
     # Nothing else is in it: a command that names a GPU must load the whole one.
-    assert (part.gpus, part.packages, part.pci_devices, part.amd) == ((), {}, (), None)
+    assert (part.gpus, part.pci_devices, loaded.packages, tuple(loaded.parts)) == (
+        (),
+        (),
+        {},
+        (part,),
+    )
 
 
 def test_caps_and_verify_expect_read_only_the_two_files(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from packaging.version import Version
 
 from capplan.adapters.kb import kb_path, load_kb_file
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.model.kb import CapabilitiesFile, TorchFile
+from capplan.core.families.cuda.kb import CapabilitiesFile, TorchFile
 
 KB_FILE = kb_path("torch.json")
 RAW: list[dict[str, Any]] = json.loads(KB_FILE.read_text(encoding="utf-8"))["releases"]

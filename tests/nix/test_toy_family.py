@@ -235,8 +235,8 @@ def _add_the_toy_family(root: Path) -> None:
     (src / "adapters" / "detect" / "toy.py").write_text(DETECTOR.lstrip("\n"), encoding="utf-8")
     registry = src / "core" / "families" / "registry.py"
     text = registry.read_text(encoding="utf-8")
-    # After ROCm in the table: ROCm's claim leaves a GPU name core/model/vendors.py does not
-    # know to the families after it, so the table's order does not decide who may claim it.
+    # After ROCm in the table: ROCm's claim leaves a GPU name no GPU family knows to the
+    # families after it, so the table's order does not decide who may claim it.
     line = '    "capplan.core.families.rocm",\n'
     assert text.count(line) == 1, "the registry's table changed: update this test's edit"
     registry.write_text(

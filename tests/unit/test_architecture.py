@@ -98,8 +98,8 @@ FAMILY_MODULES = {
     "core/families/cuda/family.py",
     "core/families/rocm/target.py",
     "core/families/rocm/kb.py",
-    "core/model/vendors.py",
-    "core/model/gpus.py",
+    "core/families/rocm/claim.py",
+    "core/families/cuda/gpus.py",
     "core/families/cuda/planning.py",
     "core/families/cpu/planning.py",
     "core/families/cpu/keys.py",
@@ -176,8 +176,8 @@ def test_the_checker_sees_vendor_branches(tmp_path: Path) -> None:
 # test fails when a new import appears and when an exception is cleaned up (remove it here).
 KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # By design (issue 32): caps and limits are about one family's facts.
-    "cli/caps.py": {"cuda.version"},
-    "cli/limits.py": {"cuda.binary", "cuda.compat", "cuda.torch_limits"},
+    "cli/caps.py": {"cuda.kb", "cuda.version"},
+    "cli/limits.py": {"cuda.binary", "cuda.compat", "cuda.kb", "cuda.torch_limits"},
     "cli/limits_magma.py": {"rocm.kb", "rocm.magma_limits"},
     # Every other command goes through the registry and base (verify and plan through the
     # registry, doctor's fixes through the families' pick; doctor's GPUs and driver facts are
@@ -188,16 +188,11 @@ KNOWN_FAMILY_IMPORTERS: dict[str, set[str]] = {
     # itself; dispatch, plan and generate ask the registry's dispatcher, the CUDA family's
     # dispatch.py, for the dispatch outputs' tables).
     # Shared value types and orchestration written in the families' target types
-    # (Capability, CudaVersion, AmdTarget): the knowledge-base records. (The plan is not among
-    # them: a Variant holds one FamilySpec, a Plan one PlanPart per family, issue 42.)
-    "core/model/kb.py": {"cuda.capability", "cuda.version", "rocm.kb"},
-    "core/model/gpus.py": {"cuda.capability"},
-    "core/model/vendors.py": {"cuda.capability", "rocm.kb", "rocm.target"},
-    # Adapters that read a family's files (the KB loader: AMD's and the CPU package file);
-    # archspec's loader is the CPU family's own (its entry's ADAPTERS), and the Jetson device
-    # tree is the NVIDIA detector's own. (The binary walker, adapters/fatbin.py, asks each
-    # family's binary reader through the registry.)
-    "adapters/kb.py": {"cpu.kb", "rocm.kb"},
+    # (Capability, CudaVersion, AmdTarget): none is left (the plan: a Variant holds one
+    # FamilySpec, a Plan one PlanPart per family; the knowledge base: each family's part, read
+    # through cuda.kb's nvidia and rocm.kb; the binary walker, adapters/fatbin.py, asks each
+    # family's binary reader through the registry, and the KB loader each family's models,
+    # issue 42).
 }
 _DETECT_FAMILY = {"nvidia": "cuda", "amd": "rocm", "cpu": "cpu"}
 

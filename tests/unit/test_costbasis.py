@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from capplan.adapters.kb import load_kb
+from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.core.planning.config import config_from_mapping
 from capplan.core.planning.costbasis import CostBasis, cost_bases, cost_line
 from capplan.core.planning.planner import make_plan
@@ -50,9 +51,11 @@ def test_the_basis_follows_the_field_not_the_text() -> None:
 def test_every_cost_source_agrees_with_its_basis() -> None:
     kb = load_kb()
     costs = {f"packages.{n}": p.cost for n, p in kb.packages.items()}
-    assert kb.amd is not None
-    costs.update({f"amd builds.{n}": b.cost for n, b in kb.amd.builds.items()})
-    costs.update({f"amd stack.{n}": s.cost for n, s in kb.amd.stack_libraries.items()})
+    assert kb.part(AmdKnowledgeBase) is not None
+    costs.update({f"amd builds.{n}": b.cost for n, b in kb.part(AmdKnowledgeBase).builds.items()})
+    costs.update(
+        {f"amd stack.{n}": s.cost for n, s in kb.part(AmdKnowledgeBase).stack_libraries.items()}
+    )
     bad = {k: c.source[:40] for k, c in costs.items() if not c.source.startswith(c.basis)}
     assert bad == {}
 

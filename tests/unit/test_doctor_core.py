@@ -31,6 +31,7 @@ from capplan.core.families.cuda.doctor import (
     nvidia_gpu,
 )
 from capplan.core.families.cuda.drivers import version_key
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.cuda.version import CudaVersion
 
 C = Capability.parse
@@ -179,20 +180,22 @@ def test_driver_versions_as_nvidia_smi_prints_them() -> None:
 def test_driver_facts_are_the_knowledge_bases_driver_table() -> None:
     kb = load_kb()
     need = {r.version: min((r.min_driver, r.toolkit_driver), key=version_key)
-            for r in kb.cuda_releases}  # fmt: skip
+            for r in nvidia(kb).cuda_releases}  # fmt: skip
     unknown = driver_facts(kb, None)
     assert unknown.version is None and unknown.runs_cuda is None
     for major in {v.major for v in need}:
         lowest = min((n for v, n in need.items() if v.major == major), key=version_key)
         assert unknown.major_minimum[major] == lowest
-    assert unknown.toolkit_driver == {str(r.version): r.toolkit_driver for r in kb.cuda_releases}
+    assert unknown.toolkit_driver == {
+        str(r.version): r.toolkit_driver for r in nvidia(kb).cuda_releases
+    }
     # Each release's own lowest driver runs the newest release whose lowest driver it meets.
     for driver in need.values():
         newest = max(v for v, n in need.items() if version_key(n) <= version_key(driver))
         # Minor-version compatibility has no maximum within a major (issue 38): a driver at the
         # major's minimum runs every N.x; one between a toolkit's own driver and that minimum
         # (450.51.05, below 11.x's 450.80.02) runs that release only.
-        compat = {r.version.major: r.min_driver for r in kb.cuda_releases}
+        compat = {r.version.major: r.min_driver for r in nvidia(kb).cuda_releases}
         whole = version_key(compat[newest.major]) <= version_key(driver)
         assert driver_facts(kb, driver).runs_cuda == (f"{newest.major}.x" if whole else str(newest))
     assert driver_facts(kb, "580.159.04").runs_cuda == "13.x"
@@ -202,8 +205,8 @@ def test_driver_facts_are_the_knowledge_bases_driver_table() -> None:
 
 def test_nvidia_gpu_carries_the_knowledge_bases_facts() -> None:
     kb = load_kb()
-    jetson = next(c for c in kb.capabilities if c.jetson)
-    desktop = next(c for c in kb.capabilities if not c.jetson and c.max_cuda is not None)
+    jetson = next(c for c in nvidia(kb).capabilities if c.jetson)
+    desktop = next(c for c in nvidia(kb).capabilities if not c.jetson and c.max_cuda is not None)
     j = nvidia_gpu("Jetson", jetson.capability, kb)
     d = nvidia_gpu(None, desktop.capability, kb)
     assert j.jetson and not d.jetson

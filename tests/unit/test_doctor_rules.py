@@ -18,7 +18,7 @@ KB = load_kb()
 
 
 def gpu(name: str) -> NvidiaGpu:
-    from capplan.core.model.gpus import resolve_known_device
+    from capplan.core.families.cuda.gpus import resolve_known_device
 
     cap, model = resolve_known_device(name, KB)
     assert model is not None

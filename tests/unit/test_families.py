@@ -14,6 +14,7 @@ from capplan.core.families.cuda.binary import CudaCode
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import device_verdict, how_runs
 from capplan.core.families.cuda.family import CudaFamily
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.registry import (
     family_for_text,
     gpu_families,
@@ -22,6 +23,7 @@ from capplan.core.families.registry import (
 )
 from capplan.core.families.rocm.binary import AmdCode
 from capplan.core.families.rocm.family import RocmFamily
+from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.core.families.rocm.target import AmdTarget, amd_how_runs
 from capplan.core.planning.config import config_from_mapping
 from capplan.errors import InvalidInputError
@@ -62,7 +64,7 @@ def test_cuda_runs_on_is_compat(device: str, built: list[str]) -> None:
     d = Capability.parse(device)
     b = [Capability.parse(x) for x in built]
     answer = CUDA.runs_on(d, b)
-    jetson = KB.capability(d).jetson
+    jetson = nvidia(KB).capability(d).jetson
     expected = how_runs(d, b, (), jetson=jetson)
     assert (answer.level, answer.reason) == (expected.level, expected.reason)
     assert answer.runs == (expected.level is not RunLevel.CANNOT_RUN)
@@ -170,7 +172,7 @@ def test_each_family_has_only_the_planning_phases_it_does() -> None:
 
 def test_verify_asks_each_gpu_family_its_own_part() -> None:
     # capplan verify picks a family through the registry; each judges its own code.
-    rocm, cuda = gpu_verifiers(lambda: KB, lambda: KB, lambda: KB.amd)  # type: ignore[arg-type,return-value]
+    rocm, cuda = gpu_verifiers(lambda: KB, lambda: KB, lambda: KB.part(AmdKnowledgeBase))  # type: ignore[arg-type,return-value]
     assert (rocm.code, cuda.code) == ("AMD", "CUDA") and cuda.fallback and not rocm.fallback
     assert rocm.claims(" GFX942 ") and not rocm.claims("8.6")
     assert cuda.target_spelling("sm_86") == "a CUDA capability"

@@ -13,6 +13,7 @@ from capplan.core.families.cpu.planning import pick_cpu_variants
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.select import driver_support, pick_variant
 from capplan.core.families.registry import cpu_family, gpu_families
+from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.core.families.rocm.select import amd_plans_by_system, pick_amd_on_machine
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.planning.config import config_from_mapping
@@ -93,14 +94,14 @@ def test_rocm_pick_is_pick_amd_on_machine_with_the_configs_vendors() -> None:
     plan = _plan(data)
     vendors = {"magma": ("nvidia",)}
     gfx942 = AmdTarget.parse("gfx942")
-    assert KB.amd is not None
+    assert KB.part(AmdKnowledgeBase) is not None
     for system in ("x86_64-linux", "aarch64-linux"):
         picks = _by_package(FAMILIES["rocm"].pick(plan, Machine(system, gfx942, None, vendors)))
         assert sorted(picks) == list(plan.packages)
         for package, pick in picks.items():
             old = pick_amd_on_machine(
                 amd_plans_by_system(plan, system), package, gfx942, system=system,
-                rocm_build=package in KB.amd.builds, vendors=vendors.get(package),
+                rocm_build=package in KB.part(AmdKnowledgeBase).builds, vendors=vendors.get(package),
             )  # fmt: skip
             assert (pick.variant, pick.level, pick.reason) == (old.variant, old.level, old.reason)
             assert pick.named is None and pick.detail == {}

@@ -21,6 +21,7 @@ from capplan.adapters.detect.nvidia import (
 )
 from capplan.adapters.kb import load_kb
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.kb import nvidia
 from capplan.errors import NoGpuError
 
 KB = load_kb()
@@ -306,4 +307,4 @@ def test_h100_capture_through_nvidia_smi_csv() -> None:
     fields = (CAPTURE / "smi-query.csv").read_text().split(", ")
     packed = int(fields[3], 16)
     assert f"{packed & 0xFFFF:04x}:{packed >> 16:04x}" == "10de:2330"
-    assert KB.pci_device("10de:2330") is not None
+    assert nvidia(KB).pci_device("10de:2330") is not None

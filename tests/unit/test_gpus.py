@@ -8,10 +8,11 @@ import pytest
 
 from capplan.adapters.kb import load_kb
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.model.gpus import find_gpus, resolve_device
+from capplan.core.families.cuda.gpus import find_gpus, resolve_device
+from capplan.core.families.cuda.kb import nvidia
 from capplan.errors import InvalidInputError
 
-GPUS = load_kb().gpus
+GPUS = nvidia(load_kb()).gpus
 
 
 @pytest.mark.parametrize(

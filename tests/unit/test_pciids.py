@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from capplan.core.model.gpus import normalise
+from capplan.core.families.cuda.gpus import normalise
 from capplan.core.model.pciids import (
     ChipRow,
     HandModel,

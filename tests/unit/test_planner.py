@@ -17,9 +17,10 @@ from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import sass_runs_on
 from capplan.core.families.cuda.cover import min_cover
 from capplan.core.families.cuda.fleet import cuda_part
+from capplan.core.families.cuda.kb import CudaPackageInfo, nvidia
 from capplan.core.families.cuda.keys import cuda_spec, cuda_version
 from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.model.kb import KnowledgeBase, PackageInfo
+from capplan.core.model.kb import KnowledgeBase
 from capplan.core.planning.config import Config, config_from_mapping
 from capplan.core.planning.matrix import build_matrix, plan_dict, plan_json
 from capplan.core.planning.plan import Plan
@@ -162,7 +163,7 @@ def test_buildable_sets_agree_with_the_reasons() -> None:
     for system in ("x86_64-linux", "aarch64-linux"):
         rules = Rules(kb, cfg, system, cudas)
         for package in sorted(kb.packages):
-            for info in kb.capabilities:
+            for info in nvidia(kb).capabilities:
                 for cuda in cudas:
                     cap = info.capability
                     if cap in rules.ok(package, cuda):
@@ -306,7 +307,7 @@ def test_costs_follow_the_kb_and_baselines() -> None:
     assert fat.minutes == pytest.approx(pkg.cost.base_minutes + 2 * pkg.cost.per_target_minutes)
     b = plan.baselines
     assert b.plan_minutes == pytest.approx(sum(v.minutes for v in plan.variants))
-    defaults = len(KB.defaults(CudaVersion(12, 9)))
+    defaults = len(nvidia(KB).defaults(CudaVersion(12, 9)))
     closure = [KB.package(n) for n in ("nccl", *KB.package("nccl").depends)]
     closure_minutes = sum(
         p.cost.base_minutes
@@ -327,14 +328,14 @@ def test_output_is_deterministic() -> None:
 # -- the set cover is optimal: compare with brute force over every subset ----------------------
 fleet_caps = st.lists(
     st.sampled_from(
-        [c.capability for c in KB.capabilities if not c.capability.suffix and not c.jetson]
+        [c.capability for c in nvidia(KB).capabilities if not c.capability.suffix and not c.jetson]
     ),
     min_size=1,
     max_size=7,
     unique=True,
 )
 pools = st.lists(
-    st.sampled_from([c.capability for c in KB.capabilities if c.capability.suffix != "a"]),
+    st.sampled_from([c.capability for c in nvidia(KB).capabilities if c.capability.suffix != "a"]),
     min_size=1,
     max_size=9,
     unique=True,
@@ -361,7 +362,7 @@ def test_set_cover_is_minimum(devices: list[Capability], pool: list[Capability])
 
 
 def test_packages_info_is_what_the_planner_reads() -> None:
-    assert isinstance(KB.package("torch"), PackageInfo)
+    assert isinstance(KB.package("torch"), CudaPackageInfo)
 
 
 def test_torch_is_never_planned_on_a_cuda_major_nixpkgs_torch_refuses() -> None:

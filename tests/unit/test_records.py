@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capplan.core.model.kb import CapabilityInfo
+from capplan.core.families.cuda.kb import CapabilityInfo
 from capplan.core.model.records import Record, record
 
 

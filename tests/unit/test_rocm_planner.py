@@ -17,6 +17,7 @@ from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.fleet import cuda_part
 from capplan.core.families.cuda.keys import cuda_spec, cuda_version
 from capplan.core.families.rocm.fleet import rocm_part
+from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.families.rocm.planning import _build_target
 from capplan.core.families.rocm.select import (
@@ -32,8 +33,8 @@ from capplan.core.planning.planner import make_plan
 from capplan.errors import CapplanError, ConfigError, InvalidInputError, NothingToDo
 
 KB = load_kb()
-assert KB.amd is not None
-AMD = KB.amd
+assert KB.part(AmdKnowledgeBase) is not None
+AMD = KB.part(AmdKnowledgeBase)
 MIXED = ["A100", "MI300X", "Radeon RX 7900 XTX", "Strix Halo"]
 
 

@@ -13,25 +13,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from capplan.adapters.files import INT_DIGITS_MESSAGE, read_bounded
 from capplan.core.model.fromjson import from_json
-from capplan.core.model.kb import (
-    CapabilitiesFile,
-    ChipsFile,
-    CudaFile,
-    CudaRelease,
-    GpusFile,
-    KnowledgeBase,
-    PackagesFile,
-    PciFile,
-    TorchFile,
-)
+from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import CapplanError, DataError, shorten
 
 if TYPE_CHECKING:
-    from capplan.core.families.cpu.kb import CpuPackagesFile
-    from capplan.core.families.rocm.kb import AmdKnowledgeBase
+    from capplan.core.families.base import ReadsKbFile
+    from capplan.core.families.registry import AmdKnowledgeBase, CpuPackagesFile
 
 __all__ = [
-    "KB_FILES",
     "amd_kb_files",
     "kb_path",
     "load_amd_kb",
@@ -40,6 +29,7 @@ __all__ = [
     "load_kb",
     "load_kb_file",
     "load_nvidia_kb",
+    "nvidia_kb_files",
 ]
 
 M = TypeVar("M")
@@ -47,15 +37,13 @@ M = TypeVar("M")
 # The largest KB file (pci.json) is about 0.5 MB; a --kb folder holding more is not a KB.
 MAX_KB_FILE_BYTES = 64 * 1024 * 1024
 
-KB_FILES: dict[str, type] = {
-    "capabilities.json": CapabilitiesFile,
-    "chips.json": ChipsFile,
-    "cuda.json": CudaFile,
-    "gpus.json": GpusFile,
-    "packages.json": PackagesFile,
-    "pci.json": PciFile,
-    "torch.json": TorchFile,
-}
+
+def nvidia_kb_files() -> dict[str, type]:
+    """The CUDA family's knowledge-base files and the model of each (the tests validate every
+    entry)."""
+    from capplan.core.families.registry import nvidia_kb_files as files
+
+    return files()
 
 
 def kb_path(name: str, directory: Path | None = None) -> Path:
@@ -160,19 +148,9 @@ def load_capability_kb(directory: Path | None = None) -> KnowledgeBase:
     other files :func:`load_kb` reads cost ``caps`` about 16 ms of its start, 9 of them
     pci.json's 1,250 records. Anything that names a GPU, a package or an AMD target needs
     :func:`load_kb`."""
-    caps = load_kb_file("capabilities.json", CapabilitiesFile, directory)
-    cuda = load_kb_file("cuda.json", CudaFile, directory)
-    return KnowledgeBase(
-        capabilities=caps.capabilities,
-        cuda_releases=_by_version(cuda),
-        gpus=(),
-        packages={},
-        torch_releases=(),
-    )
+    from capplan.core.families.registry import capability_kb
 
-
-def _by_version(cuda: CudaFile) -> tuple[CudaRelease, ...]:
-    return tuple(sorted(cuda.releases, key=lambda r: r.version))
+    return KnowledgeBase(packages={}, parts=(capability_kb(_reader(directory)),))
 
 
 @lru_cache(maxsize=4)
@@ -182,74 +160,50 @@ def load_kb(directory: Path | None = None) -> KnowledgeBase:
 
 @lru_cache(maxsize=4)
 def load_nvidia_kb(directory: Path | None = None) -> KnowledgeBase:
-    """:func:`load_kb` without its AMD side (``amd`` None): for ``capplan gpus``, whose NVIDIA
-    answers read no AMD file (the ROCm model and its three files were about 5 ms of its start,
-    issue 42); a query no NVIDIA model matches loads :func:`load_amd_kb` itself."""
+    """:func:`load_kb` without its AMD part: for ``capplan gpus``, whose NVIDIA answers read no
+    AMD file (the ROCm model and its three files were about 5 ms of its start, issue 42); a
+    query no NVIDIA model matches loads :func:`load_amd_kb` itself."""
     return _load_kb(directory, amd=False)
 
 
 def _load_kb(directory: Path | None, *, amd: bool) -> KnowledgeBase:
-    caps = load_kb_file("capabilities.json", CapabilitiesFile, directory)
-    cuda = load_kb_file("cuda.json", CudaFile, directory)
-    gpus = load_kb_file("gpus.json", GpusFile, directory)
-    packages = load_kb_file("packages.json", PackagesFile, directory)
-    torch = load_kb_file("torch.json", TorchFile, directory)
-    chips = load_kb_file("chips.json", ChipsFile, directory)
-    pci = load_kb_file("pci.json", PciFile, directory)
-    return KnowledgeBase(
-        capabilities=caps.capabilities,
-        cuda_releases=_by_version(cuda),
-        # Hand-written models first: on equal match scores they come first.
-        gpus=gpus.gpus + pci.models,
-        packages=dict(sorted(packages.packages.items())),
-        torch_releases=torch.releases,
-        chips=chips.chips,
-        pci_devices=pci.devices,
-        amd=load_amd_kb(directory) if amd else None,
-    )
+    from capplan.core.families.registry import nvidia_kb
+
+    # The package list every family plans from is packages.json's, read with the CUDA
+    # family's record (its entries hold the packages' capability limits).
+    packages, cuda = nvidia_kb(_reader(directory))
+    parts: tuple[object, ...] = (cuda, load_amd_kb(directory)) if amd else (cuda,)
+    return KnowledgeBase(packages=packages, parts=parts)
+
+
+def _reader(directory: Path | None) -> ReadsKbFile:
+    """How a family's knowledge base reads its files: :func:`load_kb_file` in ``directory``."""
+
+    def read(name: str, model: type[M], /) -> M:
+        return load_kb_file(name, model, directory)
+
+    return read
 
 
 def load_cpu_packages(directory: Path | None = None) -> CpuPackagesFile:
     """The CPU family's package file (``kb/cpu_packages.json``), by the same rules as
-    :func:`load_kb`; its model is imported when first needed."""
-    from capplan.core.families.cpu.kb import CpuPackagesFile
+    :func:`load_kb`."""
+    from capplan.core.families.registry import cpu_packages
 
-    return load_kb_file("cpu_packages.json", CpuPackagesFile, directory)
+    return cpu_packages(_reader(directory))
 
 
-# The ROCm family's files. Its model is imported when first needed: caps and verify --expect
-# answer from the CUDA files alone and never load it.
 def amd_kb_files() -> dict[str, type]:
     """The AMD knowledge-base files and the model of each (the tests validate every entry)."""
-    from capplan.core.families.rocm.kb import AmdGpusFile, AmdPackagesFile, AmdTargetsFile
+    from capplan.core.families.registry import amd_kb_files as files
 
-    return {
-        "amd_gpus.json": AmdGpusFile,
-        "amd_packages.json": AmdPackagesFile,
-        "amd_targets.json": AmdTargetsFile,
-    }
+    return files()
 
 
 @lru_cache(maxsize=4)
 def load_amd_kb(directory: Path | None = None) -> AmdKnowledgeBase:
     """The AMD knowledge base (``kb/amd_targets.json``, ``amd_gpus.json``,
     ``amd_packages.json``), by the same rules as :func:`load_kb`."""
-    from capplan.core.families.rocm.kb import (
-        AmdGpusFile,
-        AmdKnowledgeBase,
-        AmdPackagesFile,
-        AmdTargetsFile,
-    )
+    from capplan.core.families.registry import amd_kb
 
-    targets = load_kb_file("amd_targets.json", AmdTargetsFile, directory)
-    gpus = load_kb_file("amd_gpus.json", AmdGpusFile, directory)
-    packages = load_kb_file("amd_packages.json", AmdPackagesFile, directory)
-    return AmdKnowledgeBase(
-        targets=tuple(sorted(targets.targets, key=lambda t: t.target)),
-        nixpkgs_default_targets=targets.nixpkgs_default_targets,
-        nixpkgs_family_scopes=dict(sorted(targets.nixpkgs_family_scopes.items())),
-        gpus=gpus.gpus,
-        packages=dict(sorted(packages.packages.items())),
-        builds=dict(sorted(packages.builds.items())),
-        stack_libraries=dict(sorted(packages.stack_libraries.items())),
-    )
+    return amd_kb(_reader(directory))

@@ -8,8 +8,8 @@ import click
 
 from capplan.cli.output import emit_json, make_table, out_console
 from capplan.cli.planning import current_capability_kb
+from capplan.core.families.cuda.kb import CapabilityInfo, nvidia
 from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.model.kb import CapabilityInfo
 
 __all__ = ["caps"]
 
@@ -44,11 +44,11 @@ def caps(cuda: str | None, as_json: bool) -> None:
     kb = current_capability_kb()
     version = CudaVersion.parse(cuda) if cuda is not None else None
     if version is not None:
-        kb.cuda_release(version)
-        infos = kb.supported(version)
-        defaults = set(kb.defaults(version))
+        nvidia(kb).cuda_release(version)
+        infos = nvidia(kb).supported(version)
+        defaults = set(nvidia(kb).defaults(version))
     else:
-        infos, defaults = kb.capabilities, set()
+        infos, defaults = nvidia(kb).capabilities, set()
     rows = [_row(i, version, i.capability in defaults) for i in infos]
     if as_json:
         emit_json(rows)

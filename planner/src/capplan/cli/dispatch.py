@@ -89,12 +89,10 @@ def explain(
             )
     env = dict(os.environ)
     if devices:
-        from capplan.core.model.gpus import resolve_device
+        from capplan.core.families.registry import gpu_names
 
-        caps = [resolve_device(d, kb.gpus)[0] for d in devices]
-        for cap in caps:
-            kb.capability(cap)  # an unknown capability (99.9) is exit 4, as everywhere
-        env["CAPPLAN_CAPABILITY"] = ",".join(str(c) for c in caps)
+        # Each device's capability; an unknown one (99.9) is exit 4, as everywhere.
+        env["CAPPLAN_CAPABILITY"] = ",".join(gpu_names(kb).targets(devices))
     report: list[dict[str, Any]] = []
     code = 0
     for name in packages or available:

@@ -12,8 +12,6 @@ import click
 
 from capplan.cli.output import emit_json, print_rows
 from capplan.cli.planning import kb_directory
-from capplan.core.model.gpus import find_gpus, lookup_pci, suggestions
-from capplan.core.model.kb import GpuModel, KnowledgeBase
 from capplan.errors import InvalidInputError, shorten
 
 __all__ = ["gpus"]
@@ -31,35 +29,32 @@ __all__ = ["gpus"]
 def gpus(query: str | None, pci_id: str | None, as_json: bool) -> None:
     """List GPU models (all, or those matching QUERY, best match first)."""
     from capplan.adapters.kb import load_nvidia_kb
+    from capplan.core.families.registry import gpu_names
 
     # The NVIDIA side only: an AMD model is looked up (and its files read) when no NVIDIA
     # model matches.
-    kb = load_nvidia_kb(kb_directory())
+    names = gpu_names(load_nvidia_kb(kb_directory()))
     if pci_id is not None:
         if query is not None:
             raise InvalidInputError(
                 f"give a name or --pci, not both (got '{shorten(query)}' and '{shorten(pci_id)}')",
                 hint="drop one of them",
             )
-        _print_pci(kb, pci_id, as_json)
+        _emit(names.pci_rows(pci_id), as_json)
         return
-    if query is None:
-        models = sorted(kb.gpus, key=lambda m: (m.capability.sort_key, m.name))
-    else:
-        matches = find_gpus(query, kb.gpus)
-        if not matches:
-            amd_close = _print_amd(query, as_json)
-            if amd_close is None:
-                return
-            close = [*suggestions(query, kb.gpus), *amd_close[:2]]
-            hint = (
-                ("did you mean " + " or ".join(f"'{c}'" for c in close) + "?")
-                if close
-                else "run 'capplan gpus' for the full list"
-            )
-            raise InvalidInputError(f"unknown GPU '{shorten(query)}'", hint=hint)
-        models = [m.model for m in matches]
-    _emit(kb, [_row(kb, m) for m in models], as_json)
+    rows = names.rows(query)
+    if query is not None and not rows:
+        amd_close = _print_amd(query, as_json)
+        if amd_close is None:
+            return
+        close = [*names.suggestions(query), *amd_close[:2]]
+        hint = (
+            ("did you mean " + " or ".join(f"'{c}'" for c in close) + "?")
+            if close
+            else "run 'capplan gpus' for the full list"
+        )
+        raise InvalidInputError(f"unknown GPU '{shorten(query)}'", hint=hint)
+    _emit(rows, as_json)
 
 
 def _print_amd(query: str, as_json: bool) -> list[str] | None:
@@ -107,23 +102,7 @@ def _print_amd(query: str, as_json: bool) -> list[str] | None:
     return None
 
 
-def _row(kb: KnowledgeBase, model: GpuModel) -> dict[str, Any]:
-    info = kb.capability(model.capability)
-    return {
-        "name": model.name,
-        "capability": str(model.capability),
-        "arch": info.arch,
-        "segment": model.segment,
-        "jetson": info.jetson,
-        "aliases": list(model.aliases),
-        "chips": list(model.chips),
-        "pci_ids": list(model.pci_ids)
-        or sorted(d.id for d in kb.pci_devices if model.name in d.models),
-        "note": model.note,
-    }
-
-
-def _emit(kb: KnowledgeBase, rows: list[dict[str, Any]], as_json: bool) -> None:
+def _emit(rows: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
@@ -136,29 +115,3 @@ def _emit(kb: KnowledgeBase, rows: list[dict[str, Any]], as_json: bool) -> None:
             for r in rows
         ],
     )
-
-
-def _print_pci(kb: KnowledgeBase, pci_id: str, as_json: bool) -> None:
-    answer = lookup_pci(pci_id, kb)
-    rows = [_row(kb, m) for m in answer.models]
-    if not rows:
-        # An id pci.ids lists without a product name: the chip still gives the capability.
-        info = kb.capability(answer.capability)
-        rows = [
-            {
-                "name": answer.name,
-                "capability": str(answer.capability),
-                "arch": info.arch,
-                "segment": None,
-                "jetson": info.jetson,
-                "aliases": [],
-                "chips": [answer.chip.chip],
-                "pci_ids": [answer.device.id],
-                "note": "",
-            }
-        ]
-    for row in rows:
-        row["pci_id"] = answer.device.id
-        row["chip"] = answer.chip.chip
-        row["pci_name"] = answer.device.pci_name
-    _emit(kb, rows, as_json)

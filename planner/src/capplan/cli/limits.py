@@ -29,6 +29,7 @@ from capplan.adapters.torch_source import (
 from capplan.cli.kb_update import apply_update, validate_kb
 from capplan.cli.output import emit_json, make_table, out_console
 from capplan.core.families.cuda.compat import device_verdict, is_jetson
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.cuda.torch_limits import TorchLimits, parse_torch_limits
 from capplan.errors import DataError, InvalidInputError
 
@@ -286,7 +287,7 @@ def updated_kb_text(old_text: str, result: TorchLimits, source: TorchSource) -> 
 
 def _validate(doc: dict[str, Any]) -> None:
     """The KB's model must accept what we are about to write."""
-    from capplan.core.model.kb import TorchFile
+    from capplan.core.families.cuda.kb import TorchFile
 
     validate_kb(TorchFile, doc, "torch.json")
 
@@ -323,7 +324,7 @@ def _read_binary(path: Path, as_json: bool) -> None:
     from capplan.core.families.cuda.binary import binary_limits
 
     kb = load_kb()
-    candidates = [info.capability for info in kb.capabilities]
+    candidates = [info.capability for info in nvidia(kb).capabilities]
     reports = inspect_paths([path])
     result = binary_limits(str(path), reports, candidates, lambda cap: is_jetson(cap, kb))
     if as_json:

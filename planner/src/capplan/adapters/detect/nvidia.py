@@ -51,7 +51,8 @@ from capplan.adapters.detect.tools import (
 from capplan.adapters.files import MAX_PROC_BYTES, read_bounded
 from capplan.core.families.base import Device, Found
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.model.gpus import REPORT_HINT, lookup_pci, unique_model
+from capplan.core.families.cuda.gpus import REPORT_HINT, lookup_pci, unique_model
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import CapplanError, DataError, InvalidInputError, NoGpuError
 from capplan.runtime.selector import read_pci_gpus
@@ -474,9 +475,9 @@ def find_devices(kb: KnowledgeBase, *, board: bool = True) -> Found:
         cap = gpu.capability
         if cap is None:
             # The name's one model under the GPU name rule; an ambiguous name is no answer.
-            model = unique_model(gpu.name, kb.gpus)
+            model = unique_model(gpu.name, nvidia(kb).gpus)
             cap = model.capability if model else None
-        if cap is not None and not kb.knows(cap.base):
+        if cap is not None and not nvidia(kb).knows(cap.base):
             cap = None  # a capability the knowledge base does not know: no answer is right
         devices.append(
             Device(gpu.name, "nvidia", cap, gpu.source, gpu.driver, gpu.pci_id, gpu.note)

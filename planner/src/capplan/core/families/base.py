@@ -58,12 +58,14 @@ __all__ = [
     "FamilyResult",
     "Found",
     "GpuFamily",
+    "GpuNames",
     "KnowsPackages",
     "Machine",
     "NixpkgsCheck",
     "Pick",
     "PreparesPolicy",
     "PricesCpuBuilds",
+    "ReadsKbFile",
     "ReliesOnArguments",
     "ReportsUnplanned",
     "RunLevel",
@@ -75,6 +77,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+M = TypeVar("M")
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +197,17 @@ class GpuFamily(TargetFamily[T], Protocol[T]):
         name no family knows is an InvalidInputError with "did you mean" (exit 4)."""
         ...
 
+    def knows_device(self, text: str) -> bool:
+        """Whether a device spelling is one of this family's targets or a GPU name its
+        knowledge base matches; never an error (another family may know it: ROCm's fleet
+        claim asks the others before its own lookup)."""
+        ...
+
+    def device_suggestions(self, text: str) -> list[str]:
+        """This family's GPU names closest to a device spelling (the "did you mean" of a name
+        no family knows)."""
+        ...
+
     def package_limit(self, package: str, target: T) -> str | None:
         """Why the knowledge base says ``package`` cannot build ``target``; None when it can
         (or the knowledge base has no entry of this family for the package). A GPU family's
@@ -208,6 +222,33 @@ class GpuFamily(TargetFamily[T], Protocol[T]):
     def device_fields(self, device: T | None, driver: str | None) -> dict[str, object]:
         """``capplan detect``'s fields of one of the family's GPUs (its target, the overlay
         line to build for it, what its driver runs); ``device`` None: not known."""
+        ...
+
+
+class GpuNames(Protocol):
+    """The table of GPU models by the names people type, with their PCI ids and host systems:
+    the family that has one (NVIDIA's, from :func:`capplan.core.families.registry.gpu_names`)
+    answers ``capplan gpus`` and ``dispatch --device`` with it, without loading any other
+    family."""
+
+    def rows(self, query: str | None) -> list[dict[str, Any]]:
+        """``capplan gpus``' rows (its ``--json`` objects) of every model, or of the models
+        matching ``query``, best match first; empty when none matches."""
+        ...
+
+    def pci_rows(self, pci_id: str) -> list[dict[str, Any]]:
+        """The rows of a PCI id's models (``capplan gpus --pci``); a bad or unknown id is an
+        InvalidInputError (exit 4)."""
+        ...
+
+    def suggestions(self, query: str) -> list[str]:
+        """Model names close to a name no model matches (for "did you mean")."""
+        ...
+
+    def targets(self, texts: Sequence[str]) -> tuple[str, ...]:
+        """Each device's target as the family writes it (a capability: ``8.6``), from a target
+        or a GPU name; every spelling is resolved before any target is checked against the
+        knowledge base (exit 4 for the first that fails)."""
         ...
 
 
@@ -363,6 +404,15 @@ class PricesCpuBuilds(Protocol):
 
     @property
     def cpu_costs(self) -> CpuCosts | None: ...
+
+
+# -- knowledge base -------------------------------------------------------------------------------
+class ReadsKbFile(Protocol):
+    """How a family's knowledge base reads one of its files (``kb/<name>``) as its record
+    model: the adapters' loader (:mod:`capplan.adapters.kb`), by the same rules for every
+    family's file (a broken one is one DataError naming the file, the entry and the field)."""
+
+    def __call__(self, name: str, model: type[M], /) -> M: ...
 
 
 # -- dispatch ------------------------------------------------------------------------------------

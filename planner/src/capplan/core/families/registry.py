@@ -10,7 +10,7 @@ command that only looks a GPU up never loads the planner.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from importlib import import_module
 from importlib.util import find_spec
@@ -20,34 +20,41 @@ if TYPE_CHECKING:
     from capplan.core.binaries.doctor import Driver, Gpu
     from capplan.core.binaries.reading import BinaryReader
 
-    # The interface, for annotations only: inspect asks for its readers without loading the
-    # protocols (about 5 ms of its start, issue 42).
+    # The interface, for annotations only: a command that asks one family one question
+    # (gpus "RTX 3090", inspect's readers) does not load base.py's protocols and dataclasses
+    # (about 5 ms of its start, issue 42).
     from capplan.core.families.base import (
         Dispatcher,
         FamilyPlanning,
         GpuFamily,
+        GpuNames,
         NixpkgsCheck,
+        ReadsKbFile,
         TargetFamily,
         Verifier,
     )
 
-    # The CPU family's package file, which nixpkgs_checks hands to the family.
-    from capplan.core.families.cpu.kb import CpuPackagesFile
-
     # Re-exported for annotations: the CPU family's target model, which the CPU adapter gives
-    # (cpu_adapter below) and the planner takes.
+    # (cpu_adapter below) and the planner takes, and the families' knowledge bases, which the
+    # knowledge-base loader (capplan.adapters.kb) reads through amd_kb and cpu_packages below.
+    from capplan.core.families.cpu.kb import CpuPackagesFile as CpuPackagesFile
     from capplan.core.families.cpu.planning import CpuModel as CpuModel
-    from capplan.core.families.rocm.kb import AmdKnowledgeBase
-    from capplan.core.model.kb import KnowledgeBase
+    from capplan.core.families.cuda.kb import NvidiaKnowledgeBase
+    from capplan.core.families.rocm.kb import AmdKnowledgeBase as AmdKnowledgeBase
+    from capplan.core.model.kb import KnowledgeBase, PackageInfo
     from capplan.core.planning.config import Config
     from capplan.core.planning.plan import Plan, Variant
 
 __all__ = [
     "adapter_owners",
+    "amd_kb",
+    "amd_kb_files",
     "binary_readers",
+    "capability_kb",
     "cpu_adapter",
     "cpu_detector",
     "cpu_family",
+    "cpu_packages",
     "detected_gpu",
     "dispatcher",
     "doctor_driver",
@@ -58,6 +65,7 @@ __all__ = [
     "gccarch_feature",
     "gpu_detectors",
     "gpu_families",
+    "gpu_names",
     "gpu_verifiers",
     "has_export",
     "is_cpu_level",
@@ -66,6 +74,8 @@ __all__ = [
     "job_keys",
     "nix_keys",
     "nixpkgs_checks",
+    "nvidia_kb",
+    "nvidia_kb_files",
     "plan_keys",
     "planning_families",
     "table_keys",
@@ -98,6 +108,14 @@ def _gpu_entries() -> tuple[Any, ...]:
 def gpu_families(kb: KnowledgeBase) -> tuple[GpuFamily[Any], ...]:
     """The GPU families in claiming order: the fallback (CUDA) last."""
     return tuple(e.gpu_family(kb) for e in _gpu_entries())
+
+
+def gpu_names(kb: KnowledgeBase) -> GpuNames:
+    """The GPU models by name and PCI id of the family whose entry has ``gpu_names`` (NVIDIA's:
+    ``capplan gpus`` answers from it); only that family's modules are imported, so an NVIDIA
+    answer loads no other family."""
+    names: GpuNames = next(e.gpu_names(kb) for e in _entries() if hasattr(e, "gpu_names"))
+    return names
 
 
 def gpu_verifiers(
@@ -146,6 +164,52 @@ def cpu_adapter() -> str:
     """The loader of the CPU family's target model (``module:function``; its ``packages=False``
     skips the package file)."""
     return _CPU_ADAPTER
+
+
+def nvidia_kb_files() -> dict[str, type]:
+    """The CUDA family's knowledge-base files (``kb/capabilities.json``, ``packages.json``,
+    ...) and the model of each."""
+    from capplan.core.families.cuda.kb import NVIDIA_KB_FILES
+
+    return dict(NVIDIA_KB_FILES)
+
+
+def nvidia_kb(read: ReadsKbFile) -> tuple[Mapping[str, PackageInfo], NvidiaKnowledgeBase]:
+    """The package list every family plans from (kb/packages.json, written with CUDA's
+    capability limits) and the CUDA family's part of the knowledge base, their files read
+    through ``read`` (the loader's)."""
+    from capplan.core.families.cuda.kb import read_nvidia_kb
+
+    return read_nvidia_kb(read)
+
+
+def capability_kb(read: ReadsKbFile) -> NvidiaKnowledgeBase:
+    """The CUDA family's capability table and releases alone (``caps``, ``verify
+    --expect``)."""
+    from capplan.core.families.cuda.kb import read_capability_kb
+
+    return read_capability_kb(read)
+
+
+def amd_kb_files() -> dict[str, type]:
+    """The ROCm family's knowledge-base files (``kb/amd_*.json``) and the model of each."""
+    from capplan.core.families.rocm.kb import AMD_KB_FILES
+
+    return dict(AMD_KB_FILES)
+
+
+def amd_kb(read: ReadsKbFile) -> AmdKnowledgeBase:
+    """The ROCm family's knowledge base, its files read through ``read`` (the loader's)."""
+    from capplan.core.families.rocm.kb import read_amd_kb
+
+    return read_amd_kb(read)
+
+
+def cpu_packages(read: ReadsKbFile) -> CpuPackagesFile:
+    """The CPU family's package file (``kb/cpu_packages.json``), read through ``read``."""
+    from capplan.core.families.cpu.kb import read_cpu_packages
+
+    return read_cpu_packages(read)
 
 
 def doctor_gpu(kb: KnowledgeBase, text: str) -> Gpu:

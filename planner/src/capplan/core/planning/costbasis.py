@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from capplan.core.model.kb import REFERENCE_CORES
+from capplan.core.model.kb import REFERENCE_CORES, PricesBuilds
 
 if TYPE_CHECKING:
     from capplan.core.model.kb import KnowledgeBase
@@ -79,17 +79,13 @@ def _sources(kb: KnowledgeBase) -> dict[str, dict[str, _Entry]]:
             for name, p in kb.packages.items()
         }
     }
-    if kb.amd is not None:
-        amd: dict[str, _Entry] = {
-            name: (b.cost.basis, b.cost.source, _REFERENCE) for name, b in kb.amd.builds.items()
-        }
-        amd.update(
-            {
-                name: (s.cost.basis, s.cost.source, _REFERENCE)
-                for name, s in kb.amd.stack_libraries.items()
+    # The families' parts that price builds of their own (ROCm's builds and stack libraries).
+    for part in kb.parts:
+        if isinstance(part, PricesBuilds):
+            vendor, sources = part.cost_sources()
+            tables[vendor] = {
+                name: (basis, source, _REFERENCE) for name, (basis, source) in sources.items()
             }
-        )
-        tables["amd"] = amd
     return tables
 
 

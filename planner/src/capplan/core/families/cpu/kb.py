@@ -11,11 +11,14 @@ target has wins). Loading lives in :func:`capplan.adapters.cpu_archspec.load_cpu
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from capplan.core.model.records import Record, check_costs, record
 
-__all__ = ["CpuOverrideRuleEntry", "CpuPackageEntry", "CpuPackagesFile"]
+if TYPE_CHECKING:
+    from capplan.core.families.base import ReadsKbFile
+
+__all__ = ["CpuOverrideRuleEntry", "CpuPackageEntry", "CpuPackagesFile", "read_cpu_packages"]
 
 
 def _non_empty(owner: object, *names: str) -> None:
@@ -103,3 +106,8 @@ class CpuPackagesFile(Record):
             if entry.package in seen:
                 raise ValueError(f"package '{entry.package}' is listed twice")
             seen.add(entry.package)
+
+
+def read_cpu_packages(read: ReadsKbFile) -> CpuPackagesFile:
+    """The CPU family's package file (``kb/cpu_packages.json``), read through ``read``."""
+    return read("cpu_packages.json", CpuPackagesFile)

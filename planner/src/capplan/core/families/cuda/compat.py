@@ -58,8 +58,13 @@ def is_jetson(device: Capability, kb: KnowledgeBase) -> bool:
     for exactly its capability. Every command that judges a device asks here (``explain``,
     ``verify --device``, ``limits read --binary``, ``detect``, the planner).
     """
+    # The knowledge base's CUDA part is asked only here: inspect, which loads no knowledge
+    # base, imports this module without loading its records.
+    from capplan.core.families.cuda.kb import nvidia
+
     base = device.base
-    return kb.knows(base) and kb.capability(base).jetson
+    nv = nvidia(kb)
+    return nv.knows(base) and nv.capability(base).jetson
 
 
 def device_verdict(

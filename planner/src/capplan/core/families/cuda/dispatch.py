@@ -20,6 +20,7 @@ from typing import Any
 
 from capplan.core.families.base import DispatchCost
 from capplan.core.families.cuda.capability import Capability
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.cuda.keys import cuda_spec
 from capplan.core.families.cuda.spec import CudaSpec
 from capplan.core.model.kb import KnowledgeBase
@@ -191,8 +192,8 @@ def _dependent_closure(plan: Plan, singles: list[Variant]) -> list[str]:
 def pci_capabilities(kb: KnowledgeBase) -> dict[str, Capability]:
     """NVIDIA PCI device id (four lower-case hex digits) -> capability, from the chip table."""
     found: dict[str, Capability] = {}
-    for device in kb.pci_devices:
-        chip = kb.chip(device.chip)
+    for device in nvidia(kb).pci_devices:
+        chip = nvidia(kb).chip(device.chip)
         if chip is not None:
             found[device.id.removeprefix("10de:")] = chip.capability
     return found
@@ -200,7 +201,7 @@ def pci_capabilities(kb: KnowledgeBase) -> dict[str, Capability]:
 
 def jetson_capabilities(kb: KnowledgeBase) -> tuple[Capability, ...]:
     """Capabilities of Jetson devices: no minor-version SASS compatibility there (CUDA.md)."""
-    return tuple(c.capability for c in kb.capabilities if c.jetson)
+    return tuple(c.capability for c in nvidia(kb).capabilities if c.jetson)
 
 
 class CudaDispatcher:

@@ -30,6 +30,7 @@ from capplan.core.binaries.doctor import (
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import how_runs, is_jetson
 from capplan.core.families.cuda.drivers import version_key
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.runs import RunLevel
 
@@ -165,13 +166,13 @@ def nvidia_gpu(
     systems of its host, from the model) with the knowledge base's facts of it: the Jetson flag,
     the architecture, the CUDA releases that support it, the oldest driver that knows it, and
     the CPU architecture of its host where that is fixed (Jetson, Grace superchips, GB10)."""
-    info = kb.capability(cap.base) if kb.knows(cap.base) else None
+    info = nvidia(kb).capability(cap.base) if nvidia(kb).knows(cap.base) else None
     label = f"{name} ({cap})" if name else str(cap)
     jetson = is_jetson(cap, kb)
     min_driver, source = (info.min_driver, info.min_driver_source) if info else (None, None)
     if info is not None and min_driver is None:
         # The first toolkit that supports a GPU ships with the first driver that knows it.
-        first = next((r for r in kb.cuda_releases if r.version == info.min_cuda), None)
+        first = next((r for r in nvidia(kb).cuda_releases if r.version == info.min_cuda), None)
         if first is not None:
             min_driver = first.toolkit_driver
             source = (
@@ -205,7 +206,7 @@ def driver_facts(kb: KnowledgeBase, version: str | None) -> Driver:
     toolkit: dict[str, str] = {}
     runs: Any = None
     have = version_key(version) if version else None
-    for release in kb.cuda_releases:
+    for release in nvidia(kb).cuda_releases:
         need = min((release.min_driver, release.toolkit_driver), key=version_key)
         major = release.version.major
         if major not in minimum or version_key(need) < version_key(minimum[major]):
@@ -221,7 +222,7 @@ def driver_facts(kb: KnowledgeBase, version: str | None) -> Driver:
     # Table 2 of the release notes): a 580 driver runs every CUDA 13.x, 13.5 included.
     # (A driver between a toolkit's own and the major's minimum runs that release only: 450.51.05
     # runs 11.0 but not 11.1, whose minimum is 450.80.02.)
-    compat = {r.version.major: r.min_driver for r in kb.cuda_releases}
+    compat = {r.version.major: r.min_driver for r in nvidia(kb).cuda_releases}
     whole = runs is not None and have is not None and version_key(compat[runs.major]) <= have
     shown = f"{runs.major}.x" if whole else (str(runs) if runs else None)
     return nvidia_driver(version, minimum, toolkit, shown)
@@ -486,7 +487,7 @@ def _size(n: int) -> str:
 def device_gpu(kb: KnowledgeBase, text: str) -> NvidiaGpu:
     """The GPU ``--device`` names (a name or a capability; the fallback family: a name no family
     knows is an InvalidInputError with "did you mean"), with the facts of its one model."""
-    from capplan.core.model.gpus import resolve_known_device
+    from capplan.core.families.cuda.gpus import resolve_known_device
 
     cap, model = resolve_known_device(text, kb)
     return nvidia_gpu(model.name if model else None, cap, kb, model.systems if model else ())
@@ -494,8 +495,8 @@ def device_gpu(kb: KnowledgeBase, text: str) -> NvidiaGpu:
 
 def detected_gpu(name: str, cap: Capability, kb: KnowledgeBase) -> NvidiaGpu:
     """A GPU the NVIDIA detector found, named ``name``."""
-    from capplan.core.model.gpus import unique_model
+    from capplan.core.families.cuda.gpus import unique_model
 
     # The host's systems from the name's one model, when the GPU name rule gives one.
-    named = unique_model(name, kb.gpus)
+    named = unique_model(name, nvidia(kb).gpus)
     return nvidia_gpu(name, cap, kb, named.systems if named else ())

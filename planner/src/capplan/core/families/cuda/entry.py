@@ -14,6 +14,7 @@ if TYPE_CHECKING:
         Dispatcher,
         FamilyPlanning,
         GpuFamily,
+        GpuNames,
         NixpkgsCheck,
         Verifier,
     )
@@ -32,6 +33,12 @@ def gpu_family(kb: KnowledgeBase) -> GpuFamily[Any]:
     from capplan.core.families.cuda.family import CudaFamily
 
     return CudaFamily(kb)
+
+
+def gpu_names(kb: KnowledgeBase) -> GpuNames:
+    from capplan.core.families.cuda.gpus import NvidiaGpuNames
+
+    return NvidiaGpuNames(kb)
 
 
 def binary_reader() -> BinaryReader:

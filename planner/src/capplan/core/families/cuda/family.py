@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING
 from capplan.core.families.base import Explained, Machine, Pick, RunsOn
 from capplan.core.families.cuda.capability import Capability, parse_targets
 from capplan.core.families.cuda.compat import device_verdict, how_runs, is_jetson
+from capplan.core.families.cuda.gpus import find_gpus, resolve_known_device, suggestions
+from capplan.core.families.cuda.kb import Limits, cuda_package, nvidia
 from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.model.gpus import resolve_known_device
-from capplan.core.model.kb import KnowledgeBase, Limits
+from capplan.core.model.kb import KnowledgeBase
+from capplan.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from capplan.core.planning.plan import Plan
@@ -30,7 +32,7 @@ def cuda_limits_reason(
         return f"{name} does not accept {kind} capabilities like {cap}"
     if limits.allow_from:
         base_pkg, _, version = limits.allow_from.partition("@")
-        release = kb.torch_release(version)
+        release = nvidia(kb).torch_release(version)
         if cap not in release.supported:
             return f"{cap} is not in {base_pkg} {release.version}'s supported_arches"
     if limits.allow is not None and cap not in limits.allow:
@@ -73,15 +75,26 @@ class CudaFamily:
         return RunsOn(verdict.level, verdict.reason)
 
     def package_limit(self, package: str, target: Capability) -> str | None:
-        info = self.kb.package(package)
+        info = cuda_package(self.kb, package)
         return cuda_limits_reason(self.kb, package, info.limits, target, None)
 
     def owns_device(self, text: str) -> bool:
         # The fallback: resolve_known_device (in explain) says when a spelling is no GPU.
         return True
 
+    def knows_device(self, text: str) -> bool:
+        try:
+            Capability.parse(text)
+            return True
+        except InvalidInputError:
+            pass
+        return bool(find_gpus(text, nvidia(self.kb).gpus))
+
+    def device_suggestions(self, text: str) -> list[str]:
+        return suggestions(text, nvidia(self.kb).gpus)
+
     def explain(self, targets: str, device: str) -> Explained:
-        parsed = self.kb.check_targets(parse_targets(targets))
+        parsed = nvidia(self.kb).check_targets(parse_targets(targets))
         cap, model = resolve_known_device(device, self.kb)
         verdict = device_verdict(
             cap,

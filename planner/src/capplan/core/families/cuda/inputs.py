@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from capplan.core.families.cuda.fleet import FleetGpu
+from capplan.core.families.cuda.gpus import resolve_device
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.model.gpus import resolve_device
 from capplan.core.model.kb import KnowledgeBase
-from capplan.core.model.vendors import amd_entry
 from capplan.core.planning.config import Config, gpu_system
 from capplan.errors import InvalidInputError, shorten
 
@@ -27,7 +27,7 @@ NIXPKGS_DEFAULT_CUDA = CudaVersion(12, 9)
 
 def resolve_cuda_policy(kb: KnowledgeBase, wanted: Sequence[str] | None) -> tuple[CudaVersion, ...]:
     """Allowed CUDA versions, preferred first; default: nixpkgs' default, then newest first."""
-    available = kb.nixpkgs_cuda()
+    available = nvidia(kb).nixpkgs_cuda()
     if wanted is None:
         rest = sorted((v for v in available if v != NIXPKGS_DEFAULT_CUDA), reverse=True)
         return (NIXPKGS_DEFAULT_CUDA, *rest)
@@ -45,9 +45,9 @@ def nixpkgs_cuda_version(kb: KnowledgeBase, text: str, where: str) -> CudaVersio
     """``text`` as a CUDA version nixpkgs has a package set for (``where`` names the setting);
     exit 4 with the versions that exist otherwise."""
     version = CudaVersion.parse(text)
-    found = next((r for r in kb.cuda_releases if r.version == version), None)
+    found = next((r for r in nvidia(kb).cuda_releases if r.version == version), None)
     if found is None or found.nixpkgs_set is None:
-        known = ", ".join(str(v) for v in kb.nixpkgs_cuda())
+        known = ", ".join(str(v) for v in nvidia(kb).nixpkgs_cuda())
         what = "is not a CUDA release" if found is None else "has no package set in nixpkgs"
         raise InvalidInputError(
             f"{where} = '{text.strip()[:40]}': CUDA {version} {what}",
@@ -57,16 +57,16 @@ def nixpkgs_cuda_version(kb: KnowledgeBase, text: str, where: str) -> CudaVersio
 
 
 def resolve_fleet(
-    kb: KnowledgeBase, config: Config, amd: Collection[str] | None = None
+    kb: KnowledgeBase, config: Config, others: Collection[str]
 ) -> tuple[FleetGpu, ...]:
-    """The NVIDIA entries of ``fleet.gpus`` (AMD ones: the ROCm family's ``resolve_fleet``;
-    ``amd``: the labels it resolved, so no entry is classified twice)."""
+    """The NVIDIA entries of ``fleet.gpus`` (``others``: the labels the other GPU families
+    claimed and resolve themselves, so no entry is classified twice)."""
     fleet: list[FleetGpu] = []
     for label in config.fleet.gpus:
-        if (label in amd) if amd is not None else (amd_entry(kb, label) is not None):
+        if label in others:
             continue
-        capability, model = resolve_device(label, kb.gpus)
-        info = kb.capability(capability)
+        capability, model = resolve_device(label, nvidia(kb).gpus)
+        info = nvidia(kb).capability(capability)
         if capability.suffix:
             raise InvalidInputError(
                 f"fleet entry '{shorten(label)}' is a build target ({capability}), not a GPU",

@@ -10,9 +10,11 @@ from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import how_runs
 from capplan.core.families.cuda.fleet import FleetGpu
+from capplan.core.families.cuda.gpus import resolve_device
 from capplan.core.families.cuda.inputs import (
     NIXPKGS_DEFAULT_CUDA,
 )
+from capplan.core.families.cuda.kb import cuda_package, nvidia
 from capplan.core.families.cuda.redist import uses_jetson_redist
 from capplan.core.families.cuda.rules import Rules
 from capplan.core.families.cuda.serve import (
@@ -24,7 +26,6 @@ from capplan.core.families.cuda.serve import (
 )
 from capplan.core.families.cuda.spec import CudaSpec
 from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.model.gpus import resolve_device
 from capplan.core.model.kb import KnowledgeBase, PackageInfo
 from capplan.core.model.systems import AARCH64
 from capplan.core.planning.config import gpu_system
@@ -169,7 +170,7 @@ class Builder:
         if key in self._jetson_memo:
             return self._jetson_memo[key]
         kb = self.kb
-        flagged = [(c, kb.capability(c).jetson) for c in caps]
+        flagged = [(c, nvidia(kb).capability(c).jetson) for c in caps]
         found = None
         if uses_jetson_redist(self.rules.system, ctx.cuda, flagged):
             found = min(c for c, jetson in flagged if jetson)
@@ -316,7 +317,7 @@ def plan_package(builder: Builder, package: str, fleet: tuple[FleetGpu, ...]) ->
     user = config.packages.get(package)
     extras = [Capability.parse(c) for c in (user.extra if user else ())]
     for cap in extras:
-        builder.kb.capability(cap)
+        nvidia(builder.kb).capability(cap)
     # An extra capability is built on one system: a Jetson capability on aarch64-linux, any
     # other on the plan's first system.
     systems = config.policy.planned_systems
@@ -324,7 +325,11 @@ def plan_package(builder: Builder, package: str, fleet: tuple[FleetGpu, ...]) ->
         c
         for c in extras
         if rules.system
-        == (AARCH64 if builder.kb.capability(c).jetson and AARCH64 in systems else systems[0])
+        == (
+            AARCH64
+            if nvidia(builder.kb).capability(c).jetson and AARCH64 in systems
+            else systems[0]
+        )
     ]
     preferred = rules.package_cuda(package)[0]
     for choice in choices:
@@ -377,7 +382,7 @@ def _plan_shared(builder: Builder, package: str, fleet: tuple[FleetGpu, ...]) ->
     apply (cupy links nccl, which refuses pre-Thor Jetson)."""
     rules = builder.rules
     kb = builder.kb
-    pkg = kb.package(package)
+    pkg = cuda_package(kb, package)
     allowed = [
         c for c in rules.package_cuda(package) if pkg.limits.cuda is None or c in pkg.limits.cuda
     ] or list(rules.package_cuda(package))
@@ -388,7 +393,7 @@ def _plan_shared(builder: Builder, package: str, fleet: tuple[FleetGpu, ...]) ->
             reason = f"{gpu.capability} is a Jetson capability: it evaluates only on aarch64-linux"
             unserved.append(Decision(package, gpu.label, "unserved", reason))
             continue
-        info = kb.capability(gpu.capability)
+        info = nvidia(kb).capability(gpu.capability)
         cuda = next((c for c in allowed if info.supported_by(c)), None)
         if cuda is None:
             versions = ", ".join(map(str, allowed))
@@ -439,9 +444,9 @@ def _plan_fat(builder: Builder, package: str, choices: list[Choice], want_ptx: b
             # Per system: a group's build on one system holds the members that live there.
             members_caps = set()
             for member in members:
-                cap, model = resolve_device(member, builder.kb.gpus)
+                cap, model = resolve_device(member, nvidia(builder.kb).gpus)
                 # An unknown capability is exit 4, not a drop.
-                jetson = builder.kb.capability(cap).jetson
+                jetson = nvidia(builder.kb).capability(cap).jetson
                 where = gpu_system(member, jetson, model.systems if model else None, rules.config)
                 if where == rules.system:
                     members_caps.add(cap)
@@ -498,7 +503,7 @@ def _split_jetson(
     result: dict[str, tuple[Capability, ...]] = {}
     for label, caps in groups.items():
         buildable = [c for c in caps if rules.buildable(package, c)]
-        jetson = tuple(c for c in buildable if kb.capability(c).jetson)
+        jetson = tuple(c for c in buildable if nvidia(kb).capability(c).jetson)
         others = tuple(c for c in caps if c not in jetson)
         if jetson and others:
             cuda, _ = rules.first_cuda(package, buildable)

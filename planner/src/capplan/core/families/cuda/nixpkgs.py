@@ -14,6 +14,7 @@ from typing import Any
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.family import cuda_limits_reason
 from capplan.core.families.cuda.inputs import NIXPKGS_DEFAULT_CUDA, resolve_cuda_policy
+from capplan.core.families.cuda.kb import cuda_package, nvidia
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.drift import Drift, mapping, odd, strings, words
 from capplan.core.model.kb import KnowledgeBase
@@ -46,18 +47,22 @@ class CudaNixpkgs:
     ) -> dict[str, Any]:
         kb = self._kb
         request: dict[str, Any] = {
-            "cuda_sets": sorted(str(kb.cuda_release(v).nixpkgs_set) for v in kb.nixpkgs_cuda()),
+            "cuda_sets": sorted(
+                str(nvidia(kb).cuda_release(v).nixpkgs_set) for v in nvidia(kb).nixpkgs_cuda()
+            ),
             "default_cuda": str(NIXPKGS_DEFAULT_CUDA),
         }
         if "torch" in packages or "torchvision" in packages:
             used = {CudaVersion.parse(str(v["cuda"])) for v in variants.values() if v.get("cuda")}
             used.update((NIXPKGS_DEFAULT_CUDA, *self._cuda))
             request["torch_cuda"] = sorted(
-                str(kb.cuda_release(c).nixpkgs_set) for c in used if kb.cuda_release(c).nixpkgs_set
+                str(nvidia(kb).cuda_release(c).nixpkgs_set)
+                for c in used
+                if nvidia(kb).cuda_release(c).nixpkgs_set
             )
             request["torch_capabilities"] = [
                 str(c.capability)
-                for c in kb.supported(NIXPKGS_DEFAULT_CUDA)
+                for c in nvidia(kb).supported(NIXPKGS_DEFAULT_CUDA)
                 if c.nixpkgs and not c.jetson
             ]
         return request
@@ -109,7 +114,7 @@ def _torch(kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, A
     found: list[Drift] = []
     if "torch_cuda" not in request:
         return found
-    torch = kb.package("torch")
+    torch = cuda_package(kb, "torch")
     broken = mapping(answer.get("torch_broken"))
     for name in request["torch_cuda"]:
         version = CudaVersion.parse(name.removeprefix("cudaPackages_").replace("_", "."))

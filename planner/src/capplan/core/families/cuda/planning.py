@@ -21,11 +21,11 @@ from capplan.core.families.cuda.inputs import (
     resolve_fleet,
 )
 from capplan.core.families.cuda.jobs import Builder, plan_package
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.cuda.rules import Rules
 from capplan.core.families.cuda.version import CudaVersion
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import AARCH64, system_suffix
-from capplan.core.model.vendors import amd_entry
 from capplan.core.planning.config import Config
 from capplan.core.planning.graph import dependency_closure
 from capplan.core.planning.plan import Decision
@@ -48,6 +48,7 @@ class CudaPlanning:
         self.family = CudaFamily(kb)
         # The CUDA rules see only what is theirs: packages built for NVIDIA, capabilities in
         # extra/exclude (``others``, the families claiming before this one, take the rest).
+        self.others = tuple(others)
         self.view = _cuda_view(kb, config, others)
         self.policy_cuda: tuple[CudaVersion, ...] = ()
         self.fleet: tuple[FleetGpu, ...] = ()
@@ -58,9 +59,10 @@ class CudaPlanning:
 
     def claims_gpu(self, label: str) -> bool:
         # The fallback takes every entry the others left, and refuses here (in fleet order, as
-        # when ROCm's claim refused it) a name neither vendor knows, with both vendors'
-        # "did you mean" (core/model/vendors.py).
-        amd_entry(self.kb, label)
+        # when ROCm's claim refused it) a name no family knows: the others' owns_device says
+        # so, with every family's "did you mean" (ROCm's, core/families/rocm/claim.py).
+        for other in self.others:
+            other.owns_device(label)
         return True
 
     def resolve_fleet(self, labels: Sequence[str]) -> None:
@@ -74,7 +76,7 @@ class CudaPlanning:
         return package in self.kb.packages
 
     def check_target(self, package: str, key: str, text: str) -> None:
-        self.kb.capability(self.family.parse(text))
+        nvidia(self.kb).capability(self.family.parse(text))
         vendors = self.config.packages[package].vendors
         if vendors is not None and "nvidia" not in vendors:
             raise InvalidInputError(
@@ -93,7 +95,7 @@ class CudaPlanning:
 
     def validate(self, requested: Sequence[str]) -> None:
         for gpu in self.fleet:
-            info = self.kb.capability(gpu.capability)
+            info = nvidia(self.kb).capability(gpu.capability)
             if not any(info.supported_by(cuda) for cuda in self.policy_cuda):
                 allowed = ", ".join(str(c) for c in self.policy_cuda)
                 raise InfeasibleError(
@@ -167,7 +169,7 @@ class CudaPlanning:
         one fat build of every package there; naive one variant per fleet capability living
         there (Jetson capabilities only on aarch64-linux)."""
         kb = self.kb
-        defaults = kb.defaults(NIXPKGS_DEFAULT_CUDA)
+        defaults = nvidia(kb).defaults(NIXPKGS_DEFAULT_CUDA)
         default_minutes = default_size = naive_minutes = naive_size = 0.0
         naive_jobs = 0
         for system in result.active_systems:
@@ -231,6 +233,6 @@ def _extra_systems(kb: KnowledgeBase, config: Config) -> set[str]:
     found: set[str] = set()
     for user in config.packages.values():
         for text in user.extra:
-            jetson = kb.capability(Capability.parse(text)).jetson
+            jetson = nvidia(kb).capability(Capability.parse(text)).jetson
             found.add(AARCH64 if jetson and AARCH64 in systems else systems[0])
     return found

@@ -12,8 +12,9 @@ from capplan.core.families.cuda.family import cuda_limits_reason
 from capplan.core.families.cuda.inputs import (
     nixpkgs_cuda_version,
 )
+from capplan.core.families.cuda.kb import Limits, cuda_package, nvidia
 from capplan.core.families.cuda.version import CudaVersion
-from capplan.core.model.kb import KnowledgeBase, Limits
+from capplan.core.model.kb import KnowledgeBase
 from capplan.core.planning.config import Config
 
 __all__ = ["Rules"]
@@ -69,7 +70,7 @@ class Rules:
         key = (package, cuda)
         found = self._ok.get(key)
         if found is None:
-            pkg = self.kb.package(package)
+            pkg = cuda_package(self.kb, package)
             found = self._limits_allow(package, pkg.limits, cuda)
             excluded = self.user_excludes(package)
             if excluded:
@@ -100,7 +101,7 @@ class Rules:
         if found is None:
             found = self._platform[cuda] = tuple(
                 c.capability
-                for c in self.kb.capabilities
+                for c in nvidia(self.kb).capabilities
                 if self._platform_reason(c.capability, cuda) is None
             )
         return found
@@ -119,7 +120,7 @@ class Rules:
         reason = self._platform_reason(cap, cuda)
         if reason:
             return reason
-        pkg = self.kb.package(package)
+        pkg = cuda_package(self.kb, package)
         reason = cuda_limits_reason(self.kb, package, pkg.limits, cap, cuda)
         if reason:
             return reason
@@ -133,9 +134,9 @@ class Rules:
         raise AssertionError(f"{package} builds for {cap} under CUDA {cuda}; no reason to give")
 
     def _platform_reason(self, cap: Capability, cuda: CudaVersion) -> str | None:
-        if not self.kb.knows(cap):
+        if not nvidia(self.kb).knows(cap):
             return f"{cap} is not a known capability"
-        info = self.kb.capability(cap)
+        info = nvidia(self.kb).capability(cap)
         if not info.nixpkgs:
             # nixpkgs asserts on capabilities outside its table ("Requested unrecognized CUDA
             # capabilities"), so nothing can be built for them however real they are.

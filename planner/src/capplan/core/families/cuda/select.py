@@ -23,6 +23,7 @@ from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import Verdict, how_runs, is_jetson
 from capplan.core.families.cuda.drivers import version_key
 from capplan.core.families.cuda.fleet import cuda_part
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.cuda.keys import cuda_spec, cuda_version
 from capplan.core.families.cuda.redist import uses_jetson_redist
 from capplan.core.families.cuda.spec import CudaSpec
@@ -73,7 +74,7 @@ def driver_support(kb: KnowledgeBase, driver: str | None) -> DriverSupport:
     """The driver table of the knowledge base, applied to ``driver``."""
     needs: dict[CudaVersion, str] = {}
     toolkit: dict[CudaVersion, str] = {}
-    for release in kb.cuda_releases:
+    for release in nvidia(kb).cuda_releases:
         # Minor-version compatibility: a driver at the major's minimum runs every X.y release
         # (without new-PTX JIT); the toolkit's own driver always runs it.
         needs[release.version] = min(
@@ -107,7 +108,7 @@ def _device_verdict(
     plan: Plan, kb: KnowledgeBase, variant: Variant, device: Capability, jetson: bool
 ) -> Verdict:
     """How ``variant``'s code runs on ``device``, ignoring the driver."""
-    info = kb.capability(device.base) if kb.knows(device.base) else None
+    info = nvidia(kb).capability(device.base) if nvidia(kb).knows(device.base) else None
     cuda = _cuda(variant)
     if info is not None and info.max_cuda is not None and cuda > info.max_cuda:
         return Verdict(
@@ -210,7 +211,7 @@ def _none_runs(
             return Verdict(RunLevel.CANNOT_RUN, None, decision.reason)
     shown = whys[:2] + ([f"{len(whys) - 2} more alike"] if len(whys) > 2 else [])
     detail = f" ({'; '.join(shown)})" if shown else ""
-    info = kb.capability(device.base) if kb.knows(device.base) else None
+    info = nvidia(kb).capability(device.base) if nvidia(kb).knows(device.base) else None
     if package not in plan.packages:
         hint = f"add [packages.{package}] to the config"
     elif labels:
@@ -256,7 +257,7 @@ def pick_on_machine(plan: Plan, kb: KnowledgeBase, machine: Machine) -> tuple[ba
         return ()
     support = driver_support(kb, machine.driver)
     if machine.own_kind_only:
-        mine = _variants_for(plan, machine.system, cap, kb.capability(cap.base).jetson)
+        mine = _variants_for(plan, machine.system, cap, nvidia(kb).capability(cap.base).jetson)
     else:
         mine = replace(plan, variants=tuple(v for v in plan.variants if v.system == machine.system))
     picks: list[base.Pick] = []

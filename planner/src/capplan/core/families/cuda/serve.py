@@ -13,6 +13,7 @@ from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import sass_runs_on
 from capplan.core.families.cuda.cover import min_cover
 from capplan.core.families.cuda.fleet import FleetGpu
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.cuda.rules import Rules
 from capplan.core.families.cuda.version import CudaVersion
 
@@ -38,7 +39,7 @@ def candidates(rules: Rules, package: str) -> Callable[[], list[Capability]]:
 
 def _buildable(rules: Rules, package: str) -> list[Capability]:
     ok = frozenset().union(*(rules.ok(package, cuda) for cuda in rules.package_cuda(package)))
-    return [c.capability for c in rules.kb.capabilities if c.capability in ok]
+    return [c.capability for c in nvidia(rules.kb).capabilities if c.capability in ok]
 
 
 def serve_gpu(

@@ -17,6 +17,7 @@ from capplan.core.families.base import RunLevel, Verified
 from capplan.core.families.cuda.binary import cuda_code
 from capplan.core.families.cuda.capability import Capability, Target, parse_targets
 from capplan.core.families.cuda.compat import Verdict, how_runs, is_jetson
+from capplan.core.families.cuda.kb import nvidia
 
 if TYPE_CHECKING:
     from capplan.core.model.kb import KnowledgeBase
@@ -153,7 +154,7 @@ class CudaVerifier:
         return isinstance(target, Target)
 
     def expected(self, text: str, items: Sequence[str]) -> tuple[Target, ...]:
-        return self._capability_kb().check_targets(parse_targets(text))
+        return nvidia(self._capability_kb()).check_targets(parse_targets(text))
 
     def target_spelling(self, text: str) -> str | None:
         from capplan.errors import InvalidInputError
@@ -165,7 +166,7 @@ class CudaVerifier:
         return "a CUDA capability"
 
     def lookup(self, text: str) -> tuple[Capability, bool]:
-        from capplan.core.model.gpus import resolve_known_device
+        from capplan.core.families.cuda.gpus import resolve_known_device
 
         kb = self._kb()
         cap, _ = resolve_known_device(text, kb)

@@ -87,7 +87,7 @@ class AmdGpu:
 
 def device_gpu(kb: KnowledgeBase, text: str) -> AmdGpu | None:
     """The AMD GPU ``--device`` names (a name or a processor), None when it names none."""
-    from capplan.core.model.vendors import amd_entry
+    from capplan.core.families.rocm.claim import amd_entry
 
     amd = amd_entry(kb, text)
     if amd is None:

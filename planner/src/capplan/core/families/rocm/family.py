@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from capplan.core.families.base import Explained, Machine, Pick, RunLevel, RunsOn
+from capplan.core.families.rocm.claim import amd_entry, looks_like_gfx
 from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.core.families.rocm.target import (
     AmdRunLevel,
@@ -16,7 +17,7 @@ from capplan.core.families.rocm.target import (
     parse_amd_targets,
 )
 from capplan.core.model.kb import KnowledgeBase
-from capplan.core.model.vendors import amd_entry, looks_like_gfx
+from capplan.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from capplan.core.planning.plan import Plan
@@ -39,7 +40,7 @@ class RocmFamily:
 
     def __init__(self, kb: KnowledgeBase) -> None:
         self.kb = kb
-        self.amd: AmdKnowledgeBase | None = kb.amd
+        self.amd: AmdKnowledgeBase | None = kb.part(AmdKnowledgeBase)
 
     def claims(self, text: str) -> bool:
         return looks_like_gfx(text)
@@ -71,6 +72,20 @@ class RocmFamily:
 
     def owns_device(self, text: str) -> bool:
         return amd_entry(self.kb, text) is not None
+
+    def knows_device(self, text: str) -> bool:
+        if looks_like_gfx(text):
+            return True
+        if self.amd is None:
+            return False
+        try:
+            self.amd.lookup_gpu(text)
+        except InvalidInputError:
+            return False
+        return True
+
+    def device_suggestions(self, text: str) -> list[str]:
+        return [] if self.amd is None else self.amd.suggest_gpus(text)
 
     def explain(self, targets: str, device: str) -> Explained:
         found = amd_entry(self.kb, device)

@@ -1,11 +1,11 @@
 """The AMD knowledge base: validated, frozen models of ``kb/amd_*.json`` and questions on them.
 
-Groundwork for issue 16, kept apart from the CUDA :mod:`capplan.core.model.kb`: gfx targets
-with their
-family, generic target, ROCm range, KFD number and nixpkgs default/scopes; AMD GPU models by
-loose name; and the per-package target lists nixpkgs hard-codes (torch, magma-hip, hipblaslt,
-hipsparselt, aotriton, miopen, composable_kernel, onnxruntime). Every entry carries a ``source``.
-Loading lives in :mod:`capplan.adapters.amd_kb`.
+The ROCm family's part of the knowledge base (``kb.part(AmdKnowledgeBase)``), beside CUDA's
+(:mod:`capplan.core.families.cuda.kb`): gfx targets with their family, generic target, ROCm
+range, KFD number and nixpkgs default/scopes; AMD GPU models by loose name; and the per-package
+target lists nixpkgs hard-codes (torch, magma-hip, hipblaslt, hipsparselt, aotriton, miopen,
+composable_kernel, onnxruntime). Every entry carries a ``source``. Loading lives in
+:mod:`capplan.adapters.kb`, which reads these files through the registry (:func:`read_amd_kb`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,18 @@ import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.model.records import Record, check_costs, record
 from capplan.errors import DataError, InvalidInputError, shorten
 
+if TYPE_CHECKING:
+    from capplan.core.families.base import ReadsKbFile
+    from capplan.core.model.kb import CostBasisKind
+
 __all__ = [
+    "AMD_KB_FILES",
     "AmdGpuModel",
     "AmdGpusFile",
     "AmdKnowledgeBase",
@@ -34,6 +39,7 @@ __all__ = [
     "RocmCost",
     "StackLibrary",
     "normalise_amd_name",
+    "read_amd_kb",
 ]
 
 
@@ -338,6 +344,15 @@ class AmdKnowledgeBase(Record):
                     hint="add the target or fix the GPU entry",
                 )
 
+    def cost_sources(self) -> tuple[str, dict[str, tuple[CostBasisKind, str]]]:
+        """Each ROCm build's and stack library's cost basis and source, for AMD variants
+        (:class:`capplan.core.model.kb.PricesBuilds`)."""
+        found = {name: (b.cost.basis, b.cost.source) for name, b in self.builds.items()}
+        found.update(
+            {name: (s.cost.basis, s.cost.source) for name, s in self.stack_libraries.items()}
+        )
+        return "amd", found
+
     def target_info(self, target: AmdTarget) -> AmdTargetInfo | None:
         for info in self.targets:
             if info.target == target.base:
@@ -395,3 +410,29 @@ class AmdKnowledgeBase(Record):
                 if close
                 else f"known: {', '.join(sorted(self.packages))}",
             ) from None
+
+
+# The ROCm family's knowledge-base files (kb/) and the model of each (the tests validate every
+# entry).
+AMD_KB_FILES: dict[str, type] = {
+    "amd_gpus.json": AmdGpusFile,
+    "amd_packages.json": AmdPackagesFile,
+    "amd_targets.json": AmdTargetsFile,
+}
+
+
+def read_amd_kb(read: ReadsKbFile) -> AmdKnowledgeBase:
+    """The AMD knowledge base (``kb/amd_targets.json``, ``amd_gpus.json``,
+    ``amd_packages.json``), each file read through ``read``."""
+    targets = read("amd_targets.json", AmdTargetsFile)
+    gpus = read("amd_gpus.json", AmdGpusFile)
+    packages = read("amd_packages.json", AmdPackagesFile)
+    return AmdKnowledgeBase(
+        targets=tuple(sorted(targets.targets, key=lambda t: t.target)),
+        nixpkgs_default_targets=targets.nixpkgs_default_targets,
+        nixpkgs_family_scopes=dict(sorted(targets.nixpkgs_family_scopes.items())),
+        gpus=gpus.gpus,
+        packages=dict(sorted(packages.packages.items())),
+        builds=dict(sorted(packages.builds.items())),
+        stack_libraries=dict(sorted(packages.stack_libraries.items())),
+    )

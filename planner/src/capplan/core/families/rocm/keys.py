@@ -93,7 +93,9 @@ def rocm_verify_targets(
     spec = rocm_spec(v)
     if spec is None:
         return None
-    amd = kb().amd
+    from capplan.core.families.rocm.kb import AmdKnowledgeBase
+
+    amd = kb().part(AmdKnowledgeBase)
     build = amd.builds.get(v.package) if amd is not None else None
     if build is not None and not build.device_code:
         raise InvalidInputError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.core.families.rocm.target import AmdTarget
 from capplan.core.model.drift import Drift, mapping, odd, strings, words
 from capplan.core.model.kb import KnowledgeBase
@@ -34,7 +35,7 @@ class RocmNixpkgs:
     def arguments(
         self, variants: Mapping[str, Mapping[str, Any]], packages: Sequence[str]
     ) -> Iterator[tuple[str, tuple[str, ...], str]]:
-        amd = self._kb.amd
+        amd = self._kb.part(AmdKnowledgeBase)
         if amd is None:
             return
         _, changed = _stack_scopes(variants)
@@ -50,7 +51,7 @@ class RocmNixpkgs:
     def request(
         self, variants: Mapping[str, Mapping[str, Any]], packages: Sequence[str]
     ) -> dict[str, Any]:
-        amd = self._kb.amd
+        amd = self._kb.part(AmdKnowledgeBase)
         if amd is None:
             return {}
         planned, changed = _stack_scopes(variants)
@@ -101,7 +102,8 @@ def _rocm(kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, An
     found: list[Drift] = []
     asked = request.get("rocm")
     got = answer.get("rocm")
-    if asked is None or kb.amd is None:
+    amd = kb.part(AmdKnowledgeBase)
+    if asked is None or amd is None:
         return found
     if not isinstance(got, Mapping):
         return [
@@ -146,7 +148,7 @@ def _rocm(kb: KnowledgeBase, request: Mapping[str, Any], answer: Mapping[str, An
     for item in asked["scope_packages"]:
         scope, package = item["scope"], item["package"]
         targets = asked["planned_scopes"][scope]
-        check = kb.amd.packages[package].check(package, tuple(AmdTarget.parse(t) for t in targets))
+        check = amd.packages[package].check(package, tuple(AmdTarget.parse(t) for t in targets))
         expected = check.outcome not in ("broken", "throw")
         actual = evaluates.get(f"{scope}.{package}")
         if actual is None or not isinstance(actual, bool) or actual != expected:

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from capplan.core.families.base import CostPart, FamilyResult, RunLevel
+from capplan.core.families.rocm.claim import amd_entry, looks_like_gfx
 from capplan.core.families.rocm.family import RocmFamily
 from capplan.core.families.rocm.fleet import AmdFleetGpu, RocmPart
 from capplan.core.families.rocm.kb import (
@@ -49,7 +50,6 @@ from capplan.core.families.rocm.spec import RocmSpec
 from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_runs
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.model.systems import X86_64, system_suffix
-from capplan.core.model.vendors import amd_entry, looks_like_gfx
 from capplan.core.planning.config import Config, gpu_system
 from capplan.core.planning.plan import Decision, Serve, Variant
 from capplan.errors import InvalidInputError, shorten
@@ -749,7 +749,7 @@ def rocm_baselines(
 
 class RocmPlanning:
     """The ROCm family's planning (:class:`~capplan.core.families.base.FamilyPlanning`):
-    AMD fleet GPUs (claimed by :func:`~capplan.core.model.vendors.amd_entry`) served by gfx
+    AMD fleet GPUs (claimed by :func:`~capplan.core.families.rocm.claim.amd_entry`) served by gfx
     variants, rules 1-5 above. It has no policy inputs, no per-package settings and no fleet
     check of its own, and no package list apart from CUDA's (every ROCm build is also in
     kb/packages.json), so those phases are not among its protocols."""
@@ -760,13 +760,14 @@ class RocmPlanning:
         self.kb = kb
         self.config = config
         self.family = RocmFamily(kb)
+        self.amd = kb.part(AmdKnowledgeBase)
         self.fleet: tuple[AmdFleetGpu, ...] = ()
         self._claimed: dict[str, tuple[AmdTarget, str | None] | None] = {}
 
     def claims_gpu(self, label: str) -> bool:
-        # A bad gfx target or an ambiguous AMD name is exit 4 here; a name no vendor in
-        # core/model/vendors.py knows is not claimed (another family may know it; the fallback
-        # refuses it with both vendors' "did you mean").
+        # A bad gfx target or an ambiguous AMD name is exit 4 here; a name no GPU family knows
+        # (claim.py's amd_entry) is not claimed (a family after this one may know it; the
+        # fallback refuses it with every family's "did you mean").
         found = self._claimed[label] = amd_entry(self.kb, label, unknown=False)
         return found is not None
 
@@ -792,7 +793,7 @@ class RocmPlanning:
         return tuple(g.label for g in self.fleet)
 
     def _build(self, package: str) -> RocmBuild | None:
-        return self.kb.amd.builds.get(package) if self.kb.amd is not None else None
+        return self.amd.builds.get(package) if self.amd is not None else None
 
     def check_vendors(self, package: str) -> None:
         vendors = self.config.packages[package].vendors
@@ -814,7 +815,7 @@ class RocmPlanning:
             if build is None
             else f"packages.{package}.vendors leaves out amd"
         )
-        amd = self.kb.amd
+        amd = self.amd
         raise InvalidInputError(
             f"packages.{package}.{key} = '{shorten(text.strip())}': a ROCm gfx target, but {why}",
             hint="gfx targets go to packages with a ROCm build ("
@@ -840,17 +841,17 @@ class RocmPlanning:
     def _gpu(self, requested: Sequence[str]) -> tuple[str, ...]:
         """The requested GPU packages: a CPU-side package (core/families/cpu/planning.py) is no
         ROCm family's business."""
-        amd = self.kb.amd
+        amd = self.amd
         return tuple(
             p for p in requested if p in self.kb.packages or (amd is not None and p in amd.builds)
         )
 
     def plan(self, requested: Sequence[str], earlier: FamilyResult) -> FamilyResult:
         result = FamilyResult()
-        if self.kb.amd is None:
+        if self.amd is None:
             return result
         systems = self.config.policy.planned_systems
-        rocm = plan_rocm(self.kb.amd, self.config, self.fleet, self._gpu(requested), systems)
+        rocm = plan_rocm(self.amd, self.config, self.fleet, self._gpu(requested), systems)
         result.variants = rocm.variants
         result.decisions = rocm.decisions
         result.unserved = rocm.unserved
@@ -858,15 +859,15 @@ class RocmPlanning:
         return result
 
     def costs(self, requested: Sequence[str], result: FamilyResult) -> CostPart:
-        if self.kb.amd is None or not self.fleet:
+        if self.amd is None or not self.fleet:
             return CostPart()
         d_min, d_size, d_jobs, n_min, n_size, n_jobs = rocm_baselines(
-            self.kb.amd, self.config, self.fleet, tuple(self.config.packages)
+            self.amd, self.config, self.fleet, tuple(self.config.packages)
         )
         return CostPart(d_min, d_size, d_jobs, n_min, n_size, n_jobs)
 
     def plan_part(self) -> RocmPart:
-        amd = self.kb.amd
+        amd = self.amd
         return RocmPart(
             fleet=self.fleet,
             scope=self.config.policy.rocm_scope,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from capplan.core.families import base
 from capplan.core.families.base import Machine, RunLevel
 from capplan.core.families.rocm.fleet import rocm_part
+from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, AmdVerdict, amd_how_runs
 from capplan.core.model.kb import KnowledgeBase
@@ -123,7 +124,8 @@ def pick_on_machine(plan: Plan, kb: KnowledgeBase, machine: Machine) -> tuple[ba
     """:func:`pick_amd_on_machine` for every package of ``plan`` on a GPU of target
     ``machine.device`` (an AmdTarget)."""
     plans = amd_plans_by_system(plan, machine.system)
-    builds = kb.amd.builds if kb.amd is not None else {}
+    amd = kb.part(AmdKnowledgeBase)
+    builds = amd.builds if amd is not None else {}
     picks: list[base.Pick] = []
     for package in plan.packages:
         pick = pick_amd_on_machine(

@@ -1,16 +1,17 @@
-"""Which vendor a GPU name or target belongs to: NVIDIA capabilities and models, or AMD gfx
-processors and models. One answer for the planner's fleet, ``explain``, ``verify`` and
-``detect``; a name neither vendor knows gets "did you mean" from both. Pure.
+"""ROCm's fleet claim: whether a GPU name or target is an AMD one (a gfx processor, an AMD
+model), for the planner's fleet, ``explain``, ``verify`` and ``doctor``. A spelling another GPU
+family knows (an NVIDIA capability or model, asked through the registry) is left to it; a name
+no family knows gets "did you mean" from every family. Pure.
 """
 
 from __future__ import annotations
 
 import difflib
 
-from capplan.core.families.cuda.capability import Capability
-from capplan.core.families.rocm.kb import normalise_amd_name
+from capplan.core.families.registry import gpu_families
+from capplan.core.families.rocm.kb import AmdKnowledgeBase, normalise_amd_name
 from capplan.core.families.rocm.target import AmdTarget
-from capplan.core.model.gpus import check_device_text, find_gpus, suggestions
+from capplan.core.model.devices import check_device_text
 from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import InvalidInputError, shorten
 
@@ -27,11 +28,12 @@ def amd_entry(
     kb: KnowledgeBase, label: str, *, unknown: bool = True
 ) -> tuple[AmdTarget, str | None] | None:
     """An AMD fleet entry (``gfx942``, ``MI300X``, ``Radeon RX 7900 XTX``) as its processor and
-    model name; None when the entry is an NVIDIA GPU or capability. A bad gfx target or an
-    ambiguous AMD name is exit 4; so is a name neither vendor knows, with "did you mean", unless
-    ``unknown`` is False (then None: ROCm's fleet claim leaves such a name to the families after
-    it, so their order in the registry's table does not matter, and the fallback, CUDA, asks
-    again with ``unknown`` True for the same message at the same entry)."""
+    model name; None when the entry is another GPU family's (an NVIDIA GPU or capability). A
+    bad gfx target or an ambiguous AMD name is exit 4; so is a name no family knows, with "did
+    you mean", unless ``unknown`` is False (then None: ROCm's fleet claim leaves such a name to
+    the families after it, so their order in the registry's table does not matter, and the
+    fallback, CUDA, asks this family's ``owns_device`` for the same message at the same
+    entry)."""
     check_device_text(label)
     if looks_like_gfx(label):
         target = AmdTarget.parse(label)
@@ -41,19 +43,18 @@ def amd_entry(
                 hint="list the GPU or its processor, e.g. gfx1100",
             )
         return target.base, None
-    try:
-        Capability.parse(label)
-        return None
-    except InvalidInputError:
-        pass
-    if find_gpus(label, kb.gpus) or kb.amd is None:
+    # The other GPU families (NVIDIA's capabilities and models), in the registry's order.
+    others = [f for f in gpu_families(kb) if f.name != "rocm"]
+    amd = kb.part(AmdKnowledgeBase)
+    if any(f.knows_device(label) for f in others) or amd is None:
         return None
     try:
-        models = kb.amd.lookup_gpu(label)
+        models = amd.lookup_gpu(label)
     except InvalidInputError:
         if not unknown:
             return None
-        close = _closest(label, [*suggestions(label, kb.gpus), *kb.amd.suggest_gpus(label)])
+        theirs = [name for f in others for name in f.device_suggestions(label)]
+        close = _closest(label, [*theirs, *amd.suggest_gpus(label)])
         raise InvalidInputError(
             f"unknown GPU or capability '{shorten(label.strip())}'",
             hint="did you mean " + " or ".join(f"'{c}'" for c in close[:4]) + "?"
@@ -72,7 +73,7 @@ def amd_entry(
 
 
 def _closest(label: str, names: list[str]) -> list[str]:
-    """Both vendors' "did you mean" names, the closest to ``label`` first."""
+    """Every family's "did you mean" names, the closest to ``label`` first."""
     key = normalise_amd_name(label)
     return sorted(
         dict.fromkeys(names),

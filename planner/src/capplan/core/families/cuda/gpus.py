@@ -7,23 +7,24 @@ ranks: an exact name or alias, then entries holding every word of the query, the
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from capplan.core.families.cuda.capability import Capability
-from capplan.core.model.kb import ChipInfo, GpuModel, KnowledgeBase, PciDevice
+from capplan.core.families.cuda.kb import ChipInfo, GpuModel, PciDevice, nvidia
+from capplan.core.model.devices import check_device_text
+from capplan.core.model.kb import KnowledgeBase
 from capplan.errors import InvalidInputError, shorten
 
 __all__ = [
-    "MAX_DEVICE_TEXT",
     "REPORT_HINT",
     "GpuMatch",
+    "NvidiaGpuNames",
     "PciAnswer",
-    "check_device_text",
     "find_gpus",
     "lookup_pci",
     "normalise",
@@ -203,53 +204,6 @@ def _short_name(model: GpuModel) -> str:
     return model.aliases[0] if model.aliases else model.name
 
 
-# The longest GPU name in the knowledge base has 56 characters; a device is never a page long.
-MAX_DEVICE_TEXT = 128
-_LIST_WORDS = re.compile(r"[\s,;]+")
-
-
-def check_device_text(text: str) -> None:
-    """Refuse what cannot name one device (exit 4) before any lookup: a value longer than
-    :data:`MAX_DEVICE_TEXT`, a list (``A100,A100``), one name repeated (``a100 a100 a100``:
-    word matching would read it as one A100), or a value starting with ``-`` (``-8.6`` is no
-    capability, and looked up as a name it matched a Radeon 860M)."""
-    stripped = text.strip()
-    how = "give one GPU name or capability, e.g. 'RTX 3090' or 8.6"
-    if len(stripped) > MAX_DEVICE_TEXT:
-        raise InvalidInputError(
-            f"device '{shorten(stripped)}' is {len(stripped)} characters long, more than a GPU "
-            f"name ({MAX_DEVICE_TEXT} at most)",
-            hint=how,
-        )
-    if "," in stripped or ";" in stripped:
-        raise InvalidInputError(
-            f"device '{shorten(stripped)}' is a list, not one device",
-            hint="give each device on its own (one --device each, one [fleet] gpus entry each)",
-        )
-    if stripped.startswith("-"):
-        raise InvalidInputError(
-            f"device '{shorten(stripped)}' is no GPU name or capability (it starts with '-')",
-            hint=how,
-        )
-    words = [w for w in _LIST_WORDS.split(stripped.lower()) if w]
-    for size in range(1, len(words) // 2 + 1):
-        if len(words) % size == 0 and words == words[:size] * (len(words) // size):
-            raise InvalidInputError(
-                f"device '{shorten(stripped)}' repeats '{' '.join(words[:size])}' "
-                f"{len(words) // size} times: it names one device once",
-                hint="give each GPU once; a fleet lists each model once, whatever its count",
-            )
-    # A word said twice in a row ('rtx 4090 4090') is a slip: word matching read it as an RTX
-    # 4090. No name or alias in the knowledge base repeats a word in a row (a kb test checks).
-    for first, second in itertools.pairwise(words):
-        if first == second:
-            raise InvalidInputError(
-                f"device '{shorten(stripped)}' repeats '{shorten(first, 40)}': it names one "
-                "device once",
-                hint="give each GPU once; a fleet lists each model once, whatever its count",
-            )
-
-
 def resolve_device(text: str, models: Sequence[GpuModel]) -> tuple[Capability, GpuModel | None]:
     """A capability (``8.6``, ``sm_86``) or a GPU name, to the device's capability; exit 4 for
     what :func:`check_device_text` refuses."""
@@ -313,21 +267,86 @@ def lookup_pci(pci_id: str, kb: KnowledgeBase) -> PciAnswer:
             f"PCI id '{wanted}' is not an NVIDIA device (vendor {vendor}, NVIDIA is 10de)",
             hint="give an NVIDIA id from 'lspci -nn -d 10de:'",
         )
-    device = kb.pci_device(wanted)
+    device = nvidia(kb).pci_device(wanted)
     if device is None:
         raise InvalidInputError(
             f"unknown NVIDIA device id '{wanted}': not in capplan's PCI table", hint=REPORT_HINT
         )
-    chip = kb.chip(device.chip)
+    chip = nvidia(kb).chip(device.chip)
     if chip is None:  # the loader checks every device's chip; kept for type narrowing
         raise InvalidInputError(f"NVIDIA device id '{wanted}' has no known chip", hint=REPORT_HINT)
-    models = tuple(m for m in (kb.gpu(n) for n in device.models) if m is not None)
+    models = tuple(m for m in (nvidia(kb).gpu(n) for n in device.models) if m is not None)
     return PciAnswer(device, chip, models)
 
 
 def resolve_known_device(text: str, kb: KnowledgeBase) -> tuple[Capability, GpuModel | None]:
     """:func:`resolve_device`, and the capability must be one the knowledge base knows (exit 4
     with the known capabilities and spellings otherwise: ``99.9`` or ``sm_86a`` are no device)."""
-    cap, model = resolve_device(text, kb.gpus)
-    kb.capability(cap)
+    cap, model = resolve_device(text, nvidia(kb).gpus)
+    nvidia(kb).capability(cap)
     return cap, model
+
+
+class NvidiaGpuNames:
+    """NVIDIA's GPU models by name and PCI id (:class:`capplan.core.families.base.GpuNames`):
+    ``capplan gpus``' answers and ``dispatch --device``'s capabilities, from a knowledge base
+    whose AMD part may be absent."""
+
+    def __init__(self, kb: KnowledgeBase) -> None:
+        self.kb = kb
+
+    def rows(self, query: str | None) -> list[dict[str, Any]]:
+        if query is None:
+            models = sorted(nvidia(self.kb).gpus, key=lambda m: (m.capability.sort_key, m.name))
+        else:
+            models = [m.model for m in find_gpus(query, nvidia(self.kb).gpus)]
+        return [self._row(m) for m in models]
+
+    def _row(self, model: GpuModel) -> dict[str, Any]:
+        info = nvidia(self.kb).capability(model.capability)
+        return {
+            "name": model.name,
+            "capability": str(model.capability),
+            "arch": info.arch,
+            "segment": model.segment,
+            "jetson": info.jetson,
+            "aliases": list(model.aliases),
+            "chips": list(model.chips),
+            "pci_ids": list(model.pci_ids)
+            or sorted(d.id for d in nvidia(self.kb).pci_devices if model.name in d.models),
+            "note": model.note,
+        }
+
+    def pci_rows(self, pci_id: str) -> list[dict[str, Any]]:
+        answer = lookup_pci(pci_id, self.kb)
+        rows = [self._row(m) for m in answer.models]
+        if not rows:
+            # An id pci.ids lists without a product name: the chip still gives the capability.
+            info = nvidia(self.kb).capability(answer.capability)
+            rows = [
+                {
+                    "name": answer.name,
+                    "capability": str(answer.capability),
+                    "arch": info.arch,
+                    "segment": None,
+                    "jetson": info.jetson,
+                    "aliases": [],
+                    "chips": [answer.chip.chip],
+                    "pci_ids": [answer.device.id],
+                    "note": "",
+                }
+            ]
+        for row in rows:
+            row["pci_id"] = answer.device.id
+            row["chip"] = answer.chip.chip
+            row["pci_name"] = answer.device.pci_name
+        return rows
+
+    def suggestions(self, query: str) -> list[str]:
+        return suggestions(query, nvidia(self.kb).gpus)
+
+    def targets(self, texts: Sequence[str]) -> tuple[str, ...]:
+        caps = [resolve_device(t, nvidia(self.kb).gpus)[0] for t in texts]
+        for cap in caps:
+            nvidia(self.kb).capability(cap)  # an unknown capability (99.9) is exit 4, as everywhere
+        return tuple(str(c) for c in caps)
