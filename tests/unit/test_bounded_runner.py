@@ -171,6 +171,12 @@ def test_a_signal_to_capplan_ends_the_program_it_runs(
 ) -> None:
     # A CI cancel sends SIGTERM to capplan; its `nix eval` (in a session of its own, so the
     # signal does not reach it) and that program's children must end with it.
+    if signal.getsignal(signum) == signal.SIG_IGN:
+        # capplan keeps an ignored signal ignored (nohup's SIGHUP; a shell's background job
+        # ignores SIGINT), and it would inherit this one: nothing here to observe.
+        pytest.skip(
+            f"{signal.Signals(signum).name} is ignored in this test run (nohup or a background job)"
+        )
     pids = tmp_path / "pids"
     pids.mkdir()
     _script(tmp_path / "bin", "nix",
