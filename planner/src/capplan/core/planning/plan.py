@@ -8,7 +8,7 @@ dataclass while staying just as immutable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from capplan.core.model.fleet import FleetEntry, PlanPart
 from capplan.core.model.runs import RunLevel
@@ -22,6 +22,9 @@ __all__ = [
     "Serve",
     "Variant",
 ]
+
+
+_Part = TypeVar("_Part", bound=PlanPart)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +127,14 @@ class Plan:
 
     def identifiers(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.variants)
+
+    def part(self, kind: type[_Part], empty: _Part) -> _Part:
+        """The family's part of type ``kind``; ``empty`` when the plan has none (a plan
+        built by hand, a family with nothing to plan)."""
+        for part in self.parts:
+            if isinstance(part, kind):
+                return part
+        return empty
 
     def gpus(self) -> tuple[FleetEntry, ...]:
         """Every family's fleet GPUs, in the registry's order."""

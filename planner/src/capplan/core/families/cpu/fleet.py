@@ -54,7 +54,4 @@ _NONE = CpuPart()
 
 def cpu_part(plan: Plan) -> CpuPart:
     """The plan's CPU part (an empty one when the plan has none)."""
-    for part in plan.parts:
-        if isinstance(part, CpuPart):
-            return part
-    return _NONE
+    return plan.part(CpuPart, _NONE)

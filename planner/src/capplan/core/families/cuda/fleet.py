@@ -60,7 +60,4 @@ _NONE = CudaPart()
 
 def cuda_part(plan: Plan) -> CudaPart:
     """The plan's CUDA part (an empty one when the plan has none)."""
-    for part in plan.parts:
-        if isinstance(part, CudaPart):
-            return part
-    return _NONE
+    return plan.part(CudaPart, _NONE)

@@ -59,7 +59,4 @@ _NONE = RocmPart()
 
 def rocm_part(plan: Plan) -> RocmPart:
     """The plan's ROCm part (an empty one when the plan has none)."""
-    for part in plan.parts:
-        if isinstance(part, RocmPart):
-            return part
-    return _NONE
+    return plan.part(RocmPart, _NONE)
