@@ -150,11 +150,16 @@ def run_one(n: int, repeats: int, systems: int = 1, amd: bool = False) -> dict[s
             {"plan_s": planned - start, "matrix_s": done - planned, "total_s": done - start}
         )
         jobs, ratio = len(plan.variants), max(p.ratio for p in matrix.pools.values())
-        variants = plan.variants
         # A variant's CUDA release: its CudaSpec's since issue 42, the Variant's before (the
-        # benchmark runs on trees before and after).
-        found = (getattr(v, "cuda", None) or getattr(v.spec, "version", None) for v in variants)
-        cudas = {str(c) for c in found if c is not None}
+        # benchmark runs on trees before and after). No name outlives the run: a variable
+        # holding this run's variants kept them alive through the next run's peak.
+        cudas = {
+            str(c)
+            for c in (
+                getattr(v, "cuda", None) or getattr(v.spec, "version", None) for v in plan.variants
+            )
+            if c is not None
+        }
         amd_jobs = sum(1 for v in plan.variants if v.vendor == "amd")
         del plan, matrix, text  # one run's objects at a time: peak RSS is one run's
     best = min(runs, key=lambda r: r["total_s"])
