@@ -33,7 +33,6 @@ __all__ = [
     "PackageKind",
     "PricesBuilds",
     "PtxMode",
-    "package_in",
 ]
 
 P = TypeVar("P")
@@ -136,19 +135,6 @@ class PackageInfo(Protocol):
     def capability_dependent(self) -> bool: ...
 
 
-def package_in(packages: Mapping[str, P], name: str) -> P:
-    """``packages[name]``; an unknown package is exit 4 with the closest names."""
-    info = packages.get(name)
-    if info is None:
-        from capplan.core.model.suggest import closest
-
-        raise InvalidInputError(
-            f"unknown package '{shorten(name)}'",
-            hint=closest(name, sorted(packages), what="package"),
-        )
-    return info
-
-
 @runtime_checkable
 class PricesBuilds(Protocol):
     """A family's part of the knowledge base that prices builds of its own beyond
@@ -180,4 +166,13 @@ class KnowledgeBase(Record):
         return found if isinstance(found, kind) else None
 
     def package(self, name: str) -> PackageInfo:
-        return package_in(self.packages, name)
+        """``packages[name]``; an unknown package is exit 4 with the closest names."""
+        info = self.packages.get(name)
+        if info is None:
+            from capplan.core.model.suggest import closest
+
+            raise InvalidInputError(
+                f"unknown package '{shorten(name)}'",
+                hint=closest(name, sorted(self.packages), what="package"),
+            )
+        return info

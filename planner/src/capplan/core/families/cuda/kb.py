@@ -348,10 +348,6 @@ class NvidiaKnowledgeBase(Record):
         """The capability list nixpkgs builds when ``cudaCapabilities = []`` for this CUDA."""
         return tuple(sorted(c.capability for c in self.capabilities if c.default_for(cuda)))
 
-    def cuda_supporting(self, cap: Capability) -> tuple[CudaVersion, ...]:
-        info = self.capability(cap)
-        return tuple(r.version for r in self.cuda_releases if info.supported_by(r.version))
-
     # -- CUDA releases ------------------------------------------------------------------------
     def cuda_release(self, version: CudaVersion) -> CudaRelease:
         release = self._by_cuda.get(version)
