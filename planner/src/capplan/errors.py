@@ -93,6 +93,8 @@ class ExitCode(IntEnum):
     WRITE = 15  # an output file cannot be written (path, permissions, full disk); old file intact
     WONT_RUN = 16  # `capplan doctor`: a library of the environment cannot run on a GPU given
     NIXPKGS_DRIFT = 17  # `capplan nixpkgs check`: nixpkgs disagrees with the knowledge base
+    NOT_CACHED = 18  # `capplan cache status` / `cache why`: a path the machine wants is not cached
+    BUILD_FAILED = 19  # `capplan build`: some jobs failed (their dependants blocked)
 
 
 class CapplanError(Exception):

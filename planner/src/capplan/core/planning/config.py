@@ -26,12 +26,14 @@ from pydantic import (
 
 from capplan.core.model.suggest import closest
 from capplan.core.model.systems import AARCH64, SYSTEMS, X86_64
+from capplan.core.planning.workflow import CACHE_NAME
 from capplan.errors import ConfigError, InvalidInputError, shorten
 
 __all__ = [
     "ATTR_NAME",
     "DEFAULT_SYSTEM",
     "SYSTEMS",
+    "CacheConfig",
     "Config",
     "DispatchConfig",
     "FleetConfig",
@@ -462,11 +464,72 @@ class DispatchConfig(_Strict):
     )
 
 
+# A substituter as nix.conf takes it: a store URL of a scheme Nix reads caches from, no blanks
+# or controls (nix.conf splits its lists on white space).
+_SUBSTITUTER = re.compile(r"(?:https?|file|s3|ssh|ssh-ng|gs)://[!-~]{1,1000}")
+# A public key as nix.conf's trusted-public-keys takes it: NAME:BASE64 of an ed25519 key
+# (32 bytes, 44 characters with padding); Nix refuses any other length.
+_PUBLIC_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,253}:[A-Za-z0-9+/]{43}=")
+
+
+class CacheConfig(_Strict):
+    """The fleet's binary cache: what machines substitute from (the NixOS and home-manager
+    modules add these to ``nix.settings``) and what CI pushes to."""
+
+    substituters: tuple[StrictStr, ...] = Field(
+        default=(),
+        description="binary cache URLs machines substitute from, such as "
+        '"https://lab-cache.cachix.org" (nix.conf extra-substituters)',
+    )
+    public_keys: tuple[StrictStr, ...] = Field(
+        default=(),
+        description='the keys those caches sign with, "NAME:BASE64" '
+        "(nix.conf extra-trusted-public-keys)",
+    )
+    cachix: StrictStr | None = Field(
+        default=None,
+        description="the cachix cache CI pushes to (`capplan ci github` without --cache)",
+    )
+
+    @field_validator("substituters")
+    @classmethod
+    def _substituters(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            if not _SUBSTITUTER.fullmatch(value):
+                raise ValueError(
+                    f"'{shorten(value)}' is not a binary cache URL (http://, https://, "
+                    "file://, s3://, ssh://, ssh-ng:// or gs://, no blanks)"
+                )
+        return _once(values, "cache.substituters")
+
+    @field_validator("public_keys")
+    @classmethod
+    def _public_keys(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            if not _PUBLIC_KEY.fullmatch(value):
+                raise ValueError(
+                    f"'{shorten(value)}' is not a Nix public key (NAME:BASE64 of 32 bytes, "
+                    "as `nix key convert-secret-to-public` or cachix prints it)"
+                )
+        return _once(values, "cache.public_keys")
+
+    @field_validator("cachix")
+    @classmethod
+    def _cachix(cls, value: str | None) -> str | None:
+        if value is not None and not CACHE_NAME.fullmatch(value):
+            raise ValueError(
+                f"'{shorten(value)}' is not a cachix cache name "
+                "(lower-case letters, digits and -)"
+            )
+        return value
+
+
 class Config(_Strict):
     fleet: FleetConfig = FleetConfig()
     packages: dict[str, PackageConfig] = Field(default_factory=dict)
     policy: PolicyConfig = PolicyConfig()
     dispatch: DispatchConfig = DispatchConfig()
+    cache: CacheConfig = CacheConfig()
 
 
 def config_from_mapping(data: Mapping[str, Any], *, origin: str) -> Config:

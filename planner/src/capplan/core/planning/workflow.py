@@ -28,6 +28,7 @@ from capplan.errors import ConfigError, InvalidInputError, printable, shorten
 __all__ = [
     "BIG_PARALLEL",
     "BUILD",
+    "CACHE_NAME",
     "CPU_CHECK",
     "DEFAULT_RUNNERS_OS",
     "GCCARCH",
@@ -172,7 +173,7 @@ FAILURES_KEY = "capplan-failures-${{ github.ref_name }}-"
 # reason: out of memory, a flaky test, a runner lost), and recorded again if it fails again.
 RETRY_AFTER_DAYS = 30
 
-_CACHE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+CACHE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::(?P<port>[0-9]{1,5}))?(?:/[A-Za-z0-9._~/-]*)?")
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
@@ -184,7 +185,7 @@ _PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 
 
 def check_cache_name(name: str) -> str:
-    if not _CACHE_NAME.fullmatch(name):
+    if not CACHE_NAME.fullmatch(name):
         raise InvalidInputError(
             f"invalid cachix cache name '{shorten(name)}'",
             hint="use lowercase letters, digits and dashes, as on cachix.org, e.g. my-cuda-cache",
