@@ -25,7 +25,39 @@ let
       throw "capplan: this plan expects CUDA ${variant.cuda} as nixpkgs' default, the pinned nixpkgs has ${default}: regenerate with capplan generate";
 in
 {
+  # The family's name in plan.json's `machine.families` (the planner's: core/families/cuda).
+  name = "cuda";
   vendor = "nvidia";
+
+  # How a machine's NVIDIA GPUs are found (../machine.nix): a capplan.gpus entry the exported
+  # names table gives an NVIDIA answer (a model's name or alias, a capability spelling), or a
+  # facter report's PCI id in the exported PCI table (kb/pci.json: device id -> capability).
+  machine = {
+    target =
+      { names, key, ... }:
+      let
+        found = names.${key} or null;
+      in
+      if found != null && (found.vendor or null) == "nvidia" then
+        { inherit (found) target name; }
+      else
+        null;
+    pciVendor = "10de";
+    fromPci =
+      section: gpu:
+      let
+        cap = ((section.pci or { }).devices or { }).${gpu.device} or null;
+      in
+      if cap == null then
+        {
+          error = "capplan: the facter report's NVIDIA GPU 10de:${gpu.device} (${gpu.model}) is not in capplan's PCI table (kb/pci.json): name it in capplan.gpus, e.g. its capability, and report the id with the output of `lspci -nn -d 10de:`";
+        }
+      else
+        {
+          target = cap;
+          name = gpu.model;
+        };
+  };
   # Its place among the families (./default.nix `all`): the registry's order.
   rank = 0;
   # How the unknown-vendor line lists this family's `vendor`.

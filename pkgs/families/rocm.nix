@@ -167,7 +167,39 @@ let
     ) true (attrNames variant.rocm.overrides);
 in
 {
+  # The family's name in plan.json's `machine.families` (the planner's: core/families/rocm).
+  name = "rocm";
   vendor = "amd";
+
+  # How a machine's AMD GPUs are found (../machine.nix): a capplan.gpus entry the exported
+  # names table gives an AMD answer (a gfx processor, a model's name or alias). The knowledge
+  # base has no AMD PCI ids yet, so a facter report's AMD GPU asks for its gfx target.
+  machine = {
+    target =
+      { names, key, ... }:
+      let
+        found = names.${key} or null;
+      in
+      if found != null && (found.vendor or null) == "amd" then
+        { inherit (found) target name; }
+      else
+        null;
+    pciVendor = "1002";
+    fromPci =
+      section: gpu:
+      let
+        target = ((section.pci or { }).devices or { }).${gpu.device} or null;
+      in
+      if target == null then
+        {
+          error = "capplan: the facter report's AMD GPU 1002:${gpu.device} (${gpu.model}) is not in capplan's PCI table (it has no AMD ids yet): name its gfx target in capplan.gpus, e.g. \"gfx1100\" (`rocminfo` or `capplan detect` prints it)";
+        }
+      else
+        {
+          inherit target;
+          name = gpu.model;
+        };
+  };
   # Its place among the families (./default.nix `all`): the registry's order.
   rank = 1;
   vendorText = ''"amd"'';

@@ -72,6 +72,7 @@ __all__ = [
     "is_cpu_side",
     "is_driver_version",
     "job_keys",
+    "machine_section",
     "nix_keys",
     "nixpkgs_checks",
     "nvidia_kb",
@@ -458,3 +459,29 @@ def verify_targets(
         if found is not None:
             return found
     return None
+
+
+def machine_section(kb: KnowledgeBase, plan: Plan, cpu: CpuModel | None) -> dict[str, Any]:
+    """plan.json's ``machine`` section (pkgs/machine.nix reads it): per family, the variants
+    that run on each target it knows (``core/families/<family>/machine.py``), how a
+    nixos-facter report's PCI ids name its GPUs, and every GPU spelling the families know
+    exactly, each resolved by the one rule of the CLI (:func:`doctor_gpu`: a name matching
+    models of several targets keeps the CLI's own "ambiguous" line), keyed by the exact key
+    Nix computes the same way (``exact_key``: case, spacing, punctuation and "NVIDIA" aside).
+    ``cpu``: the CPU model (archspec's) when the plan has per-level builds, else None; tests/kb
+    checks every name against :func:`doctor_gpu`."""
+    families: dict[str, Any] = {}
+    names: dict[str, dict[str, str]] = {}
+    for package in _FAMILIES:
+        name = package.rpartition(".")[2]
+        module = import_module(f"{package}.machine")
+        families[name] = module.machine_targets(plan, kb, cpu)
+        if hasattr(module, "machine_pci"):
+            families[name]["pci"] = module.machine_pci(kb)
+        if hasattr(module, "machine_names"):
+            theirs = module.machine_names(kb)
+            # A gfx processor is ROCm's whoever else spells it; any other key the family
+            # before claims (the CLI asks NVIDIA's names before AMD's) stays its.
+            names.update({k: v for k, v in theirs.items() if k not in names or k.startswith("gfx")})
+    found = dict(sorted(names.items()))
+    return {"version": 1, "families": families, "names": found}

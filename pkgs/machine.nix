@@ -1,0 +1,484 @@
+# The machine side: plan.json plus one machine's GPUs (names, capabilities, gfx targets, CPU
+# levels, or a nixos-facter report) give an overlay that puts each planned package's variant
+# for those GPUs into the machine's own package set, and nothing else. Three entry points share
+# it: the NixOS module and the home-manager module (./module.nix) and `lib.overlayFor`
+# (./fleet.nix). The variants are the fleet's own `legacyPackages.<system>.<variant>`, so the
+# store path a machine gets is the path the build matrix fills: the cache serves it by
+# construction. Which variants run on a target is data `capplan generate` wrote (plan.json
+# `machine`: the rule `capplan detect` picks with); how a target is found (a capplan.gpus
+# entry, a PCI id in a facter report) is each family file's (`machine` in
+# ./families/<family>.nix); nothing here names a vendor. builtins only.
+let
+  families = import ./families;
+  inherit (builtins)
+    all
+    any
+    attrNames
+    concatLists
+    concatMap
+    concatStringsSep
+    elem
+    elemAt
+    filter
+    foldl'
+    genList
+    head
+    isAttrs
+    isList
+    isString
+    length
+    listToAttrs
+    stringLength
+    substring
+    toJSON
+    ;
+
+  # The GPU families in the registry's order (./families/default.nix), by their name in
+  # plan.json's `machine.families`.
+  ordered = filter (f: f ? machine) families.all;
+
+  quote = text: toJSON text;
+
+  upper = [ "A" "B" "C" "D" "E" "F" "G" "H" "I" "J" "K" "L" "M" "N" "O" "P" "Q" "R" "S" "T" "U" "V" "W" "X" "Y" "Z" ];
+  lower = [ "a" "b" "c" "d" "e" "f" "g" "h" "i" "j" "k" "l" "m" "n" "o" "p" "q" "r" "s" "t" "u" "v" "w" "x" "y" "z" ];
+  toLower = builtins.replaceStrings upper lower;
+
+  /**
+    The exact key of a GPU spelling, as capplan's CLI computes it
+    (core/families/cuda/gpus.py `exact_key`): lower case, split at anything but letters,
+    digits, dots and parentheses, the word "nvidia" dropped, the rest joined: "RTX 3090",
+    "rtx3090" and "NVIDIA RTX-3090" are one key. plan.json's `machine.names` is keyed by it.
+  */
+  exactKey =
+    text:
+    concatStringsSep "" (
+      filter (w: isString w && w != "" && w != "nvidia") (builtins.split "[^a-z0-9.()]+" (toLower text))
+    );
+
+  hexDigits = [ "0" "1" "2" "3" "4" "5" "6" "7" "8" "9" "a" "b" "c" "d" "e" "f" ];
+  # A 16-bit number as four lower-case hex digits (facter writes ids as { hex; value; }).
+  toHex4 =
+    n:
+    concatStringsSep "" (
+      genList (
+        i:
+        let
+          shift = foldl' (acc: _: acc * 16) 1 (genList (x: x) (3 - i));
+        in
+        elemAt hexDigits (builtins.bitAnd (n / shift) 15)
+      ) 4
+    );
+
+  /**
+    A PCI id of a nixos-facter report entry (`vendor` or `device`): nixos-facter writes
+    `{ hex = "10de"; name = "..."; value = 4318; }` (pkg/hwinfo/id.go, `idJSON`: hex is
+    "%04x" of value, name optional); null when it is neither.
+  */
+  pciId =
+    id:
+    if isAttrs id && isString (id.hex or null) && builtins.match "[0-9a-fA-F]{4}" id.hex != null then
+      toLower id.hex
+    else if isAttrs id && builtins.isInt (id.value or null) && id.value >= 0 && id.value < 65536 then
+      toHex4 id.value
+    else
+      null;
+
+  facterHelp = "a nixos-facter report.json (hardware.graphics_card: a list of { vendor = { hex; value; }; device = { hex; value; }; })";
+
+  /**
+    The GPUs of a nixos-facter report (the decoded JSON, as nixos-facter-modules' and
+    nixpkgs' `hardware.facter.report` hold it, or a path to report.json), as
+    `{ gpus = [ { vendor; device; model; } ]; errors = [ line ]; system; }`.
+  */
+  readReport =
+    report:
+    let
+      decoded =
+        if report == null then
+          { }
+        else if isAttrs report then
+          report
+        else if builtins.isPath report || isString report then
+          (
+            if builtins.pathExists report then
+              builtins.fromJSON (builtins.readFile report)
+            else
+              null
+          )
+        else
+          null;
+      hardware = decoded.hardware or { };
+      cards = hardware.graphics_card or [ ];
+      entry =
+        card:
+        let
+          vendor = pciId (card.vendor or null);
+          device = pciId (card.device or null);
+        in
+        if !(isAttrs card) || vendor == null || device == null then
+          null
+        else
+          {
+            inherit vendor device;
+            model = if isString (card.model or null) then card.model else "${vendor}:${device}";
+          };
+      entries = if isList cards then map entry cards else [ ];
+      fail = msg: {
+        gpus = [ ];
+        errors = [ "capplan: capplan.facterReport: ${msg} (expected ${facterHelp})" ];
+        system = null;
+      };
+    in
+    if report == null then
+      {
+        gpus = [ ];
+        errors = [ ];
+        system = null;
+      }
+    else if decoded == null && !(isAttrs report) && !(builtins.pathExists report) then
+      fail "${toString report} does not exist"
+    else if !(isAttrs decoded) then
+      fail "the report is ${builtins.typeOf decoded}, not an object"
+    else if !(isAttrs hardware) then
+      fail "hardware is ${builtins.typeOf hardware}, not an object"
+    else if !(isList cards) then
+      fail "hardware.graphics_card is ${builtins.typeOf cards}, not a list"
+    else if any (e: e == null) entries then
+      fail "a hardware.graphics_card entry has no PCI vendor and device id"
+    else
+      {
+        gpus = entries;
+        errors = [ ];
+        system = if isString (decoded.system or null) then decoded.system else null;
+      };
+
+  listed = xs: if length xs == 1 then head xs else concatStringsSep ", " (genList (elemAt xs) (length xs - 1)) + " and ${elemAt xs (length xs - 1)}";
+
+  unique = foldl' (acc: x: if elem x acc then acc else acc ++ [ x ]) [ ];
+
+  /**
+    What one machine gets from a plan: its targets, per planned package the variant serving
+    all of them, the errors (one `capplan:` line each) and warnings, and the overlay.
+
+    # Inputs
+
+    `plan`: the decoded plan.json; `variants`: the fleet's variants of `system` by name (its
+    `legacyPackages.<system>`); `gpus`: capplan.gpus; `facterReport`: null, a path or the decoded
+    report; `onUnserved`: "error" or "default".
+  */
+  resolve =
+    {
+      plan,
+      system,
+      gpus ? [ ],
+      facterReport ? null,
+      onUnserved ? "error",
+    }:
+    let
+      section = plan.machine or null;
+      sectionOf = f: if section == null then { } else section.families.${f.name} or { };
+      gpusOk = isList gpus && all isString gpus;
+      report = readReport facterReport;
+
+      # One capplan.gpus entry: the first family whose `machine.target` claims it, else the
+      # names table's own refusal (an ambiguous name), else unknown.
+      fromEntry =
+        text:
+        let
+          key = exactKey text;
+          claims = filter (c: c.found != null) (
+            map (f: {
+              family = f;
+              found = f.machine.target {
+                inherit text key system;
+                lower = toLower text;
+                names = section.names or { };
+                section = sectionOf f;
+              };
+            }) ordered
+          );
+          refusal = (section.names or { }).${key}.error or null;
+        in
+        if claims != [ ] then
+          {
+            family = (head claims).family;
+            inherit ((head claims).found) target name;
+            entry = text;
+          }
+        else if refusal != null then
+          { error = "capplan: capplan.gpus entry ${quote text}: ${refusal}"; }
+        else
+          {
+            error = "capplan: capplan.gpus entry ${quote text} is no GPU, capability, gfx target or CPU level this plan knows (give a name as `capplan gpus` prints it, an alias, a capability such as \"8.6\" or a gfx target such as \"gfx1100\"; `capplan gpus ${quote text}` lists the candidates)";
+          };
+
+      # One facter GPU: the family whose PCI vendor it is; GPUs of a vendor no family builds
+      # for (an Intel iGPU) are not compute targets here.
+      fromPci =
+        gpu:
+        let
+          owners = filter (f: f.machine.pciVendor == gpu.vendor) ordered;
+          f = head owners;
+          found = f.machine.fromPci (sectionOf f) gpu;
+        in
+        if owners == [ ] then
+          null
+        else if found ? error then
+          { inherit (found) error; family = f; }
+        else
+          {
+            family = f;
+            inherit (found) target name;
+            entry = "${gpu.vendor}:${gpu.device}";
+          };
+
+      entries = if gpusOk then map fromEntry gpus else [ ];
+      pcis = filter (x: x != null) (map fromPci report.gpus);
+      # A facter GPU capplan's tables cannot name is an error unless capplan.gpus names a GPU
+      # of its family (the user has said what it is).
+      named = f: any (e: !(e ? error) && e.family.name == f.name) entries;
+      pciErrors = map (x: x.error) (filter (x: x ? error && !(named x.family)) pcis);
+      targets = filter (x: !(x ? error)) (entries ++ pcis);
+
+      sectionErrors =
+        if section == null then
+          [ "capplan: this plan.json has no machine section (written before capplan could serve machines): regenerate it with `capplan generate`" ]
+        else if (section.version or null) != 1 then
+          [ "capplan: plan.json's machine section has version ${toJSON (section.version or null)}, this module reads version 1; regenerate it with `capplan generate`" ]
+        else
+          [ ];
+      inputErrors =
+        (
+          if gpusOk then
+            [ ]
+          else
+            [ "capplan: capplan.gpus must be a list of strings (GPU names, capabilities, gfx targets or CPU levels), got ${builtins.typeOf gpus} ${toJSON gpus}" ]
+        )
+        ++ (
+          if
+            elem onUnserved [
+              "error"
+              "default"
+            ]
+          then
+            [ ]
+          else
+            [ "capplan: capplan.onUnserved must be \"error\" or \"default\", got ${toJSON onUnserved}" ]
+        )
+        ++ report.errors
+        ++ map (e: e.error) (filter (e: e ? error) entries)
+        ++ pciErrors;
+
+      # Per family with targets here: per package it plans on this system, the variant that
+      # runs on every one of its targets (the first of the first target's list, best first, that
+      # every other target's list holds), or why none does.
+      familyAnswers =
+        f:
+        let
+          mine = filter (t: t.family.name == f.name) targets;
+          ts = unique (map (t: t.target) mine);
+          labelOf = t: let hit = head (filter (x: x.target == t) mine); in if hit.name == t then t else "${hit.name} (${t})";
+          data = sectionOf f;
+          packages = data.packages.${system} or [ ];
+          runs = t: data.targets.${system}.${t} or { };
+          answer =
+            package:
+            let
+              lists = map (t: (runs t).${package} or [ ]) ts;
+              common = filter (v: all (l: elem v l) lists) (head lists);
+              unserved = filter (t: ((runs t).${package} or [ ]) == [ ]) ts;
+            in
+            if common != [ ] then
+              { variant = head common; }
+            else if unserved != [ ] then
+              {
+                unserved = "capplan: no variant of ${package} in this plan runs on ${listed (map labelOf unserved)} (${system}): add ${if length unserved == 1 then "it" else "them"} to [fleet] gpus in capplan.toml and run `capplan generate`, or set capplan.onUnserved = \"default\" to keep nixpkgs' ${package}";
+              }
+            else
+              {
+                unserved = "capplan: no variant of ${package} in this plan serves all of ${listed (map labelOf ts)} together: plan one with [policy] fat = { group = [ ${concatStringsSep ", " (map (t: quote (head (filter (x: x.target == t) mine)).entry) ts)} ] } in capplan.toml and run `capplan generate`, or set capplan.onUnserved = \"default\" to keep nixpkgs' ${package}";
+              };
+        in
+        if ts == [ ] then
+          [ ]
+        else
+          map (package: { inherit package; family = f.name; } // answer package) packages;
+
+      answers = concatMap familyAnswers ordered;
+      byPackage = builtins.groupBy (a: a.package) answers;
+      # A package two families serve here (an NVIDIA and an AMD GPU in one machine): one
+      # package set holds one torch.
+      clashes = filter (p: length (filter (a: a ? variant) byPackage.${p}) > 1) (attrNames byPackage);
+      clashErrors = map (
+        p:
+        "capplan: ${p} is planned for more than one kind of GPU in this machine (${
+          listed (map (a: a.family) byPackage.${p})
+        }): list only the GPUs one package set serves in capplan.gpus"
+      ) clashes;
+      unservedLines = map (a: a.unserved) (filter (a: a ? unserved) answers);
+      picks = listToAttrs (
+        map (a: {
+          name = a.package;
+          value = a.variant;
+        }) (filter (a: a ? variant) answers)
+      );
+      errors =
+        sectionErrors
+        ++ (
+          if sectionErrors != [ ] then
+            [ ]
+          else
+            inputErrors
+            ++ clashErrors
+            ++ (if onUnserved == "default" then [ ] else unservedLines)
+        );
+    in
+    {
+      inherit errors picks;
+      warnings = if onUnserved == "default" && sectionErrors == [ ] then map (l: l + " (capplan.onUnserved = \"default\": nixpkgs' own package is kept)") unservedLines else [ ];
+      targets = map (t: {
+        family = t.family.name;
+        inherit (t) target name entry;
+      }) targets;
+      reportSystem = report.system;
+    };
+
+  /**
+    The overlay of one machine: each picked variant put where the plan's `attr` names it in
+    the machine's own package set: a Python package through `pythonPackagesExtensions` (so
+    its dependants in every Python set that has it are built against it), a package in another
+    scope through that scope's `overrideScope`, a top-level one as itself. Errors throw their
+    first line when the set is evaluated (the modules also report them as assertions).
+  */
+  overlay =
+    {
+      plan,
+      variantsFor,
+      gpus ? [ ],
+      facterReport ? null,
+      onUnserved ? "error",
+    }:
+    final: prev:
+    let
+      system = prev.stdenv.hostPlatform.system;
+      answer = resolve {
+        inherit
+          plan
+          system
+          gpus
+          facterReport
+          onUnserved
+          ;
+      };
+      variants = variantsFor system;
+      chosen = map (package: {
+        inherit package;
+        name = answer.picks.${package};
+        attr = plan.variants.${answer.picks.${package}}.attr;
+      }) (attrNames answer.picks);
+      drv = c: variants.${c.name};
+      isPython = c: length c.attr == 2 && builtins.match "python[0-9]*Packages" (head c.attr) != null;
+      python = filter isPython chosen;
+      scoped = filter (c: length c.attr == 2 && !(isPython c)) chosen;
+      top = filter (c: length c.attr == 1) chosen;
+      deeper = filter (c: length c.attr > 2) chosen;
+      scopes = unique (map (c: head c.attr) scoped);
+      inScope =
+        scope:
+        let
+          members = listToAttrs (
+            map (c: {
+              name = elemAt c.attr 1;
+              value = drv c;
+            }) (filter (c: head c.attr == scope) scoped)
+          );
+        in
+        if prev ? ${scope} && prev.${scope} ? overrideScope then
+          prev.${scope}.overrideScope (_: _: members)
+        else
+          (prev.${scope} or { }) // members;
+      # The variant is its own Python's package: only a set of that Python version takes it.
+      sameVersion =
+        pyPrev: d:
+        (pyPrev.python.pythonVersion or null) == (d.pythonModule.pythonVersion or null);
+      warned = foldl' (ok: w: builtins.trace "warning: ${w}" ok) true answer.warnings;
+    in
+    # Any wrong value stops the whole set with its line (the modules report it first, as an
+    # assertion): a machine whose GPUs are not what capplan.gpus says gets nothing silently.
+    if answer.errors != [ ] then
+      throw (head answer.errors)
+    else
+      builtins.seq warned (
+    (
+      if deeper != [ ] then
+        throw "capplan: plan.json variant ${(head deeper).name} has attr ${concatStringsSep "." (head deeper).attr}, deeper than this overlay places packages (report this to capplan)"
+      else
+        { }
+    )
+    // listToAttrs (
+      map (c: {
+        name = head c.attr;
+        value = drv c;
+      }) top
+    )
+    // listToAttrs (
+      map (scope: {
+        name = scope;
+        value = inScope scope;
+      }) scopes
+    )
+    // (
+      if python == [ ] then
+        { }
+      else
+        {
+          pythonPackagesExtensions = prev.pythonPackagesExtensions ++ [
+            (
+              pyFinal: pyPrev:
+              listToAttrs (
+                concatMap (
+                  c:
+                  let
+                    d = drv c;
+                    attr = elemAt c.attr 1;
+                  in
+                  if pyPrev ? ${attr} && sameVersion pyPrev d then
+                    [
+                      {
+                        name = attr;
+                        value = d;
+                      }
+                    ]
+                  else
+                    [ ]
+                ) python
+              )
+            )
+          ];
+        }
+    ));
+
+  /**
+    plan.json's `cache` as nix.conf settings: the fleet's substituters and the keys they sign
+    with.
+  */
+  cacheSettings =
+    plan:
+    let
+      cache = plan.cache or { };
+    in
+    {
+      substituters = cache.substituters or [ ];
+      publicKeys = cache.public_keys or [ ];
+    };
+in
+{
+  inherit
+    exactKey
+    readReport
+    resolve
+    overlay
+    cacheSettings
+    toHex4
+    ;
+}
