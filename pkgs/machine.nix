@@ -152,7 +152,12 @@ let
         system = if isString (decoded.system or null) then decoded.system else null;
       };
 
-  listed = xs: if length xs == 1 then head xs else concatStringsSep ", " (genList (elemAt xs) (length xs - 1)) + " and ${elemAt xs (length xs - 1)}";
+  listed =
+    xs:
+    if length xs == 1 then
+      head xs
+    else
+      concatStringsSep ", " (genList (elemAt xs) (length xs - 1)) + " and ${elemAt xs (length xs - 1)}";
 
   unique = foldl' (acc: x: if elem x acc then acc else acc ++ [ x ]) [ ];
 
@@ -203,6 +208,8 @@ let
           {
             family = (head claims).family;
             inherit ((head claims).found) target name;
+            # As the user wrote it: the lines name it so, and a fat group lists it so.
+            label = text;
             entry = text;
           }
         else if refusal != null then
@@ -229,7 +236,9 @@ let
           {
             family = f;
             inherit (found) target name;
-            entry = "${gpu.vendor}:${gpu.device}";
+            label = "${gpu.model} [${gpu.vendor}:${gpu.device}]";
+            # A PCI id is no fleet entry; its target is.
+            entry = found.target;
           };
 
       entries = if gpusOk then map fromEntry gpus else [ ];
@@ -277,7 +286,12 @@ let
         let
           mine = filter (t: t.family.name == f.name) targets;
           ts = unique (map (t: t.target) mine);
-          labelOf = t: let hit = head (filter (x: x.target == t) mine); in if hit.name == t then t else "${hit.name} (${t})";
+          labelOf =
+            t:
+            let
+              hit = head (filter (x: x.target == t) mine);
+            in
+            if hit.label == t then t else "${hit.label} (${t})";
           data = sectionOf f;
           packages = data.packages.${system} or [ ];
           runs = t: data.targets.${system}.${t} or { };
@@ -292,11 +306,14 @@ let
               { variant = head common; }
             else if unserved != [ ] then
               {
-                unserved = "capplan: no variant of ${package} in this plan runs on ${listed (map labelOf unserved)} (${system}): add ${if length unserved == 1 then "it" else "them"} to [fleet] gpus in capplan.toml and run `capplan generate`, or set capplan.onUnserved = \"default\" to keep nixpkgs' ${package}";
+                # Grouped with the other packages of the same GPUs: one line per cause.
+                cause = "runs on ${listed (map labelOf unserved)} (${system})";
+                fix = "add ${if length unserved == 1 then "it" else "them"} to [fleet] gpus in capplan.toml and run `capplan generate`";
               }
             else
               {
-                unserved = "capplan: no variant of ${package} in this plan serves all of ${listed (map labelOf ts)} together: plan one with [policy] fat = { group = [ ${concatStringsSep ", " (map (t: quote (head (filter (x: x.target == t) mine)).entry) ts)} ] } in capplan.toml and run `capplan generate`, or set capplan.onUnserved = \"default\" to keep nixpkgs' ${package}";
+                cause = "serves all of ${listed (map labelOf ts)} together";
+                fix = "plan one with [policy] fat = { group = [ ${concatStringsSep ", " (map (t: quote (head (filter (x: x.target == t) mine)).entry) ts)} ] } in capplan.toml and run `capplan generate`";
               };
         in
         if ts == [ ] then
@@ -315,7 +332,17 @@ let
           listed (map (a: a.family) byPackage.${p})
         }): list only the GPUs one package set serves in capplan.gpus"
       ) clashes;
-      unservedLines = map (a: a.unserved) (filter (a: a ? unserved) answers);
+      unservedAnswers = filter (a: a ? cause) answers;
+      causes = builtins.groupBy (a: a.cause) unservedAnswers;
+      unservedLines = map (
+        cause:
+        let
+          group = causes.${cause};
+          packages = map (a: a.package) group;
+          these = listed packages;
+        in
+        "capplan: no variant of ${these} in this plan ${cause}: ${(head group).fix}, or set capplan.onUnserved = \"default\" to keep nixpkgs' ${these}"
+      ) (attrNames causes);
       picks = listToAttrs (
         map (a: {
           name = a.package;
@@ -338,7 +365,7 @@ let
       warnings = if onUnserved == "default" && sectionErrors == [ ] then map (l: l + " (capplan.onUnserved = \"default\": nixpkgs' own package is kept)") unservedLines else [ ];
       targets = map (t: {
         family = t.family.name;
-        inherit (t) target name entry;
+        inherit (t) target name label;
       }) targets;
       reportSystem = report.system;
     };

@@ -77,17 +77,33 @@ def machine_names(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
     from capplan.core.families.cuda.gpus import exact_key
 
     found: dict[str, dict[str, str]] = {}
-    for model in amd.gpus:
-        for label in (model.name, *model.aliases):
-            (hit,) = amd.lookup_gpu(label)
-            found.setdefault(
-                exact_key(label),
-                {"vendor": "amd", "target": hit.target.base.processor, "name": hit.name},
-            )
+    for label in machine_spellings(amd):
+        (hit,) = amd.lookup_gpu(label)
+        found.setdefault(
+            exact_key(label),
+            {"vendor": "amd", "target": hit.target.base.processor, "name": hit.name},
+        )
     for info in amd.targets:
         if not info.target.is_generic:
             processor = info.target.processor
             found[processor] = {"vendor": "amd", "target": processor, "name": processor}
+    return found
+
+
+def machine_spellings(amd: AmdKnowledgeBase) -> list[str]:
+    """Each AMD model's name and aliases, also without their leading vendor and line words
+    ("AMD Radeon RX 7900 XTX", "Radeon RX 7900 XTX", "RX 7900 XTX"; never one word), which
+    :func:`.kb.normalise_amd_name` drops: the spellings users write in a fleet."""
+    found: list[str] = []
+    for model in amd.gpus:
+        for label in (model.name, *model.aliases):
+            found.append(label)
+            words = label.split()
+            # A bare model number left alone ("760M") is an NVIDIA name too: the CLI asks
+            # NVIDIA's names first, so only spellings of two words or more are added.
+            while len(words) > 2 and words[0].lower() in ("amd", "radeon", "instinct"):
+                words = words[1:]
+                found.append(" ".join(words))
     return found
 
 
