@@ -72,6 +72,7 @@ __all__ = [
     "is_cpu_side",
     "is_driver_version",
     "job_keys",
+    "machine_names",
     "machine_section",
     "nix_keys",
     "nixpkgs_checks",
@@ -471,17 +472,30 @@ def machine_section(kb: KnowledgeBase, plan: Plan, cpu: CpuModel | None) -> dict
     ``cpu``: the CPU model (archspec's) when the plan has per-level builds, else None; tests/kb
     checks every name against :func:`doctor_gpu`."""
     families: dict[str, Any] = {}
-    names: dict[str, dict[str, str]] = {}
     for package in _FAMILIES:
         name = package.rpartition(".")[2]
         module = import_module(f"{package}.machine")
         families[name] = module.machine_targets(plan, kb, cpu)
         if hasattr(module, "machine_pci"):
             families[name]["pci"] = module.machine_pci(kb)
+    found = machine_names(kb)
+    return {"version": 1, "families": families, "names": found}
+
+
+def machine_names(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
+    """Every GPU spelling the families know exactly, by exact key, each answered as
+    :func:`doctor_gpu` answers it (``{"vendor", "target", "name"}``, or ``{"error"}`` for a
+    key two spellings give different answers): plan.json's ``machine.names``."""
+    # The exact key of a GPU name (case, spacing, punctuation and "NVIDIA" aside), the
+    # rule every family's exact names follow and pkgs/machine.nix's exactKey computes.
+    from capplan.core.families.cuda.gpus import exact_key
+
+    names: dict[str, dict[str, str]] = {}
+    for package in _FAMILIES:
+        module = import_module(f"{package}.machine")
         if hasattr(module, "machine_names"):
-            theirs = module.machine_names(kb)
+            theirs = module.machine_names(kb, exact_key)
             # A gfx processor is ROCm's whoever else spells it; any other key the family
             # before claims (the CLI asks NVIDIA's names before AMD's) stays its.
             names.update({k: v for k, v in theirs.items() if k not in names or k.startswith("gfx")})
-    found = dict(sorted(names.items()))
-    return {"version": 1, "families": families, "names": found}
+    return dict(sorted(names.items()))

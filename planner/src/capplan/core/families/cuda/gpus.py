@@ -74,7 +74,8 @@ def _words_with_noise(name: str) -> frozenset[str]:
 @lru_cache(maxsize=16384)
 def exact_key(name: str) -> str:
     """A name as typed, with "NVIDIA", case, spacing and punctuation aside: "rtx3090",
-    "RTX 3090" and "NVIDIA RTX-3090" are one key; "Quadro RTX 6000" keeps its "quadro"."""
+    "RTX 3090" and "NVIDIA RTX-3090" are one key; "Quadro RTX 6000" keeps its "quadro". Also
+    the key of plan.json's ``machine.names`` (pkgs/machine.nix ``exactKey`` is the same)."""
     return "".join(w for w in _KEY_SEPARATORS.split(name.lower()) if w and w != "nvidia")
 
 
@@ -111,6 +112,12 @@ def find_gpus(query: str, models: Sequence[GpuModel]) -> list[GpuMatch]:
     wanted_set = _words_with_noise(_CHIP_QUALIFIER.sub(" ", query)) if noise_only else set(wanted)
     if not wanted_set:
         return []
+    keys, text = _label_index(models)
+    if key not in keys and not all(w in text for w in wanted_set):
+        # No label has this exact key, and some word is in no label: nothing can match (a
+        # loose match needs every word in one label). Asked of every AMD spelling when
+        # plan.json's GPU names are written, so a miss costs no pass over the models.
+        return []
     chips = {m.group(0)[1:-1].upper() for m in _CHIP_QUALIFIER.finditer(query)}
     results: list[GpuMatch] = []
     for model in models:
@@ -137,6 +144,24 @@ def find_gpus(query: str, models: Sequence[GpuModel]) -> list[GpuMatch]:
             results.append(best)
     results.sort(key=lambda m: (-m.score, m.model.capability.sort_key, m.model.name))
     return results
+
+
+_INDEX: dict[int, tuple[Sequence[GpuModel], frozenset[str], str]] = {}
+
+
+def _label_index(models: Sequence[GpuModel]) -> tuple[frozenset[str], str]:
+    """The exact keys of every label of ``models`` and their lower-cased labels as one text,
+    made once per model list (the knowledge base's lists live as long as the process)."""
+    found = _INDEX.get(id(models))
+    if found is None or found[0] is not models:
+        labels = [label for m in models for label in (m.name, *m.aliases)]
+        found = (
+            models,
+            frozenset(exact_key(label) for label in labels),
+            "\n".join(label.lower() for label in labels),
+        )
+        _INDEX[id(models)] = found
+    return found[1], found[2]
 
 
 def _could_match(label: str, wanted: AbstractSet[str]) -> bool:

@@ -8,12 +8,12 @@ detect`` names. Pure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import is_jetson
-from capplan.core.families.cuda.gpus import exact_key
 from capplan.core.families.cuda.kb import GpuModel, nvidia
 from capplan.core.families.cuda.keys import cuda_spec, cuda_version
 from capplan.core.families.cuda.select import _device_verdict, _variants_for
@@ -80,9 +80,9 @@ def machine_targets(plan: Plan, kb: KnowledgeBase, cpu: object = None) -> dict[s
     return {"packages": packages, "targets": targets}
 
 
-def machine_names(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
+def machine_names(kb: KnowledgeBase, key: Callable[[str], str]) -> dict[str, dict[str, str]]:
     """Every spelling of an NVIDIA GPU this family knows exactly, by its exact key
-    (:func:`.gpus.exact_key`, which pkgs/machine.nix computes the same way): each device
+    (``key``: :func:`.gpus.exact_key`, which pkgs/machine.nix computes the same way): each device
     capability's usual spellings (``8.6``, ``86``, ``sm_86``, ``sm86``, ``compute_86``) and its
     models' names and aliases, answered as :func:`.gpus.resolve_device` answers them: the
     models a key matches exactly must agree on the capability, else it is ambiguous (tests/kb
@@ -90,19 +90,19 @@ def machine_names(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {}
     by_key: dict[str, list[GpuModel]] = {}
     for model in nvidia(kb).gpus:
-        for label in {exact_key(x) for x in (model.name, *model.aliases)}:
+        for label in {key(x) for x in (model.name, *model.aliases)}:
             by_key.setdefault(label, []).append(model)
-    for key, models in sorted(by_key.items()):
+    for spelled, models in sorted(by_key.items()):
         caps = sorted({m.capability for m in models}, key=lambda c: c.sort_key)
         if len(caps) == 1:
             first = min(models, key=lambda m: m.name)
-            found[key] = {"vendor": "nvidia", "target": caps[0].text, "name": first.name}
+            found[spelled] = {"vendor": "nvidia", "target": caps[0].text, "name": first.name}
         else:
             listed = ", ".join(
                 f"{min((m for m in models if m.capability == c), key=lambda m: m.name).name} ({c})"
                 for c in caps
             )
-            found[key] = {"error": f"GPU name '{key}' is ambiguous: it matches {listed}"}
+            found[spelled] = {"error": f"GPU name '{spelled}' is ambiguous: it matches {listed}"}
     for info in nvidia(kb).capabilities:
         cap = info.capability
         if cap.suffix:
@@ -110,7 +110,7 @@ def machine_names(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
         digits = f"{cap.major}{cap.minor}"
         for spelling in (cap.text, digits, f"sm_{digits}", f"sm{digits}", f"compute_{digits}"):
             # A capability is parsed before any name is looked up (resolve_device).
-            found[exact_key(spelling)] = {"vendor": "nvidia", "target": cap.text, "name": cap.text}
+            found[key(spelling)] = {"vendor": "nvidia", "target": cap.text, "name": cap.text}
     return found
 
 

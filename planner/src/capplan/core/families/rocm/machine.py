@@ -6,10 +6,11 @@ exact processor before compatible code, a single-target build before a shared on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from capplan.core.families.rocm.fleet import rocm_part
-from capplan.core.families.rocm.kb import AmdKnowledgeBase
+from capplan.core.families.rocm.kb import AmdGpuModel, AmdKnowledgeBase, normalise_amd_name
 from capplan.core.families.rocm.keys import rocm_spec
 from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_runs
 from capplan.core.model.kb import KnowledgeBase
@@ -66,22 +67,35 @@ def machine_targets(plan: Plan, kb: KnowledgeBase, cpu: object = None) -> dict[s
     return {"packages": packages, "targets": targets}
 
 
-def machine_names(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
-    """Every spelling of an AMD GPU this family knows exactly, by the exact key
-    pkgs/machine.nix computes (:func:`capplan.core.families.cuda.gpus.exact_key`): each
-    processor (``gfx942``) and its models' names and aliases, answered as
-    :meth:`.kb.AmdKnowledgeBase.lookup_gpu` answers an exact name."""
+def machine_names(kb: KnowledgeBase, key: Callable[[str], str]) -> dict[str, dict[str, str]]:
+    """Every spelling of an AMD GPU this family knows exactly, by ``key`` (the exact key
+    pkgs/machine.nix computes, which the registry passes): each processor (``gfx942``) and its
+    models' names and aliases, answered as :meth:`.kb.AmdKnowledgeBase.lookup_gpu` answers an
+    exact name."""
     amd = kb.part(AmdKnowledgeBase)
     if amd is None:
         return {}
-    from capplan.core.families.cuda.gpus import exact_key
+    from capplan.core.families.registry import gpu_families
 
     found: dict[str, dict[str, str]] = {}
-    for label in machine_spellings(amd):
-        (hit,) = amd.lookup_gpu(label)
+    labels = {label for m in amd.gpus for label in (m.name, *m.aliases)}
+    # The CLI's rule (claim.amd_entry): a spelling another GPU family knows is that family's.
+    others = [f for f in gpu_families(kb) if f.name != "rocm"]
+    by_name: dict[str, AmdGpuModel] = {}
+    for model in amd.gpus:
+        for label in (model.name, *model.aliases):
+            by_name.setdefault(normalise_amd_name(label), model)
+    for spelling in machine_spellings(amd):
+        # A shortened spelling ("760M") another family may know loosely: only AMD's are added.
+        if spelling not in labels and any(f.knows_device(spelling) for f in others):
+            continue
+        # lookup_gpu's exact branch (every spelling normalises as its model's label does),
+        # with the labels normalised once.
+        hit = by_name.get(normalise_amd_name(spelling))
+        if hit is None:
+            (hit,) = amd.lookup_gpu(spelling)
         found.setdefault(
-            exact_key(label),
-            {"vendor": "amd", "target": hit.target.base.processor, "name": hit.name},
+            key(spelling), {"vendor": "amd", "target": hit.target.base.processor, "name": hit.name}
         )
     for info in amd.targets:
         if not info.target.is_generic:
@@ -92,16 +106,14 @@ def machine_names(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
 
 def machine_spellings(amd: AmdKnowledgeBase) -> list[str]:
     """Each AMD model's name and aliases, also without their leading vendor and line words
-    ("AMD Radeon RX 7900 XTX", "Radeon RX 7900 XTX", "RX 7900 XTX"; never one word), which
+    ("AMD Radeon RX 7900 XTX", "Radeon RX 7900 XTX", "RX 7900 XTX"), which
     :func:`.kb.normalise_amd_name` drops: the spellings users write in a fleet."""
     found: list[str] = []
     for model in amd.gpus:
         for label in (model.name, *model.aliases):
             found.append(label)
             words = label.split()
-            # A bare model number left alone ("760M") is an NVIDIA name too: the CLI asks
-            # NVIDIA's names first, so only spellings of two words or more are added.
-            while len(words) > 2 and words[0].lower() in ("amd", "radeon", "instinct"):
+            while len(words) > 1 and words[0].lower() in ("amd", "radeon", "instinct"):
                 words = words[1:]
                 found.append(" ".join(words))
     return found

@@ -1,0 +1,101 @@
+"""GPU names in the NixOS / home-manager module follow the CLI's one rule: Nix computes the
+same exact key as capplan's Python (pkgs/machine.nix ``exactKey`` against
+core/families/cuda/gpus.py ``exact_key``, on the same texts), and a capplan.gpus entry resolves
+to the family and target the CLI gives it (tests/kb/test_machine_names.py checks the exported
+table against ``doctor_gpu``; here the module's own resolution is checked against the CLI).
+Texts are ASCII: Nix lowers ASCII letters only (builtins.replaceStrings), as every name and
+spelling in the knowledge base is."""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from nixhelpers import REPO, NixRunner
+
+from capplan.adapters.kb import load_kb
+from capplan.core.families.cuda.gpus import exact_key
+from capplan.core.families.registry import doctor_gpu
+from capplan.errors import CapplanError
+
+pytestmark = pytest.mark.nix
+
+KB = load_kb()
+MACHINE = REPO / "pkgs" / "machine.nix"
+PLAN = REPO / "overlays" / "plan.json"
+
+
+@pytest.fixture(scope="module")
+def nix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NixRunner]:
+    import shutil
+
+    if shutil.which("nix") is None:
+        pytest.skip("nix not found on PATH (install Debian's nix-bin to run tests/nix)")
+    yield NixRunner(tmp_path_factory.mktemp("names"))
+
+
+def _nix_map(nix: NixRunner, function: str, texts: list[str]) -> list[object]:
+    data = nix.root / "texts.json"
+    data.write_text(json.dumps(texts))
+    expression = (
+        f"let m = import {MACHINE}; plan = builtins.fromJSON (builtins.readFile {PLAN}); "
+        f"texts = builtins.fromJSON (builtins.readFile {data}); f = {function}; in map f texts"
+    )
+    result: list[object] = json.loads(nix.run(["eval", "--impure", "--json", "--expr", expression]).stdout)
+    return result
+
+
+@settings(max_examples=3, deadline=None)
+@given(st.lists(st.text(alphabet=string.printable, max_size=30), min_size=80, max_size=80))
+def test_nix_exact_key_is_pythons(nix: NixRunner, texts: list[str]) -> None:
+    texts += ["NVIDIA GeForce RTX 3090", "rtx-3090", "GT 640 (GK208)", "Tesla V100-SXM2-32GB"]
+    assert _nix_map(nix, "m.exactKey", texts) == [exact_key(t) for t in texts]
+
+
+def test_module_names_resolve_as_the_cli_does(nix: NixRunner) -> None:
+    texts = [
+        "RTX 3090",
+        "rtx3090",
+        "NVIDIA GeForce RTX 3090",
+        "A100",
+        "h100",
+        "8.6",
+        "sm_90",
+        "compute_80",
+        "86",
+        "MI300X",
+        "Radeon RX 7900 XTX",
+        "rx-7900-xtx",
+        "gfx1100",
+        "GFX942",
+        "GeForce GT 640 (GK208)",
+        "Jetson Orin",
+        "RTX 9999 Ultra",
+    ]
+    got = _nix_map(
+        nix,
+        'text: let r = m.resolve { inherit plan; system = "x86_64-linux"; gpus = [ text ]; }; '
+        "in if r.targets == [ ] then null else { inherit (builtins.head r.targets) family target; }",
+        texts,
+    )
+    families = {"nvidia": "cuda", "amd": "rocm"}
+    for text, answer in zip(texts, got, strict=True):
+        try:
+            gpu = doctor_gpu(KB, text)
+        except CapplanError:
+            assert answer is None, text
+            continue
+        device = gpu.device
+        target = getattr(device, "processor", None) or str(device)
+        assert answer == {"family": families[gpu.vendor], "target": target}, text
+
+
+def test_the_exported_table_is_the_committed_plans(nix: NixRunner) -> None:
+    # The committed plan carries the table the module reads (CI's `generate --check` keeps it
+    # current); a plan without it is refused with the way out.
+    assert "machine" in json.loads(Path(PLAN).read_text())
