@@ -11,7 +11,9 @@
   nixpkgsLib,
   kind ? "nixos",
   facter ? false,
-  config,
+  config ? { },
+  # A docs block: fleet -> module, which imports the fleet's module itself.
+  withFleet ? null,
   system ? "x86_64-linux",
 }:
 let
@@ -72,13 +74,24 @@ let
             };
           };
     };
+  # As nixpkgs' hardware.facter module (and nixos-facter-modules' facter.nix at
+  # 0ea1797c169649d5380bc9ae5ef28f5953de6f3a: `report = mkOption { type = types.raw; default
+  # = builtins.fromJSON (builtins.readFile config.facter.reportPath); }`) declares them.
   facterStubs =
-    { lib, ... }:
+    { lib, config, ... }:
     {
       options = lib.optionalAttrs facter {
+        hardware.facter.reportPath = lib.mkOption {
+          type = lib.types.nullOr lib.types.path;
+          default = null;
+        };
         hardware.facter.report = lib.mkOption {
           type = raw;
-          default = { };
+          default =
+            if config.hardware.facter.reportPath == null then
+              { }
+            else
+              builtins.fromJSON (builtins.readFile config.hardware.facter.reportPath);
         };
       };
     };
@@ -88,9 +101,8 @@ let
       stubs
       platformStubs
       facterStubs
-      module
-      config
     ]
+    ++ (if withFleet == null then [ module config ] else [ (withFleet fleet) ])
     ++ lib.optional (kind == "nixos") { nixpkgs.hostPlatform = lib.mkDefault system; };
   };
   cfg = evaluated.config;

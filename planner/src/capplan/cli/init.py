@@ -65,5 +65,6 @@ def init(directory: str, force: bool) -> None:
     _say(
         "next: set inputs.capplan.url in flake.nix to where you take capplan from, list your "
         "GPUs in capplan.toml, run 'capplan generate', 'git add' the files, then "
-        "'nix build .#torch-sm86' (README.md has the rest)"
+        "'nix build .#torch-sm86'; your machines take the cache through the flake's "
+        "nixosModules.default, homeModules.default or lib.overlayFor (README.md has the rest)"
     )
