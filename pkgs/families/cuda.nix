@@ -33,6 +33,9 @@ in
   # names table gives an NVIDIA answer (a model's name or alias, a capability spelling), or a
   # facter report's PCI id in the exported PCI table (kb/pci.json: device id -> capability).
   machine = {
+    # Words an exact GPU key leaves out (core/families/cuda/gpus.py exact_key): "NVIDIA
+    # GeForce RTX 3090" and "GeForce RTX 3090" are one name.
+    keyDrops = [ "nvidia" ];
     target =
       { names, key, ... }:
       let
