@@ -342,3 +342,20 @@ def test_unserved_gpu_keeps_nixpkgs_package_with_a_warning_when_asked(fleet: Nix
     )
     assert got["torch"] == got["default"]["torch"]
     assert [w for w in got["warnings"] if "capplan: no variant of magma, nccl, torch and torchvision" in w], got["warnings"]
+
+
+def test_the_flake_has_the_three_machine_outputs(fleet: NixRunner) -> None:
+    """capplan's own flake (whose outputs are mkFleetFlake's, as every fleet flake's are)."""
+    apply = (
+        "o: [ (builtins.attrNames o.nixosModules) (builtins.attrNames o.homeModules) "
+        "(builtins.attrNames o.homeManagerModules) (builtins.isFunction o.lib.overlayFor) "
+        "(builtins.isFunction o.lib.mkFleetFlake) ]"
+    )
+    expression = (
+        f"let flake = import {fleet.root}/flake.nix; nixpkgs = {{ outPath = {fleet.standin}; "
+        f"legacyPackages = {{ x86_64-linux = import {fleet.standin} {{ system = \"x86_64-linux\"; }}; "
+        f"aarch64-linux = import {fleet.standin} {{ system = \"aarch64-linux\"; }}; }}; }}; "
+        f"self = flake.outputs {{ inherit self nixpkgs; }} // {{ outPath = {fleet.root}; }}; "
+        f"in ({apply}) self"
+    )
+    assert fleet.expr_json(expression) == [["default"], ["default"], ["default"], True, True]
