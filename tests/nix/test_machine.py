@@ -13,10 +13,11 @@ the x86-64-v3 level of gromacs, a [cache] table), so the test reads what users g
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -77,16 +78,14 @@ RTX3090_REPORT: dict[str, Any] = {
 
 def _require_lib() -> None:
     if not (NIXPKGS_LIB / "default.nix").is_file():
-        pytest.skip(f"nixpkgs' lib is not at {NIXPKGS_LIB} (../shared/nixpkgs-lib; a clone on its own)")
+        pytest.skip(
+            f"nixpkgs' lib is not at {NIXPKGS_LIB} (../shared/nixpkgs-lib; a clone on its own)"
+        )
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NixRunner]:
     """A copy of the repository whose plan.json `capplan generate` wrote from CONFIG."""
-    from nixhelpers import NixRunner as Runner
-
-    import shutil
-
     if shutil.which("nix") is None:
         pytest.skip("nix not found on PATH (install Debian's nix-bin to run tests/nix)")
     _require_lib()
@@ -99,10 +98,10 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NixRunner]:
         capture_output=True,
         text=True,
         check=False,
-        env={**__import__("os").environ, "NO_COLOR": "1"},
+        env={**os.environ, "NO_COLOR": "1"},
     )
     assert proc.returncode == 0, proc.stderr
-    yield Runner(root)
+    yield NixRunner(root)
 
 
 def _nix_config(runner: NixRunner, name: str, value: Any) -> str:
@@ -138,7 +137,9 @@ def _values(runner: NixRunner, config: Any, body: str, **kw: Any) -> Any:
 
 def _error_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
     assert proc.returncode != 0, proc.stdout
-    return [line.strip().removeprefix("- ") for line in proc.stderr.splitlines() if "capplan:" in line]
+    return [
+        line.strip().removeprefix("- ") for line in proc.stderr.splitlines() if "capplan:" in line
+    ]
 
 
 PATHS = """{
@@ -198,7 +199,9 @@ def test_cuda_gpu_gets_its_variants_and_nothing_else_changes(fleet: NixRunner) -
     assert got["torch"] != got["default"]["torch"]
     assert got["settings"] == {
         "extra-substituters": ["https://lab.cachix.org"],
-        "extra-trusted-public-keys": ["lab.cachix.org-1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="],
+        "extra-trusted-public-keys": [
+            "lab.cachix.org-1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+        ],
     }
     assert got["warnings"] == []
 
@@ -264,8 +267,8 @@ def test_overlay_for_gives_the_same_paths_without_a_module(fleet: NixRunner) -> 
     expression = (
         f"let e = import {fleet.root}/tests/nix/machine_eval.nix {{ root = {fleet.root}; "
         f"standin = {fleet.standin}; nixpkgsLib = {NIXPKGS_LIB}; config = {{ }}; }}; "
-        f"pkgs = import {fleet.standin} {{ system = \"x86_64-linux\"; overlays = "
-        f"[ (e.fleet.lib.overlayFor {{ gpus = [ \"sm_90\" ]; }}) ]; }}; in "
+        f'pkgs = import {fleet.standin} {{ system = "x86_64-linux"; overlays = '
+        f'[ (e.fleet.lib.overlayFor {{ gpus = [ "sm_90" ]; }}) ]; }}; in '
         "[ (pkgs.python3Packages.torch.outPath == e.variants.torch-sm90.outPath) "
         "(pkgs.blender.outPath == e.default.blender.outPath) ]"
     )
@@ -280,7 +283,12 @@ def test_home_manager_module_writes_nix_conf_only_with_a_nix_package(fleet: NixR
     assert got["settings"] == {}
     assert len(got["warnings"]) == 1 and "set nix.package" in got["warnings"][0]
     got = _values(
-        fleet, config, body, name="hm-nix", kind="home-manager", extra=' // { nix.package = "nix"; }'
+        fleet,
+        config,
+        body,
+        name="hm-nix",
+        kind="home-manager",
+        extra=' // { nix.package = "nix"; }',
     )
     assert got["settings"]["extra-substituters"] == ["https://lab.cachix.org"]
     assert got["warnings"] == []
@@ -296,15 +304,24 @@ def test_home_manager_module_writes_nix_conf_only_with_a_nix_package(fleet: NixR
         ({"gpus": "8.6"}, "capplan: capplan.gpus must be a list of strings"),
         (
             {"gpus": ["RTX 3090", "H100"]},
-            "capplan: no variant of magma, nccl, torch and torchvision in this plan serves all of RTX 3090 (8.6) and H100 (9.0) together: plan one with [policy] fat = { group = [ \"RTX 3090\", \"H100\" ] }",
+            'capplan: no variant of magma, nccl, torch and torchvision in this plan serves all of RTX 3090 (8.6) and H100 (9.0) together: plan one with [policy] fat = { group = [ "RTX 3090", "H100" ] }',
         ),
-        ({"gpus": ["A100"]}, "capplan: no variant of magma, nccl, torch and torchvision in this plan runs on A100 (8.0) (x86_64-linux)"),
+        (
+            {"gpus": ["A100"]},
+            "capplan: no variant of magma, nccl, torch and torchvision in this plan runs on A100 (8.0) (x86_64-linux)",
+        ),
         (
             {"facterReport": {"hardware": {"graphics_card": "RTX 3090"}}},
             "capplan: capplan.facterReport: hardware.graphics_card is string, not a list",
         ),
         (
-            {"facterReport": {"hardware": {"graphics_card": [{"vendor": {"hex": "1002"}, "device": {"hex": "744c"}}]}}},
+            {
+                "facterReport": {
+                    "hardware": {
+                        "graphics_card": [{"vendor": {"hex": "1002"}, "device": {"hex": "744c"}}]
+                    }
+                }
+            },
             "capplan: the facter report's AMD GPU 1002:744c (1002:744c) is not in capplan's PCI table",
         ),
     ],
@@ -323,12 +340,12 @@ def test_wrong_values_fail_with_one_capplan_line(
         f"let e = import {fleet.root}/tests/nix/machine_eval.nix {{ root = {fleet.root}; "
         f"standin = {fleet.standin}; nixpkgsLib = {NIXPKGS_LIB}; config = {{ }}; }}; "
         f"args = {_nix_config(fleet, 'overlay', config)}; "
-        f"pkgs = import {fleet.standin} {{ system = \"x86_64-linux\"; overlays = "
+        f'pkgs = import {fleet.standin} {{ system = "x86_64-linux"; overlays = '
         "[ (e.fleet.lib.overlayFor args) ]; }; in pkgs.python3Packages.torch.outPath"
     )
     proc = fleet.expr(overlay, check=False)
     assert proc.returncode != 0
-    assert [ln.strip() for ln in proc.stderr.splitlines() if "capplan:" in ln][0].endswith(
+    assert next(ln.strip() for ln in proc.stderr.splitlines() if "capplan:" in ln).endswith(
         lines[0]
     ), proc.stderr
 
@@ -341,7 +358,11 @@ def test_unserved_gpu_keeps_nixpkgs_package_with_a_warning_when_asked(fleet: Nix
         name="default",
     )
     assert got["torch"] == got["default"]["torch"]
-    assert [w for w in got["warnings"] if "capplan: no variant of magma, nccl, torch and torchvision" in w], got["warnings"]
+    assert [
+        w
+        for w in got["warnings"]
+        if "capplan: no variant of magma, nccl, torch and torchvision" in w
+    ], got["warnings"]
 
 
 def test_the_flake_has_the_three_machine_outputs(fleet: NixRunner) -> None:
@@ -353,8 +374,8 @@ def test_the_flake_has_the_three_machine_outputs(fleet: NixRunner) -> None:
     )
     expression = (
         f"let flake = import {fleet.root}/flake.nix; nixpkgs = {{ outPath = {fleet.standin}; "
-        f"legacyPackages = {{ x86_64-linux = import {fleet.standin} {{ system = \"x86_64-linux\"; }}; "
-        f"aarch64-linux = import {fleet.standin} {{ system = \"aarch64-linux\"; }}; }}; }}; "
+        f'legacyPackages = {{ x86_64-linux = import {fleet.standin} {{ system = "x86_64-linux"; }}; '
+        f'aarch64-linux = import {fleet.standin} {{ system = "aarch64-linux"; }}; }}; }}; '
         f"self = flake.outputs {{ inherit self nixpkgs; }} // {{ outPath = {fleet.root}; }}; "
         f"in ({apply}) self"
     )

@@ -67,7 +67,7 @@ def _eval(fleet: NixRunner, kind: str, block: str, body: str) -> object:
         module_kind = "home-manager" if kind == "home-manager" else "nixos"
         facter = "true" if kind == "nixos-facter" else "false"
         expression = (
-            f"let e = {helper} kind = \"{module_kind}\"; facter = {facter}; "
+            f'let e = {helper} kind = "{module_kind}"; facter = {facter}; '
             f"withFleet = fleet: ({block}); }}; in {body}"
         )
     return fleet.expr_json(expression)
@@ -90,7 +90,7 @@ def test_overlay_block_builds_a_shell_on_the_variant(fleet: NixRunner) -> None:
         blocks()["overlay"],
         "[ (builtins.isString SHELL.drvPath) "
         "(builtins.elem e.variants.torch-sm86.outPath (map (d: d.outPath) "
-        "(import nixpkgs { system = \"x86_64-linux\"; overlays = [ (fleet.lib.overlayFor "
-        "{ gpus = [ \"RTX 3090\" ]; }) ]; }).python3Packages.accelerate.dependencies)) ]",
+        '(import nixpkgs { system = "x86_64-linux"; overlays = [ (fleet.lib.overlayFor '
+        '{ gpus = [ "RTX 3090" ]; }) ]; }).python3Packages.accelerate.dependencies)) ]',
     )
     assert got == [True, True]

@@ -46,7 +46,9 @@ def _nix_map(nix: NixRunner, function: str, texts: list[str]) -> list[object]:
         f"let m = import {MACHINE}; plan = builtins.fromJSON (builtins.readFile {PLAN}); "
         f"texts = builtins.fromJSON (builtins.readFile {data}); f = {function}; in map f texts"
     )
-    result: list[object] = json.loads(nix.run(["eval", "--impure", "--json", "--expr", expression]).stdout)
+    result: list[object] = json.loads(
+        nix.run(["eval", "--impure", "--json", "--expr", expression]).stdout
+    )
     return result
 
 

@@ -255,7 +255,7 @@ def github(
         raise InvalidInputError(
             "no cache to push to"
             + (f" (--cache-url {cache_url} is only queried)" if cache_url else ""),
-            hint="pass --cache NAME or set [cache] cachix = \"NAME\" in capplan.toml, your "
+            hint='pass --cache NAME or set [cache] cachix = "NAME" in capplan.toml, your '
             "cachix cache (create one at https://app.cachix.org)",
         )
     matrix = planned_matrix(planned)

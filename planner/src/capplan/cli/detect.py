@@ -36,9 +36,7 @@ def detect(config_path: Path | None, as_json: bool, as_nix: bool) -> None:
     from capplan.errors import InvalidInputError, NoGpuError
 
     if as_json and as_nix:
-        raise InvalidInputError(
-            "--json and --nix both ask for the output", hint="give one of them"
-        )
+        raise InvalidInputError("--json and --nix both ask for the output", hint="give one of them")
 
     kb = current_kb()
     system = host_system(os.environ)
