@@ -137,9 +137,45 @@ let
         system = if isString (decoded.system or null) then decoded.system else null;
       };
 
+  /**
+    Why a capplan.gpus entry cannot name one device, as the CLI refuses it before any lookup
+    (core/model/devices.py check_device_text): longer than a GPU name, a list, starting with
+    "-", or a word or group of words repeated; null when it can.
+  */
+  deviceTextError =
+    text:
+    let
+      stripped = builtins.head (builtins.match "[[:space:]]*(.*[^[:space:]]|)[[:space:]]*" text);
+      words = filter (w: isString w && w != "") (builtins.split "[[:space:],;]+" (toLower stripped));
+      n = builtins.length words;
+      repeatsBlock =
+        size:
+        builtins.genList (i: elemAt words (i - (i / size) * size)) n == words;
+      blocks = filter (size: n - (n / size) * size == 0 && repeatsBlock size) (
+        builtins.genList (i: i + 1) (n / 2)
+      );
+      pairs = filter (i: elemAt words i == elemAt words (i + 1)) (
+        builtins.genList (i: i) (if n > 0 then n - 1 else 0)
+      );
+      size = builtins.head blocks;
+      block = concatStringsSep " " (builtins.genList (elemAt words) size);
+    in
+    if builtins.stringLength stripped > 128 then
+      "device '${builtins.substring 0 60 stripped}...' is ${toString (builtins.stringLength stripped)} characters long, more than a GPU name (128 at most)"
+    else if builtins.match ".*[,;].*" stripped != null then
+      "device '${stripped}' is a list, not one device (give each GPU as its own entry)"
+    else if builtins.match "-.*" stripped != null then
+      "device '${stripped}' is no GPU name or capability (it starts with '-')"
+    else if blocks != [ ] then
+      "device '${stripped}' repeats '${block}' ${toString (n / size)} times: it names one device once"
+    else if pairs != [ ] then
+      "device '${stripped}' repeats '${elemAt words (builtins.head pairs)}': it names one device once"
+    else
+      null;
 in
 {
   inherit
+    deviceTextError
     toLower
     exactKey
     toHex4

@@ -92,17 +92,37 @@ let
             }) ordered
           );
           refusal = (section.names or { }).${key}.error or null;
-        in
-        if claims != [ ] then
-          {
-            family = (head claims).family;
-            inherit ((head claims).found) target name;
+          # Not an exact name: each family's loose match, in the order the CLI asks them
+          # (`machine.loose`: null, { target; name; } or { error; }).
+          looseAnswers = filter (a: a.found != null) (
+            map (f: {
+              family = f;
+              found = (f.machine.loose or (_: null)) {
+                inherit text;
+                section = sectionOf f;
+              };
+            }) ordered
+          );
+          looseHit = head looseAnswers;
+          # What the CLI refuses before any lookup (core/model/devices.py check_device_text).
+          textError = input.deviceTextError text;
+          refuse = why: { error = "capplan: capplan.gpus entry ${quote text}: ${why}"; };
+          found = family: answer: {
+            inherit family;
+            inherit (answer) target name;
             # As the user wrote it: the lines name it so, and a fat group lists it so.
             label = text;
             entry = text;
-          }
+          };
+        in
+        if textError != null then
+          refuse textError
+        else if claims != [ ] then
+          found (head claims).family (head claims).found
         else if refusal != null then
-          { error = "capplan: capplan.gpus entry ${quote text}: ${refusal}"; }
+          refuse refusal
+        else if looseAnswers != [ ] then
+          (if looseHit.found ? error then refuse looseHit.found.error else found looseHit.family looseHit.found)
         else
           {
             error = "capplan: capplan.gpus entry ${quote text} is no GPU, capability, gfx target or CPU level this plan knows (give a name as `capplan gpus` prints it, an alias, a capability such as \"8.6\" or a gfx target such as \"gfx1100\"; `capplan gpus ${quote text}` lists the candidates)";
@@ -260,121 +280,6 @@ let
     };
 
   /**
-    The overlay of one machine: each picked variant put where the plan's `attr` names it in
-    the machine's own package set: a Python package through `pythonPackagesExtensions` (so
-    its dependants in every Python set that has it are built against it), a package in another
-    scope through that scope's `overrideScope`, a top-level one as itself. Errors throw their
-    first line when the set is evaluated (the modules also report them as assertions).
-  */
-  overlay =
-    {
-      plan,
-      variantsFor,
-      gpus ? [ ],
-      facterReport ? null,
-      onUnserved ? "error",
-    }:
-    final: prev:
-    let
-      system = prev.stdenv.hostPlatform.system;
-      answer = resolve {
-        inherit
-          plan
-          system
-          gpus
-          facterReport
-          onUnserved
-          ;
-      };
-      variants = variantsFor system;
-      chosen = map (package: {
-        inherit package;
-        name = answer.picks.${package};
-        attr = plan.variants.${answer.picks.${package}}.attr;
-      }) (attrNames answer.picks);
-      drv = c: variants.${c.name};
-      isPython = c: length c.attr == 2 && builtins.match "python[0-9]*Packages" (head c.attr) != null;
-      python = filter isPython chosen;
-      scoped = filter (c: length c.attr == 2 && !(isPython c)) chosen;
-      top = filter (c: length c.attr == 1) chosen;
-      deeper = filter (c: length c.attr > 2) chosen;
-      scopes = unique (map (c: head c.attr) scoped);
-      inScope =
-        scope:
-        let
-          members = listToAttrs (
-            map (c: {
-              name = elemAt c.attr 1;
-              value = drv c;
-            }) (filter (c: head c.attr == scope) scoped)
-          );
-        in
-        if prev ? ${scope} && prev.${scope} ? overrideScope then
-          prev.${scope}.overrideScope (_: _: members)
-        else
-          (prev.${scope} or { }) // members;
-      # The variant is its own Python's package: only a set of that Python version takes it.
-      sameVersion =
-        pyPrev: d:
-        (pyPrev.python.pythonVersion or null) == (d.pythonModule.pythonVersion or null);
-      warned = foldl' (ok: w: builtins.trace "warning: ${w}" ok) true answer.warnings;
-    in
-    # Any wrong value stops the whole set with its line (the modules report it first, as an
-    # assertion): a machine whose GPUs are not what capplan.gpus says gets nothing silently.
-    if answer.errors != [ ] then
-      throw (head answer.errors)
-    else
-      builtins.seq warned (
-    (
-      if deeper != [ ] then
-        throw "capplan: plan.json variant ${(head deeper).name} has attr ${concatStringsSep "." (head deeper).attr}, deeper than this overlay places packages (report this to capplan)"
-      else
-        { }
-    )
-    // listToAttrs (
-      map (c: {
-        name = head c.attr;
-        value = drv c;
-      }) top
-    )
-    // listToAttrs (
-      map (scope: {
-        name = scope;
-        value = inScope scope;
-      }) scopes
-    )
-    // (
-      if python == [ ] then
-        { }
-      else
-        {
-          pythonPackagesExtensions = prev.pythonPackagesExtensions ++ [
-            (
-              pyFinal: pyPrev:
-              listToAttrs (
-                concatMap (
-                  c:
-                  let
-                    d = drv c;
-                    attr = elemAt c.attr 1;
-                  in
-                  if pyPrev ? ${attr} && sameVersion pyPrev d then
-                    [
-                      {
-                        name = attr;
-                        value = d;
-                      }
-                    ]
-                  else
-                    [ ]
-                ) python
-              )
-            )
-          ];
-        }
-    ));
-
-  /**
     plan.json's `cache` as nix.conf settings: the fleet's substituters and the keys they sign
     with.
   */
@@ -390,9 +295,6 @@ let
 in
 {
   inherit (input) exactKey readReport toHex4;
-  inherit
-    resolve
-    overlay
-    cacheSettings
-    ;
+  inherit resolve cacheSettings;
+  overlay = import ./machine-overlay.nix { inherit resolve; };
 }

@@ -19,13 +19,17 @@ from hypothesis import strategies as st
 from nixhelpers import REPO, NixRunner
 
 from capplan.adapters.kb import load_kb
-from capplan.core.families.cuda.gpus import exact_key
+from capplan.core.families.cuda.gpus import exact_key, normalise
+from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.registry import doctor_gpu
+from capplan.core.families.rocm.kb import AmdKnowledgeBase
 from capplan.errors import CapplanError
 
 pytestmark = pytest.mark.nix
 
 KB = load_kb()
+AMD = KB.part(AmdKnowledgeBase)
+assert AMD is not None
 MACHINE = REPO / "pkgs" / "machine.nix"
 PLAN = REPO / "overlays" / "plan.json"
 
@@ -101,3 +105,69 @@ def test_the_exported_table_is_the_committed_plans(nix: NixRunner) -> None:
     # The committed plan carries the table the module reads (CI's `generate --check` keeps it
     # current); a plan without it is refused with the way out.
     assert "machine" in json.loads(Path(PLAN).read_text())
+
+
+# Loose names (no exact name or alias): the NVIDIA family's word match and the CLI's pick,
+# ambiguous ones included (the candidates named as the CLI names them).
+LOOSE = [
+    "GT 640",
+    "GT 640 (GK208)",
+    "Tesla",
+    "Quadro",
+    "titan",
+    "rtx 6000",
+    "3090 ti",
+    "geforce rtx3080",
+    "RTX 4090D",
+    "a100 80gb",
+    "h100 sxm",
+    "l4 24gb",
+    "jetson",
+    "Radeon 7900",
+    "mi300",
+    "a100 a100",
+    "8.6,9.0",
+    "-8.6",
+    "no such gpu",
+]
+
+
+# The words of every model's name, NVIDIA's (as normalise splits them) and AMD's.
+WORDS = sorted(
+    {w for m in nvidia(KB).gpus for w in normalise(m.name)}
+    | {w for m in AMD.gpus for w in m.name.lower().split()}
+)
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
+def test_loose_words_resolve_as_the_cli_does(nix: NixRunner, words: list[str]) -> None:
+    _compare(nix, [" ".join(words)])
+
+
+def test_loose_names_resolve_as_the_cli_does(nix: NixRunner) -> None:
+    _compare(nix, LOOSE)
+
+
+def _compare(nix: NixRunner, texts: list[str]) -> None:
+    got = _nix_map(
+        nix,
+        'text: let r = m.resolve { inherit plan; system = "x86_64-linux"; gpus = [ text ]; }; '
+        "in if r.targets == [ ] then { error = builtins.head r.errors; } "
+        "else { inherit (builtins.head r.targets) family target; }",
+        texts,
+    )
+    families = {"nvidia": "cuda", "amd": "rocm"}
+    for text, answer in zip(texts, got, strict=True):
+        assert isinstance(answer, dict)
+        try:
+            gpu = doctor_gpu(KB, text)
+        except CapplanError as error:
+            assert "error" in answer, (text, answer)
+            if "is ambiguous" in error.message:
+                # The same candidates, in the same words (the hints differ).
+                assert error.message in answer["error"], (text, answer, error.message)
+            continue
+        device = gpu.device
+        target = getattr(device, "processor", None) or str(device)
+        assert answer == {"family": families[gpu.vendor], "target": target}, text

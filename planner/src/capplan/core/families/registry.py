@@ -478,6 +478,8 @@ def machine_section(kb: KnowledgeBase, plan: Plan, cpu: CpuModel | None) -> dict
         families[name] = module.machine_targets(plan, kb, cpu)
         if hasattr(module, "machine_pci"):
             families[name]["pci"] = module.machine_pci(kb)
+        if hasattr(module, "machine_models"):
+            families[name]["models"] = module.machine_models(kb)
     found = machine_names(kb)
     return {"version": 1, "families": families, "names": found}
 

@@ -14,13 +14,14 @@ from typing import Any
 from capplan.core.families.base import RunLevel
 from capplan.core.families.cuda.capability import Capability
 from capplan.core.families.cuda.compat import is_jetson
+from capplan.core.families.cuda.gpus import _CHIP_QUALIFIER, _words_with_noise, normalise
 from capplan.core.families.cuda.kb import GpuModel, nvidia
 from capplan.core.families.cuda.keys import cuda_spec, cuda_version
 from capplan.core.families.cuda.select import _device_verdict, _variants_for
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.planning.plan import Plan
 
-__all__ = ["machine_names", "machine_pci", "machine_targets"]
+__all__ = ["machine_models", "machine_names", "machine_pci", "machine_targets"]
 
 
 def _runs(plan: Plan, kb: KnowledgeBase, system: str, cap: Capability) -> dict[str, list[str]]:
@@ -112,6 +113,35 @@ def machine_names(kb: KnowledgeBase, key: Callable[[str], str]) -> dict[str, dic
             # A capability is parsed before any name is looked up (resolve_device).
             found[key(spelling)] = {"vendor": "nvidia", "target": cap.text, "name": cap.text}
     return found
+
+
+def machine_models(kb: KnowledgeBase) -> list[dict[str, Any]]:
+    """NVIDIA's GPU models as pkgs/families/cuda.nix matches a loose name against them, by the
+    rule of :func:`.gpus.find_gpus` and ``_pick``: per model its capability (``rank``: its place
+    in the capability order), whether pci.ids named it (``generated``), its chips, and per
+    name or alias its words as :func:`.gpus.normalise` gives them, its words with the vendor and
+    line words kept, and whether a chip in parentheses qualifies it; the query's words are
+    Nix's (tests compare the two on the same names)."""
+    caps = sorted({m.capability for m in nvidia(kb).gpus}, key=lambda c: c.sort_key)
+    rank = {cap: i for i, cap in enumerate(caps)}
+    return [
+        {
+            "name": m.name,
+            "target": m.capability.text,
+            "rank": rank[m.capability],
+            "generated": bool(m.pci_ids),
+            "chips": [c.lower() for c in m.chips],
+            "labels": [
+                {
+                    "words": list(normalise(label)),
+                    "noise": sorted(_words_with_noise(label)),
+                    "qualified": _CHIP_QUALIFIER.search(label) is not None,
+                }
+                for label in (m.name, *m.aliases)
+            ],
+        }
+        for m in nvidia(kb).gpus
+    ]
 
 
 def machine_pci(kb: KnowledgeBase) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from capplan.core.families.rocm.target import AmdRunLevel, AmdTarget, amd_how_ru
 from capplan.core.model.kb import KnowledgeBase
 from capplan.core.planning.plan import Plan
 
-__all__ = ["machine_names", "machine_pci", "machine_targets"]
+__all__ = ["machine_models", "machine_names", "machine_pci", "machine_targets"]
 
 
 def _runs(plan: Plan, system: str, device: AmdTarget) -> dict[str, list[str]]:
@@ -117,6 +117,26 @@ def machine_spellings(amd: AmdKnowledgeBase) -> list[str]:
                 words = words[1:]
                 found.append(" ".join(words))
     return found
+
+
+def machine_models(kb: KnowledgeBase) -> list[dict[str, Any]]:
+    """AMD's GPU models as pkgs/families/rocm.nix matches a loose name against them, by the
+    rule of :meth:`.kb.AmdKnowledgeBase.lookup_gpu`: each model's names and aliases and its name
+    normalised (:func:`.kb.normalise_amd_name`; an exact one wins, else every model whose name
+    holds the name given), in the knowledge base's order."""
+    amd = kb.part(AmdKnowledgeBase)
+    if amd is None:
+        return []
+    return [
+        {
+            "name": m.name,
+            "target": m.target.base.processor,
+            "shown": str(m.target),
+            "name_key": normalise_amd_name(m.name),
+            "keys": [normalise_amd_name(label) for label in (m.name, *m.aliases)],
+        }
+        for m in amd.gpus
+    ]
 
 
 def machine_pci(kb: KnowledgeBase) -> dict[str, Any]:
