@@ -6,8 +6,9 @@ nixpkgs imported with the overlays and config the evaluation produced, as NixOS 
 is its variant's own (`legacyPackages.<system>.<variant>`, what the cache holds), and every
 other path is nixpkgs' default.
 
-The plan is generated here by `capplan generate` from CONFIG (CUDA 8.6 and 9.0, ROCm gfx1100,
-the x86-64-v3 level of gromacs, a [cache] table), so the test reads what users get.
+The plan is generated here by `capplan generate` from CONFIG (CUDA 8.6, 9.0 and 12.0 and a fat
+group of 8.6 and 9.0, ROCm gfx1100, the x86-64-v3 level of gromacs, a [cache] table), so the
+test reads what users get.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ NIXPKGS_LIB = REPO.parent / "shared" / "nixpkgs-lib" / "lib"
 
 CONFIG = """
 [fleet]
-gpus = ["RTX 3090", "H100", "Radeon RX 7900 XTX"]
+gpus = ["RTX 3090", "H100", "RTX 5090", "Radeon RX 7900 XTX"]
 cpus = ["x86-64-v3"]
 
 [packages.torch]
@@ -43,6 +44,7 @@ cpus = ["x86-64-v3"]
 
 [policy]
 system = "x86_64-linux"
+fat = { group = ["RTX 3090", "H100"] }
 
 [cache]
 substituters = ["https://lab.cachix.org"]
@@ -303,8 +305,8 @@ def test_home_manager_module_writes_nix_conf_only_with_a_nix_package(fleet: NixR
         ),
         ({"gpus": "8.6"}, "capplan: capplan.gpus must be a list of strings"),
         (
-            {"gpus": ["RTX 3090", "H100"]},
-            'capplan: no variant of magma, nccl, torch and torchvision in this plan serves all of RTX 3090 (8.6) and H100 (9.0) together: plan one with [policy] fat = { group = [ "RTX 3090", "H100" ] }',
+            {"gpus": ["RTX 3090", "RTX 5090"]},
+            'capplan: no variant of magma, nccl, torch and torchvision in this plan serves all of RTX 3090 (8.6) and RTX 5090 (12.0) together: plan one with [policy] fat = { group = [ "RTX 3090", "RTX 5090" ] }',
         ),
         (
             {"gpus": ["A100"]},
@@ -348,6 +350,21 @@ def test_wrong_values_fail_with_one_capplan_line(
     assert next(ln.strip() for ln in proc.stderr.splitlines() if "capplan:" in ln).endswith(
         lines[0]
     ), proc.stderr
+
+
+def test_several_gpus_get_the_variant_serving_all_of_them(fleet: NixRunner) -> None:
+    got = _values(
+        fleet, {"capplan": {"enable": True, "gpus": ["RTX 3090", "H100"]}}, CUDA_PATHS, name="two"
+    )
+    variants = got["variants"]
+    assert got["torch"] == variants["torch-fat-group"]
+    assert got["magma"] == variants["magma-fat-group"]
+    # An L4 (8.9) runs the 8.6 build (same major, lower minor): one build serves both, and
+    # it is the single-capability one, as `capplan detect` prefers.
+    got = _values(
+        fleet, {"capplan": {"enable": True, "gpus": ["RTX 3090", "L4"]}}, CUDA_PATHS, name="l4"
+    )
+    assert got["torch"] == got["variants"]["torch-sm86"]
 
 
 def test_unserved_gpu_keeps_nixpkgs_package_with_a_warning_when_asked(fleet: NixRunner) -> None:
