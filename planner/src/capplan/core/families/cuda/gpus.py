@@ -112,8 +112,8 @@ def find_gpus(query: str, models: Sequence[GpuModel]) -> list[GpuMatch]:
     wanted_set = _words_with_noise(_CHIP_QUALIFIER.sub(" ", query)) if noise_only else set(wanted)
     if not wanted_set:
         return []
-    keys, text = _label_index(models)
-    if key not in keys and not all(w in text for w in wanted_set):
+    index = _label_index(models)
+    if index is not None and key not in index[0] and not all(w in index[1] for w in wanted_set):
         # No label has this exact key, and some word is in no label: nothing can match (a
         # loose match needs every word in one label). Asked of every AMD spelling when
         # plan.json's GPU names are written, so a miss costs no pass over the models.
@@ -146,22 +146,25 @@ def find_gpus(query: str, models: Sequence[GpuModel]) -> list[GpuMatch]:
     return results
 
 
+_SEEN: dict[int, Sequence[GpuModel]] = {}
 _INDEX: dict[int, tuple[Sequence[GpuModel], frozenset[str], str]] = {}
 
 
-def _label_index(models: Sequence[GpuModel]) -> tuple[frozenset[str], str]:
+def _label_index(models: Sequence[GpuModel]) -> tuple[frozenset[str], str] | None:
     """The exact keys of every label of ``models`` and their lower-cased labels as one text,
-    made once per model list (the knowledge base's lists live as long as the process)."""
+    made on the second lookup in one model list (the knowledge base's lists live as long as
+    the process); None on the first, so a command that looks one GPU up pays nothing for it."""
     found = _INDEX.get(id(models))
-    if found is None or found[0] is not models:
-        labels = [label for m in models for label in (m.name, *m.aliases)]
-        found = (
-            models,
-            frozenset(exact_key(label) for label in labels),
-            "\n".join(label.lower() for label in labels),
-        )
-        _INDEX[id(models)] = found
-    return found[1], found[2]
+    if found is not None and found[0] is models:
+        return found[1], found[2]
+    if _SEEN.get(id(models)) is not models:
+        _SEEN[id(models)] = models
+        return None
+    labels = [label for m in models for label in (m.name, *m.aliases)]
+    keys = frozenset(exact_key(label) for label in labels)
+    text = "\n".join(label.lower() for label in labels)
+    _INDEX[id(models)] = (models, keys, text)
+    return keys, text
 
 
 def _could_match(label: str, wanted: AbstractSet[str]) -> bool:
