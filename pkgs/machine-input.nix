@@ -138,6 +138,19 @@ let
       };
 
   /**
+    A value as a `capplan:` line echoes it (capplan/errors.py `shorten`): blanks around it
+    dropped, control characters escaped (JSON's escapes), cut at 200 characters.
+  */
+  echo =
+    text:
+    let
+      stripped = builtins.head (builtins.match "[[:space:]]*(.*[^[:space:]]|)[[:space:]]*" text);
+      json = builtins.toJSON stripped;
+      inner = builtins.substring 1 (builtins.stringLength json - 2) json;
+    in
+    if builtins.stringLength inner > 200 then builtins.substring 0 200 inner + "..." else inner;
+
+  /**
     Why a capplan.gpus entry cannot name one device, as the CLI refuses it before any lookup
     (core/model/devices.py check_device_text): longer than a GPU name, a list, starting with
     "-", or a word or group of words repeated; null when it can.
@@ -159,23 +172,25 @@ let
       );
       size = builtins.head blocks;
       block = concatStringsSep " " (builtins.genList (elemAt words) size);
+      shown = echo text;
     in
     if builtins.stringLength stripped > 128 then
-      "device '${builtins.substring 0 60 stripped}...' is ${toString (builtins.stringLength stripped)} characters long, more than a GPU name (128 at most)"
+      "device '${shown}' is ${toString (builtins.stringLength stripped)} characters long, more than a GPU name (128 at most)"
     else if builtins.match ".*[,;].*" stripped != null then
-      "device '${stripped}' is a list, not one device (give each GPU as its own entry)"
+      "device '${shown}' is a list, not one device (give each GPU as its own entry)"
     else if builtins.match "-.*" stripped != null then
-      "device '${stripped}' is no GPU name or capability (it starts with '-')"
+      "device '${shown}' is no GPU name or capability (it starts with '-')"
     else if blocks != [ ] then
-      "device '${stripped}' repeats '${block}' ${toString (n / size)} times: it names one device once"
+      "device '${shown}' repeats '${echo block}' ${toString (n / size)} times: it names one device once"
     else if pairs != [ ] then
-      "device '${stripped}' repeats '${elemAt words (builtins.head pairs)}': it names one device once"
+      "device '${shown}' repeats '${echo (elemAt words (builtins.head pairs))}': it names one device once"
     else
       null;
 in
 {
   inherit
     deviceTextError
+    echo
     toLower
     exactKey
     toHex4

@@ -99,6 +99,7 @@ let
               family = f;
               found = (f.machine.loose or (_: null)) {
                 inherit text;
+                shown = input.echo text;
                 section = sectionOf f;
               };
             }) ordered

@@ -41,7 +41,12 @@ let
     names table answers them).
   */
   loose =
-    { text, section, ... }:
+    {
+      text,
+      shown,
+      section,
+      ...
+    }:
     let
       lower = toLower text;
       unchipped = replaceRe chipRe (_: " ") lower;
@@ -103,7 +108,7 @@ let
       builtins.match "[[:space:]]*([1-9][0-9]?[.][0-9][af]?|((sm|compute)_?)?[1-9][0-9]{1,2}[af]?)[[:space:]]*" lower
       != null
     then
-      { error = "unknown capability '${text}' (`capplan caps` lists the known ones)"; }
+      { error = "unknown capability '${shown}' (`capplan caps` lists the known ones)"; }
     else if wantedSet == [ ] || matches == [ ] then
       null
     else if length targets == 1 then
@@ -112,7 +117,7 @@ let
       }
     else
       {
-        error = "GPU name '${text}' is ambiguous: it matches models of ${toString (length perCap)} capabilities: ${
+        error = "GPU name '${shown}' is ambiguous: it matches models of ${toString (length perCap)} capabilities: ${
           builtins.concatStringsSep ", " (
             map (m: "${m.model.name} (${m.model.target})") (
               builtins.genList (elemAt perCap) (if length perCap < 6 then length perCap else 6)
@@ -120,7 +125,7 @@ let
           )
         }${
           if length perCap > 6 then " and ${toString (length perCap - 6)} more" else ""
-        } (give a full model name, a capability such as \"8.6\" or a PCI id; `capplan gpus \"${text}\"` lists the candidates)";
+        } (give a full model name, a capability such as \"8.6\" or a PCI id; `capplan gpus \"${shown}\"` lists the candidates)";
       };
 
   /**

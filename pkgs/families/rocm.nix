@@ -30,7 +30,12 @@ let
     the name given; models of several targets make it ambiguous.
   */
   loose =
-    { text, section, ... }:
+    {
+      text,
+      shown,
+      section,
+      ...
+    }:
     let
       key = normaliseAmd text;
       models = section.models or [ ];
@@ -38,7 +43,7 @@ let
       partial = builtins.filter (m: builtins.match ".*${key}.*" m.name_key != null) models;
       picked = if exact != [ ] then [ (builtins.head exact) ] else partial;
       targets = foldl' (acc: m: if builtins.elem m.target acc then acc else acc ++ [ m.target ]) [ ] picked;
-      shown = builtins.genList (builtins.elemAt picked) (
+      listed = builtins.genList (builtins.elemAt picked) (
         if builtins.length picked < 4 then builtins.length picked else 4
       );
     in
@@ -46,8 +51,8 @@ let
       null
     else if builtins.length targets > 1 then
       {
-        error = "GPU name '${text}' is ambiguous: ${
-          builtins.concatStringsSep ", " (map (m: "${m.name} (${m.shown})") shown)
+        error = "GPU name '${shown}' is ambiguous: ${
+          builtins.concatStringsSep ", " (map (m: "${m.name} (${m.shown})") listed)
         } (give the full model name or its gfx target)";
       }
     else

@@ -171,3 +171,20 @@ def _compare(nix: NixRunner, texts: list[str]) -> None:
         device = gpu.device
         target = getattr(device, "processor", None) or str(device)
         assert answer == {"family": families[gpu.vendor], "target": target}, text
+
+
+@settings(max_examples=3, deadline=None)
+@given(st.lists(st.text(alphabet=string.printable, max_size=40), min_size=40, max_size=40))
+def test_any_entry_gives_a_target_or_one_capplan_line(nix: NixRunner, texts: list[str]) -> None:
+    """Hostile capplan.gpus entries: never a Nix error, always a target or a `capplan:` line."""
+    got = _nix_map(
+        nix,
+        'text: let r = m.resolve { inherit plan; system = "x86_64-linux"; gpus = [ text ]; }; '
+        "in { targets = map (t: t.target) r.targets; errors = r.errors; }",
+        texts,
+    )
+    for text, answer in zip(texts, got, strict=True):
+        assert isinstance(answer, dict)
+        # A target (with, where the plan does not serve it, the line saying so) or a refusal.
+        assert len(answer["targets"]) <= 1 and (answer["targets"] or answer["errors"]), text
+        assert all(e.startswith("capplan: ") and "\n" not in e for e in answer["errors"]), text
