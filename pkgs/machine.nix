@@ -232,6 +232,15 @@ let
           map (package: { inherit package; family = f.name; } // answer package) packages;
 
       answers = concatMap familyAnswers ordered;
+      # A machine of a system the plan builds nothing for: every GPU unserved, said once.
+      planSystems = plan.systems or [ (plan.system or system) ];
+      systemLines =
+        if system == "" || targets == [ ] || elem system planSystems then
+          [ ]
+        else
+          [
+            "capplan: this plan builds nothing for ${system} (it plans ${concatStringsSep " and " planSystems}): add \"${system}\" to [policy] systems in capplan.toml and run `capplan generate`, or set capplan.onUnserved = \"default\" to keep nixpkgs' packages"
+          ];
       byPackage = builtins.groupBy (a: a.package) answers;
       # A package two families serve here (an NVIDIA and an AMD GPU in one machine): one
       # package set holds one torch.
@@ -267,12 +276,18 @@ let
           else
             inputErrors
             ++ clashErrors
-            ++ (if onUnserved == "default" then [ ] else unservedLines)
+            ++ (if onUnserved == "default" then [ ] else systemLines ++ unservedLines)
         );
     in
     {
       inherit errors picks;
-      warnings = if onUnserved == "default" && sectionErrors == [ ] then map (l: l + " (capplan.onUnserved = \"default\": nixpkgs' own package is kept)") unservedLines else [ ];
+      warnings =
+        if onUnserved == "default" && sectionErrors == [ ] then
+          map (l: l + " (capplan.onUnserved = \"default\": nixpkgs' own package is kept)") (
+            systemLines ++ unservedLines
+          )
+        else
+          [ ];
       targets = map (t: {
         family = t.family.name;
         inherit (t) target name label;
