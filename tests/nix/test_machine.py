@@ -372,12 +372,12 @@ def test_a_machine_of_a_system_the_plan_lacks_is_told_so(fleet: NixRunner) -> No
     module = {"capplan": {"enable": True, "gpus": ["H100"]}}
     expression = (
         f"let e = import {fleet.root}/tests/nix/machine_eval.nix {{ root = {fleet.root}; "
-        f"standin = {fleet.standin}; nixpkgsLib = {NIXPKGS_LIB}; system = \"aarch64-linux\"; "
+        f'standin = {fleet.standin}; nixpkgsLib = {NIXPKGS_LIB}; system = "aarch64-linux"; '
         f"config = {_nix_config(fleet, 'aarch64', module)}; }}; in e.pkgs.blender.outPath"
     )
     lines = _error_lines(fleet.expr(expression, check=False))
     assert lines == [
-        'capplan: this plan builds nothing for aarch64-linux (it plans x86_64-linux): add '
+        "capplan: this plan builds nothing for aarch64-linux (it plans x86_64-linux): add "
         '"aarch64-linux" to [policy] systems in capplan.toml and run `capplan generate`, or set '
         'capplan.onUnserved = "default" to keep nixpkgs\' packages'
     ]
