@@ -472,7 +472,7 @@ def machine_section(kb: KnowledgeBase, plan: Plan, cpu: CpuModel | None) -> dict
     ``cpu``: the CPU model (archspec's) when the plan has per-level builds, else None; tests/kb
     checks every name against :func:`doctor_gpu`."""
     families: dict[str, Any] = {}
-    for package in _FAMILIES:
+    for package in _machine_families():
         name = package.rpartition(".")[2]
         module = import_module(f"{package}.machine")
         families[name] = module.machine_targets(plan, kb, cpu)
@@ -493,7 +493,7 @@ def machine_names(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
     from capplan.core.families.cuda.gpus import exact_key
 
     names: dict[str, dict[str, str]] = {}
-    for package in _FAMILIES:
+    for package in _machine_families():
         module = import_module(f"{package}.machine")
         if hasattr(module, "machine_names"):
             theirs = module.machine_names(kb, exact_key)
@@ -501,3 +501,9 @@ def machine_names(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
             # before claims (the CLI asks NVIDIA's names before AMD's) stays its.
             names.update({k: v for k, v in theirs.items() if k not in names or k.startswith("gfx")})
     return dict(sorted(names.items()))
+
+
+def _machine_families() -> tuple[str, ...]:
+    # The families with a machine side (core/families/<family>/machine.py): a family without
+    # one plans and builds as before, and no machine is given its variants.
+    return tuple(p for p in _FAMILIES if find_spec(f"{p}.machine") is not None)
