@@ -98,7 +98,12 @@ def explain(
     for name in packages or available:
         table = outputs.table(plan, name, fallback=planned.config.dispatch.fallback, system=system)
         chosen = selector.choose(table, env)
-        report.append({"package": name, **chosen.to_json()})
+        entry = {"package": name, **chosen.to_json()}
+        if devices and entry.get("source") == "CAPPLAN_CAPABILITY":
+            # The capabilities travel to the selector as CAPPLAN_CAPABILITY, but the user
+            # gave them with --device (issue 46): name the source they came from.
+            entry["source"] = "--device"
+        report.append(entry)
         code = code or chosen.exit_code
     if as_json:
         emit_json({"dispatch": report})
