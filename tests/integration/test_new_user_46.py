@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from tests.conftest import Cli
@@ -35,3 +36,51 @@ def test_dispatch_explain_names_device_as_the_source(capplan_in: Cli, tmp_path: 
     assert "CAPPLAN_CAPABILITY" not in result.stdout
     from_env = capplan_in("dispatch", "explain", env={"CAPPLAN_CAPABILITY": "8.6"})
     assert "GPUs: 8.6 (from CAPPLAN_CAPABILITY)" in from_env.stdout
+
+
+def test_generate_outside_a_fleet_writes_nothing(capplan_in: Cli, tmp_path: Path) -> None:
+    """The README tour's `capplan generate` without the `cd` wrote the embedded 67-variant plan
+    into a folder with no capplan.toml; it refuses now, naming the `cd`."""
+    result = capplan_in("generate")
+    assert result.exit_code == ExitCode.CONFIG
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("capplan: error: no capplan.toml here or above") and "cd " in line
+    assert list(tmp_path.iterdir()) == []
+    # Said where to write, it writes there (the plan the user chose to take).
+    assert capplan_in("generate", "--output", "plan.json").exit_code == 0
+    assert (tmp_path / "plan.json").is_file()
+
+
+def test_init_says_cd_first_in_short_lines(capplan_in: Cli, tmp_path: Path) -> None:
+    result = capplan_in("init", "my-fleet")
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    steps = lines[lines.index("next:") + 1 :]
+    assert steps[0] == "  1. cd my-fleet"
+    assert any("capplan generate" in step for step in steps[1:])
+    assert max(len(line) for line in lines) <= 100
+    here = Cli(tmp_path / "my-fleet")("init", "--force")
+    assert not any(" cd " in line for line in here.stderr.splitlines())
+
+
+def test_the_readme_tour_runs_as_written(capplan_in: Cli, tmp_path: Path) -> None:
+    """The tour's commands that need no Nix, GPU or environment, in order, in one folder."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    tour = readme.split("## A short tour", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    commands = [
+        line[2:].split("  #", 1)[0].strip() for line in tour.splitlines() if line.startswith("$ ")
+    ]
+    assert any(c.startswith("capplan init my-fleet && cd my-fleet") for c in commands)
+    cwd = tmp_path
+    for command in commands:
+        for step in command.split(" && "):
+            words = step.split()
+            if words[0] == "cd":
+                cwd = cwd / words[1]
+                continue
+            if words[0] != "capplan" or words[1] in ("detect", "doctor", "verify"):
+                continue  # a GPU, an environment or a build of its own (said under the tour)
+            result = Cli(cwd)(*shlex.split(step)[1:])
+            assert result.exit_code == 0, (step, result.output)
+    assert (tmp_path / "my-fleet" / "overlays" / "plan.json").is_file()
+    assert not (tmp_path / "overlays").exists()

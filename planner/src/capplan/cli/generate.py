@@ -90,6 +90,25 @@ def nixpkgs_stamp(
     return stamp
 
 
+def _refuse_outside_a_fleet() -> None:
+    """No capplan.toml here or above: the embedded default plan would land in
+    ./overlays/plan.json of a folder that is no fleet (the README tour ran `capplan init
+    my-fleet`, then `capplan generate` without the `cd`; issue 46)."""
+    import os
+
+    from capplan.adapters.config import find_config_file
+    from capplan.errors import ConfigError
+
+    cwd = Path.cwd()
+    if find_config_file(None, cwd, os.environ) is None:
+        raise ConfigError(
+            "no capplan.toml here or above: generate writes a fleet's overlays/plan.json "
+            "beside its capplan.toml, and this folder is in no fleet",
+            hint="cd into your fleet's folder (after 'capplan init my-fleet': cd my-fleet), "
+            "or give --config FILE or --output FILE",
+        )
+
+
 def _note(text: str) -> None:
     click.echo(f"note: {text}", err=True)
 
@@ -106,7 +125,12 @@ def _note(text: str) -> None:
     "--check", is_flag=True, help="Write nothing; exit 11 with a diff when the file is stale."
 )
 def generate(config_path: Path | None, output: Path | None, check: bool) -> None:
-    """Write overlays/plan.json, the data the flake and overlay read."""
+    """Write overlays/plan.json, the data the flake and overlay read.
+
+    It writes beside the fleet's capplan.toml (here or above); outside a fleet it refuses
+    (exit 5) unless --config or --output says which plan or where."""
+    if config_path is None and output is None:
+        _refuse_outside_a_fleet()
     planned = plan_with_settings(config_path)
     plan = planned.plan
     dispatch = dispatcher(current_kb()).section(plan, fallback=planned.config.dispatch.fallback)
