@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from capplan.cli.output import emit_json, escape, make_table, out_console
+from capplan.cli.output import emit_json, escape, make_table, out_console, print_table
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
 from capplan.core.families.registry import dispatcher
 from capplan.core.model.suggest import closest
@@ -134,7 +134,7 @@ def _print(report: list[dict[str, Any]]) -> None:
     for entry in report:
         why = entry["reason"] or entry["error"] or ""
         table.add_row(entry["package"], entry["variant"] or "-", escape(why))
-    console.print(table)
+    print_table(console, table)
     first = report[0] if report else None
     if first is not None:
         gpus = ", ".join(first["gpus"]) or "none"
