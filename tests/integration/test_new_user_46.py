@@ -84,3 +84,46 @@ def test_the_readme_tour_runs_as_written(capplan_in: Cli, tmp_path: Path) -> Non
             assert result.exit_code == 0, (step, result.output)
     assert (tmp_path / "my-fleet" / "overlays" / "plan.json").is_file()
     assert not (tmp_path / "overlays").exists()
+
+
+def test_help_names_every_family_and_never_cuts_a_summary(capplan_cli: Cli) -> None:
+    import click
+
+    from capplan.cli.helpformat import summary
+    from capplan.cli.main import COMMANDS, cli
+
+    top = capplan_cli("--help", env={"COLUMNS": "80"}).stdout
+    first = " ".join(top.split("Options:")[0].split())
+    assert all(word in first for word in ("CUDA", "ROCm", "CPU")), first
+    ctx = click.Context(cli)
+    for name in sorted(COMMANDS):
+        group = cli.get_command(ctx, name)
+        if not isinstance(group, click.Group):
+            continue
+        text = capplan_cli(name, "--help", env={"COLUMNS": "80"}).stdout
+        listed = text.split("Commands:", 1)[1]
+        assert "..." not in listed, (
+            f"capplan {name} --help cuts a summary with '...' (give the group cls=Group, "
+            f"from capplan.cli.helpformat):\n{text}"
+        )
+        flat = "".join(text.split())  # click wraps at blanks and after hyphens
+        for sub in group.list_commands(ctx):
+            command = group.get_command(ctx, sub)
+            assert command is not None
+            assert "".join(summary(command).split()) in flat, (name, sub)
+        assert max(map(len, text.splitlines())) <= 80
+
+
+def test_export_notes_wrap_and_fallbacks_name_their_system(
+    capplan_cli: Cli, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = capplan_cli(
+        "export", "conda", "--package", "torch", "--output", str(out), env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if not line.startswith("wrote ")]
+    assert max(map(len, lines)) <= 80, result.stdout  # a note ran to 276 columns
+    fallbacks = [line for line in lines if "fat fallback" in line]
+    assert fallbacks and len(set(fallbacks)) == len(fallbacks), fallbacks
+    assert any("x86_64-linux" in line for line in fallbacks)

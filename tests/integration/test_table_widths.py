@@ -18,6 +18,7 @@ from tests.unit.test_fatbin_synthetic import container, entry
 PTX, SASS = 1, 2
 _RULES = re.compile(r"[│┃━╇─┼]+")
 
+MAGMA = Path(__file__).parents[1] / "data" / "magma" / "CMakeLists-hip-excerpt.txt"
 Setup = Callable[[Path], list[str]]
 
 
@@ -64,10 +65,7 @@ COMMANDS: dict[str, Setup] = {
     "inspect": lambda root: ["inspect", *_fatbins(root)],
     "inspect --entries": lambda root: ["inspect", "--entries", *_fatbins(root)],
     "limits read --binary": lambda root: ["limits", "read", "--binary", _fatbins(root)[1]],
-    "limits read magma": lambda root: [
-        "limits", "read", "magma", "--file",
-        str(Path(__file__).parents[1] / "data" / "magma" / "CMakeLists-hip-excerpt.txt"),
-    ],  # fmt: skip
+    "limits read magma": lambda root: ["limits", "read", "magma", "--file", str(MAGMA)],
     "failures list": _failures,
     "detect": _smi,
 }

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from capplan.cli.helpformat import Group
 from capplan.cli.output import emit_json, escape, make_table, out_console, print_table
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
 from capplan.core.families.registry import dispatcher
@@ -22,7 +23,7 @@ from capplan.runtime import selector
 __all__ = ["dispatch"]
 
 
-@click.group()
+@click.group(cls=Group)
 def dispatch() -> None:
     """Which variant a <package>-dispatch output starts on a machine."""
 

@@ -78,7 +78,8 @@ def _next_steps(directory: str) -> list[str]:
         "set inputs.capplan.url in flake.nix to where you take capplan from",
         "list your GPUs in capplan.toml",
         "capplan generate",
-        "git add flake.nix capplan.toml README.md overlays/plan.json (git init first in a new folder)",
+        "git add flake.nix capplan.toml README.md overlays/plan.json"
+        " (git init first in a new folder)",
         "nix build .#torch-sm86   (README.md has the rest)",
     ]
     return ["next:"] + [f"  {n}. {step}" for n, step in enumerate(steps, 1)]

@@ -26,6 +26,7 @@ from capplan.adapters.torch_source import (
     from_version,
     from_wheel,
 )
+from capplan.cli.helpformat import Group
 from capplan.cli.kb_update import apply_update, validate_kb
 from capplan.cli.output import emit_json, make_table, out_console, print_table
 from capplan.core.families.cuda.compat import device_verdict, is_jetson
@@ -43,7 +44,7 @@ _CUDA_FROM_TABLES = (
 )
 
 
-@click.group("limits")
+@click.group("limits", cls=Group)
 def limits() -> None:
     """Capability limits of packages, read from their real sources or binaries."""
 

@@ -12,6 +12,7 @@ import click
 
 from capplan import __version__
 from capplan.cli.errors import EXIT_CODE_HELP, fail, quiet_stdout, report_unexpected, usage_error
+from capplan.cli.helpformat import summary
 from capplan.errors import CapplanError, DataError, InvalidInputError
 
 __all__ = ["COMMANDS", "SUMMARIES", "cli", "main"]
@@ -67,13 +68,7 @@ SUMMARIES = {
 
 def _summary(name: str, command: click.Command) -> str:
     """The command's one-line summary, whole: never cut mid-phrase with '...'."""
-    if name in SUMMARIES:
-        return SUMMARIES[name]
-    if command.short_help:
-        return command.short_help
-    first = " ".join((command.help or "").split("\n\n")[0].split())
-    sentence, dot, _ = first.partition(". ")
-    return sentence + "." if dot else first
+    return SUMMARIES.get(name) or summary(command)
 
 
 class _Group(click.Group):
@@ -193,7 +188,12 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="capplan")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 def cli(debug: bool) -> None:
-    """Plan CUDA capability-specific builds and caches for nixpkgs."""
+    """Plan CUDA, ROCm and CPU-level builds for nixpkgs, and the caches that hold them.
+
+    capplan plans one build per CUDA capability (torch-sm86), ROCm gfx target (torch-gfx942)
+    or CPU level (gromacs-x86-64-v3) where a package needs one, and one generic build where it
+    does not; it writes the flake's plan, the CI that fills a cache, and checks that builds and
+    environments run on the GPUs at hand."""
 
 
 def main() -> None:

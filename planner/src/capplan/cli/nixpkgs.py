@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from capplan.cli.helpformat import Group
 from capplan.cli.output import emit_json, err_console
 from capplan.cli.planning import config_option, current_kb, kb_directory, plan_with_settings
 
@@ -39,7 +40,7 @@ def check_against(
     return dict(source or {}), compare(checks, request, answer)
 
 
-@click.group()
+@click.group(cls=Group)
 def nixpkgs() -> None:
     """Check the knowledge base against the nixpkgs you pin."""
 
