@@ -60,7 +60,9 @@ def test_the_tutorial_steps_run_as_written(tmp_path: Path) -> None:
         GIT_COMMITTER_NAME="lab",
         GIT_COMMITTER_EMAIL="lab@example.org",
     )
-    script = 'set -euo pipefail\ngit() { if [ "$1" = push ]; then return 0; fi; command git "$@"; }\n'
+    script = (
+        'set -euo pipefail\ngit() { if [ "$1" = push ]; then return 0; fi; command git "$@"; }\n'
+    )
     for command, _ in commands:
         script += f"echo {MARK}\n{command} 2>&1\n"
     proc = subprocess.run(
