@@ -127,3 +127,17 @@ def test_export_notes_wrap_and_fallbacks_name_their_system(
     fallbacks = [line for line in lines if "fat fallback" in line]
     assert fallbacks and len(set(fallbacks)) == len(fallbacks), fallbacks
     assert any("x86_64-linux" in line for line in fallbacks)
+
+
+def test_self_hosted_rows_name_their_jobs_architecture(capplan_cli: Cli) -> None:
+    """Runners and limits, item 1: the default plan's aarch64 torch jobs went to the any-system
+    ["self-hosted", "big-parallel"] labels, which an x86 self-hosted runner also carries."""
+    result = capplan_cli("matrix", "--format", "github")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    rows = data.get("include") or [r for m in data["matrices"] for r in m["include"]]
+    hosted = [r for r in rows if "self-hosted" in r["os"]]
+    assert {r["system"] for r in hosted} == {"x86_64-linux", "aarch64-linux"}
+    for row in hosted:
+        want, other = ("ARM64", "X64") if row["system"] == "aarch64-linux" else ("X64", "ARM64")
+        assert want in row["os"] and other not in row["os"], row
