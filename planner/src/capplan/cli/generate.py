@@ -11,7 +11,12 @@ import click
 
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import MAX_COMMITTED_BYTES, check_committed, err_console, to_json_text
-from capplan.cli.planning import config_option, current_kb, plan_with_settings
+from capplan.cli.planning import (
+    config_option,
+    current_kb,
+    nix_eval_seconds_option,
+    plan_with_settings,
+)
 from capplan.cli.whereami import warn_without_flake
 from capplan.core.families.registry import dispatcher
 from capplan.core.planning.matrix import plan_json
@@ -36,6 +41,7 @@ def nixpkgs_stamp(
     cuda: Sequence[str] | None,
     *,
     run_check: bool,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """plan.json's ``nixpkgs``: the revision flake.lock pins (``locked``) and whether the plan
     was checked against it (``checked``), deterministic wherever it runs.
@@ -67,7 +73,7 @@ def nixpkgs_stamp(
         from capplan.cli.nixpkgs import check_against
 
         try:
-            _, drifts = check_against(locked.reference, data, cuda, offline=True)
+            _, drifts = check_against(locked.reference, data, cuda, offline=True, timeout=timeout)
         except NixError as error:
             why = error.one_line()
         else:
@@ -124,7 +130,10 @@ def _note(text: str) -> None:
 @click.option(
     "--check", is_flag=True, help="Write nothing; exit 11 with a diff when the file is stale."
 )
-def generate(config_path: Path | None, output: Path | None, check: bool) -> None:
+@nix_eval_seconds_option
+def generate(
+    config_path: Path | None, output: Path | None, check: bool, eval_seconds: int | None
+) -> None:
     """Write overlays/plan.json, the data the flake and overlay read.
 
     It writes beside the fleet's capplan.toml (here or above); outside a fleet it refuses
@@ -141,7 +150,12 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
     if output is None:
         output = root / "overlays" / "plan.json"
     data["nixpkgs"] = nixpkgs_stamp(
-        root / "flake.lock", output, data, planned.config.policy.cuda, run_check=not check
+        root / "flake.lock",
+        output,
+        data,
+        planned.config.policy.cuda,
+        run_check=not check,
+        timeout=eval_seconds,
     )
     text = to_json_text(data)
     if check:
