@@ -12,7 +12,6 @@ import click
 
 from capplan import __version__
 from capplan.cli.errors import EXIT_CODE_HELP, fail, quiet_stdout, report_unexpected, usage_error
-from capplan.cli.helpformat import summary
 from capplan.errors import CapplanError, DataError, InvalidInputError
 
 __all__ = ["COMMANDS", "SUMMARIES", "cli", "main"]
@@ -68,6 +67,8 @@ SUMMARIES = {
 
 def _summary(name: str, command: click.Command) -> str:
     """The command's one-line summary, whole: never cut mid-phrase with '...'."""
+    from capplan.cli.helpformat import summary  # only for a command SUMMARIES lacks
+
     return SUMMARIES.get(name) or summary(command)
 
 
