@@ -69,6 +69,7 @@ def nix_eval_seconds(environ: Mapping[str, str]) -> float:
     given = environ.get(EVAL_SECONDS_ENV)
     return NIX_EVAL_SECONDS if given is None else float(eval_seconds(given, EVAL_SECONDS_ENV))
 
+
 # Given the flake's `legacyPackages` attrset (where capplan's flake keeps its variants, as
 # nixpkgs does, so that `nix flake show` never forces them), return
 # { <attr> = [ <outPath of each output> ] } for the requested attrs, and null for a missing attr
