@@ -19,6 +19,7 @@ PTX, SASS = 1, 2
 _RULES = re.compile(r"[│┃━╇─┼]+")
 
 MAGMA = Path(__file__).parents[1] / "data" / "magma" / "CMakeLists-hip-excerpt.txt"
+TORCH = Path(__file__).parents[1] / "data" / "torch_sources" / "shape_2_9.py"
 Setup = Callable[[Path], list[str]]
 
 
@@ -52,7 +53,8 @@ def _smi(root: Path) -> list[str]:
     return ["detect"]
 
 
-# Each command that draws a table, with what it needs.
+# Each command that draws a table, with what it needs (doctor's table is left out: every column
+# of it is a name, never wrapped, cli/doctor.py).
 COMMANDS: dict[str, Setup] = {
     "caps": lambda root: ["caps"],
     "caps --cuda": lambda root: ["caps", "--cuda", "12.9"],
@@ -66,6 +68,7 @@ COMMANDS: dict[str, Setup] = {
     "inspect --entries": lambda root: ["inspect", "--entries", *_fatbins(root)],
     "limits read --binary": lambda root: ["limits", "read", "--binary", _fatbins(root)[1]],
     "limits read magma": lambda root: ["limits", "read", "magma", "--file", str(MAGMA)],
+    "limits read torch": lambda root: ["limits", "read", "torch", "--file", str(TORCH)],
     "failures list": _failures,
     "detect": _smi,
 }
