@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,10 +79,25 @@ class Host:
     code: int  # what the fake cuDriverGetVersion reports
 
 
+def stub(path: Path) -> None:
+    """A 32-bit ELF shared object header: named like the host's libc, it stands for one, and a
+    64-bit loader passes over it ("wrong ELF class"), so a process whose LD_LIBRARY_PATH
+    names the fake folder (capplan itself, in the tests) still starts."""
+    head = b"\x7fELF\x01\x01\x01" + bytes(9)
+    head += struct.pack("<HHIIIIIHHHHHH", 3, 3, 1, 0, 52, 0, 0, 52, 32, 0, 40, 0, 0)
+    path.write_bytes(head + bytes(64))
+
+
 def make_host(
-    where: Path, layout: str = "debian", version: str | None = "550.54.14", code: int = 12040
+    where: Path,
+    layout: str = "debian",
+    version: str | None = "550.54.14",
+    code: int = 12040,
+    *,
+    libc: bool = True,
 ) -> Host:
-    """A fake host root of ``layout`` (debian, wsl2, jetson)."""
+    """A fake host root of ``layout`` (debian, wsl2, jetson); ``libc``: the Debian folder holds
+    libc.so.6, libstdc++.so.6 and others beside the driver, as a real one does."""
     root = where / f"root-{layout}"
     folder = root / {"debian": DEBIAN, "wsl2": WSL, "jetson": JETSON}[layout]
     folder.mkdir(parents=True)
@@ -92,16 +108,16 @@ def make_host(
         (folder / "libcuda.so").symlink_to("libcuda.so.1")
         shutil.copy(folder / f"libcuda.so.{version}", folder / f"libnvidia-ml.so.{version}")
         (folder / "libnvidia-ml.so.1").symlink_to(f"libnvidia-ml.so.{version}")
-        # What else a distribution's folder holds: never to be linked.
-        for name in ("libc.so.6", "libstdc++.so.6", "libm.so.6", "libz.so.1"):
-            shutil.copy(folder / f"libcuda.so.{version}", folder / name)
+        if libc:  # what else a distribution's folder holds: never to be linked
+            for name in ("libc.so.6", "libstdc++.so.6", "libm.so.6", "libz.so.1"):
+                stub(folder / name)
     elif layout == "wsl2":
         build_libcuda(folder / "libcuda.so.1.1", code)
         (folder / "libcuda.so.1").symlink_to("libcuda.so.1.1")
         shutil.copy(folder / "libcuda.so.1.1", folder / "libdxcore.so")
         # WSL2's folder sits beside the distribution's own, which holds its libc.
         (root / DEBIAN).mkdir(parents=True)
-        shutil.copy(folder / "libcuda.so.1.1", root / DEBIAN / "libc.so.6")
+        stub(root / DEBIAN / "libc.so.6")
     else:
         for name in ("libnvrm_gpu.so", "libnvrm_mem.so"):
             _cc("-shared", "-fPIC", f"-Wl,-soname,{name}", "-o", folder / name, DATA / "nvrm.c")

@@ -119,8 +119,11 @@ def _kernel_version(root: Path) -> tuple[str | None, str | None]:
         return None, f"{VERSION_FILE} cannot be read ({error.strerror or error})"
     version = version_of_nvrm(text)
     if version is None:
-        return None, f"{VERSION_FILE} names no driver version (its first line: " \
-            f"{shorten(text.strip().splitlines()[0] if text.strip() else 'empty', 80)!r})"
+        return (
+            None,
+            f"{VERSION_FILE} names no driver version (its first line: "
+            f"{shorten(text.strip().splitlines()[0] if text.strip() else 'empty', 80)!r})",
+        )
     return version, None
 
 
@@ -260,18 +263,20 @@ def _finding(root: Path, place: Place) -> Finding:
     if not folder.is_dir():
         detail = "missing on this host: NixOS fills it, other systems do not"
         return Finding("absent", detail if place.folder == DRIVER_LINK else "no such folder")
+    names = _names(folder)
+    libc = not place.folder.startswith(_STORE) and "libc.so.6" in names
     real, shown = _resolve(base, f"{place.folder}/{LIBCUDA}")
     if real is None:
         if shown == "absent":
-            return Finding("absent", f"holds no {LIBCUDA}")
-        return Finding("broken", shown)
+            return Finding("absent", f"holds no {LIBCUDA}", libc=libc)
+        return Finding("broken", shown, libc=libc)
     problem, _ = _loadable(real)
     if problem is not None:
-        return Finding("broken", problem)
+        return Finding("broken", problem, libc=libc)
     jetson = any(place.folder.endswith(x.folder) for x in LAYOUTS if x.key == "jetson")
-    missing = nvrm_missing(set(_names(folder))) if jetson else ()
+    missing = nvrm_missing(set(names)) if jetson else ()
     return Finding("found", version=version_of_name(posixpath.basename(shown)),
-                   nvrm_missing=missing)  # fmt: skip
+                   nvrm_missing=missing, libc=libc)  # fmt: skip
 
 
 def driver_reach(
@@ -362,8 +367,7 @@ def private_folder(driver: HostDriver, environ: Mapping[str, str]) -> Path:
         if _matches(folder, links):  # another run made the same folder meanwhile
             return folder
         raise WriteError(
-            f"cannot make the driver links in {shorten(str(base))}: "
-            f"{error.strerror or error}",
+            f"cannot make the driver links in {shorten(str(base))}: {error.strerror or error}",
             hint="set XDG_CACHE_HOME to a folder you may write",
         ) from None
     if not _matches(folder, links):  # another run replaced it meanwhile with other links

@@ -60,4 +60,3 @@ def _say(text: str) -> None:
 def _fail(text: str, code: int) -> None:
     sys.stderr.write(f"capplan: error: {text}\n")
     raise SystemExit(code)
-

@@ -213,10 +213,7 @@ def tmpfiles_rules(driver: HostDriver) -> str:
     """systemd-tmpfiles rules (tmpfiles.d(5): ``d`` a folder, ``L+`` a symlink replacing what is
     there) that make /run/opengl-driver/lib hold the host's driver libraries, and only those."""
     if driver.layout.dedicated:
-        return (
-            "d /run/opengl-driver 0755 root root -\n"
-            f"L+ {DRIVER_LINK} - - - - {driver.folder}\n"
-        )
+        return f"d /run/opengl-driver 0755 root root -\nL+ {DRIVER_LINK} - - - - {driver.folder}\n"
     lines = ["d /run/opengl-driver 0755 root root -", f"d {DRIVER_LINK} 0755 root root -"]
     lines += [f"L+ {DRIVER_LINK}/{name} - - - - {target}" for name, target in _targets(driver)]
     return "\n".join(lines) + "\n"
@@ -225,10 +222,7 @@ def tmpfiles_rules(driver: HostDriver) -> str:
 def link_commands(driver: HostDriver) -> str:
     """The same as shell commands (run as root), for hosts without systemd-tmpfiles."""
     if driver.layout.dedicated:
-        return (
-            "mkdir -p /run/opengl-driver\n"
-            f"ln -sfn {shlex.quote(driver.folder)} {DRIVER_LINK}\n"
-        )
+        return f"mkdir -p /run/opengl-driver\nln -sfn {shlex.quote(driver.folder)} {DRIVER_LINK}\n"
     lines = [f"mkdir -p {DRIVER_LINK}"]
     lines += [
         f"ln -sf {shlex.quote(target)} {DRIVER_LINK}/{shlex.quote(name)}"

@@ -93,6 +93,7 @@ class Finding:
     detail: str = ""
     version: str | None = None
     nvrm_missing: tuple[str, ...] = ()
+    libc: bool = False  # the folder holds a libc.so.6 (a distribution's library folder)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +161,17 @@ def judge(
 ) -> Reach:
     """Where the loader finds libcuda.so.1 for ``facts``, and whether that driver runs here
     (its version is the kernel module's ``kernel``; on a Jetson, its libnvrm* beside it)."""
+    if not facts.host_glibc:
+        # LD_LIBRARY_PATH and a RUNPATH folder come before the program's own glibc (nixpkgs'
+        # addDriverRunpath puts /run/opengl-driver/lib first): a host libc.so.6 there is loaded
+        # with Nix's ld.so, and the two must be the same glibc ("version GLIBC_2.xx not found",
+        # "symbol lookup error").
+        for place in places:
+            if findings.get(place, Finding("absent")).libc:
+                return Reach(facts.path, False, place.folder, place.how,
+                             f"{place.how} {place.folder} holds the host's libc.so.6, which the "
+                             "loader takes before the program's own (Nix) glibc: the two do not "
+                             "mix, it fails to start", _FIX)  # fmt: skip
     skipped: list[str] = []
     for place in places:
         finding = findings.get(place, Finding("absent"))
