@@ -68,26 +68,41 @@ def _under(root: Path, host_path: str) -> Path:
 
 
 def _resolve(root: Path, host_path: str) -> tuple[Path | None, str]:
-    """(the real path of the file ``host_path`` names, following symlinks as the host would:
-    an absolute target is a host path too; its host path) or (None, why not)."""
-    current = posixpath.normpath(host_path)
-    for hop in range(_MAX_HOPS):
-        real = _under(root, current)
+    """(the real path of what ``host_path`` names, every component's symlinks followed as the
+    host would: an absolute target is a host path too, looked up under ``root``; its host
+    path) or (None, why not: absent, a dangling symlink, a symlink loop)."""
+    queue = [p for p in host_path.split("/") if p]
+    resolved = "/"
+    hops = 0
+    while queue:
+        part = queue.pop(0)
+        if part == ".":
+            continue
+        if part == "..":
+            resolved = posixpath.dirname(resolved)
+            continue
+        candidate = posixpath.join(resolved, part)
+        real = _under(root, candidate)
         try:
             info = os.lstat(real)
-        except FileNotFoundError:
-            return None, "a dangling symlink" if hop else "absent"
+        except (FileNotFoundError, NotADirectoryError):
+            return None, "a dangling symlink" if hops else "absent"
         except OSError as error:
             return None, f"cannot be read ({error.strerror or error})"
         if not stat.S_ISLNK(info.st_mode):
-            return real, current
+            resolved = candidate
+            continue
+        hops += 1
+        if hops > _MAX_HOPS:
+            return None, "a symlink loop"
         try:
             target = os.readlink(real)
         except OSError as error:
             return None, f"cannot be read ({error.strerror or error})"
-        base = posixpath.dirname(current)
-        current = posixpath.normpath(posixpath.join(base, target))
-    return None, "a symlink loop"
+        if target.startswith("/"):
+            resolved = "/"
+        queue[:0] = [p for p in target.split("/") if p]
+    return _under(root, resolved), resolved
 
 
 def _loadable(real: Path) -> tuple[str | None, str | None]:
@@ -143,7 +158,8 @@ def find_host_driver(environ: Mapping[str, str]) -> HostDriver:
     usable: list[tuple[Layout, Path, str, str | None]] = []
     why: list[str] = []
     for layout in LAYOUTS:
-        if not _under(root, layout.folder).is_dir():
+        folder, _ = _resolve(root, layout.folder)
+        if folder is None or not folder.is_dir():
             continue
         real, shown = _resolve(root, f"{layout.folder}/{LIBCUDA}")
         if real is None:
@@ -259,13 +275,13 @@ def _facts(path: str, shown: str, static_runtime: bool) -> LoaderFacts | None:
 
 def _finding(root: Path, place: Place) -> Finding:
     base = root if place.host else Path("/")
-    folder = _under(base, place.folder)
-    if not folder.is_dir():
+    folder, where = _resolve(base, place.folder)
+    if folder is None or not folder.is_dir():
         detail = "missing on this host: NixOS fills it, other systems do not"
         return Finding("absent", detail if place.folder == DRIVER_LINK else "no such folder")
     names = _names(folder)
-    libc = not place.folder.startswith(_STORE) and "libc.so.6" in names
-    real, shown = _resolve(base, f"{place.folder}/{LIBCUDA}")
+    libc = not where.startswith(_STORE) and "libc.so.6" in names
+    real, shown = _resolve(base, f"{where}/{LIBCUDA}")
     if real is None:
         if shown == "absent":
             return Finding("absent", f"holds no {LIBCUDA}", libc=libc)
@@ -273,7 +289,7 @@ def _finding(root: Path, place: Place) -> Finding:
     problem, _ = _loadable(real)
     if problem is not None:
         return Finding("broken", problem, libc=libc)
-    jetson = any(place.folder.endswith(x.folder) for x in LAYOUTS if x.key == "jetson")
+    jetson = any(where.endswith(x.folder) for x in LAYOUTS if x.key == "jetson")
     missing = nvrm_missing(set(names)) if jetson else ()
     return Finding("found", version=version_of_name(posixpath.basename(shown)),
                    nvrm_missing=missing, libc=libc)  # fmt: skip
