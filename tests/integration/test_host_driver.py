@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from tests.integration.hostroots import (
     DEBIAN,
     NVRM,
