@@ -197,6 +197,8 @@ def _driver(
 ) -> HostDriver:
     named = version_of_name(posixpath.basename(libcuda))
     problems: list[str] = []
+    version: str | None
+    source: str | None
     if kernel is not None:
         version, source = kernel, VERSION_FILE
         if named is not None and named != kernel:
@@ -207,7 +209,8 @@ def _driver(
             )
     else:
         version, source = named, (f"file name {posixpath.basename(libcuda)}" if named else None)
-    names = _names(_under(root, layout.folder))
+    folder, _ = _resolve(root, layout.folder)
+    names = _names(folder) if folder is not None else []
     keep: list[str] = []
     others: set[str] = set()
     for name in names:
