@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "planner" / "src"))
 
-from capplan.adapters.environment import Source, scan_sources  # noqa: E402
-from capplan.adapters.host_driver import driver_reach  # noqa: E402
+from capplan.adapters.environment import Source, scan_sources
+from capplan.adapters.host_driver import driver_reach
 
 LIBS = Path("/usr/lib/x86_64-linux-gnu")
 
