@@ -110,6 +110,10 @@ def _closure(drvs: dict[str, dict[str, object]], roots: list[str]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     graph = json.loads(Path(os.environ["FAKE_NIX_GRAPH"]).read_text())
+    log = os.environ.get("FAKE_NIX_LOG")
+    if log:
+        with open(log, "a") as handle:
+            handle.write(json.dumps(argv) + "\n")
     args = [a for a in argv if a not in ("--extra-experimental-features", "nix-command flakes")]
     if args[:1] == ["--version"]:
         print(f"nix (Nix) {graph.get('version', '2.18.9')}")
@@ -132,7 +136,12 @@ def main(argv: list[str]) -> int:
     if args[:1] == ["eval"]:
         if "--apply" in args:
             params = json.loads(os.environ["CAPPLAN_NIX_PARAMS"])
-            json.dump({a: graph["variants"].get(a) for a in params["attrs"]}, sys.stdout)
+            # A variant the graph leaves out gets a derivation of its own name (no show answers).
+            made = {
+                a: {"drv": store_path(a, a + ".drv"), "outputs": [store_path("out" + a, a)]}
+                for a in params["attrs"]
+            }
+            json.dump({a: graph["variants"].get(a, made[a]) for a in params["attrs"]}, sys.stdout)
             return 0
         if graph.get("drvPath") is None:
             print("error: attribute 'nothing' missing", file=sys.stderr)

@@ -58,6 +58,14 @@ def _machine_options(func: F) -> F:
             metavar="INPUT REF",
             help="Passed to nix eval.",
         ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(0.1, 600.0),
+            default=5.0,
+            show_default=True,
+            metavar="SECONDS",
+            help="Time limit of one cache request (each is retried 3 times).",
+        ),
         click.option("--json", "as_json", is_flag=True, help="Print JSON."),
         config_option,
     ]
@@ -79,6 +87,7 @@ def status(
     failures_file: Path | None,
     flake: str,
     override_inputs: tuple[tuple[str, str], ...],
+    timeout: float,
     as_json: bool,
     config_path: Path | None,
 ) -> None:
@@ -112,7 +121,10 @@ def status(
     evaluated = flake_derivations(flake, names, dict(override_inputs), system=system)
     urls, _ = caches_to_ask(planned.config, caches)
     present = present_at(
-        {name: outs for name, (_, outs) in evaluated.items()}, urls, planned.config.cache.public_keys
+        {name: outs for name, (_, outs) in evaluated.items()},
+        urls,
+        planned.config.cache.public_keys,
+        timeout,
     )
     cores = os.cpu_count() or 1
     rows: list[StatusRow] = []
@@ -190,6 +202,7 @@ def why(
     failures_file: Path | None,
     flake: str,
     override_inputs: tuple[tuple[str, str], ...],
+    timeout: float,
     as_json: bool,
     config_path: Path | None,
 ) -> None:
@@ -211,6 +224,7 @@ def why(
         failures_file=failures_file,
         flake=flake,
         overrides=dict(override_inputs),
+        timeout=timeout,
         as_json=as_json,
         config_path=config_path,
     )

@@ -36,6 +36,7 @@ def explain_why(
     failures_file: Path | None,
     flake: str,
     overrides: Mapping[str, str],
+    timeout: float,
     as_json: bool,
     config_path: Path | None,
 ) -> bool:
@@ -81,7 +82,7 @@ def explain_why(
     urls, nix_own = caches_to_ask(planned.config, caches)
     paths_of = {f"yours:{d.path}": d.outputs for d in found}
     paths_of.update({name: outs for name, (_, outs) in evaluated.items()})
-    present = present_at(paths_of, urls, planned.config.cache.public_keys)
+    present = present_at(paths_of, urls, planned.config.cache.public_keys, timeout)
     reports: list[dict[str, Any]] = []
     all_cached = True
     for drv in found:

@@ -102,7 +102,10 @@ def caches_to_ask(config: Config, flags: Sequence[str]) -> tuple[list[str], list
 
 
 def present_at(
-    paths_of: Mapping[str, Sequence[str]], caches: Sequence[str], keys: Sequence[str]
+    paths_of: Mapping[str, Sequence[str]],
+    caches: Sequence[str],
+    keys: Sequence[str],
+    timeout: float = 5.0,
 ) -> dict[str, dict[str, bool]]:
     """For each name, whether each cache holds all its paths: one bounded query per cache
     (adapters/binary_cache.py: concurrency, per-request time limit, narinfo size limit, the
@@ -115,7 +118,12 @@ def present_at(
     for url in caches:
         with progress(len(paths), f"asking {url}") as bar:
             result = query_caches(
-                paths, [url], trusted_keys=list(keys), token=token, on_progress=bar.advance
+                paths,
+                [url],
+                trusted_keys=list(keys),
+                token=token,
+                timeout=timeout,
+                on_progress=bar.advance,
             )
         for message in result.warnings:
             warn(f"warning: {message}")
