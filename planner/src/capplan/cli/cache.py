@@ -167,10 +167,11 @@ def status(
 
 def _status_table(line: str, rows: list[Any], urls: list[str], cores: int) -> None:
     console = out_console()
-    console.print(printable(line), markup=False, highlight=False)
+    console.print(printable(line), markup=False, highlight=False, soft_wrap=True)
     if not urls:
         console.print("no http(s) cache to ask (give --cache URL)", markup=False)
     table = make_table("package", "gpu", "variant", "state", "where / cost", whole=("variant",))
+    failed: list[str] = []
     for row in rows:
         state = row.state()
         if state == "cached":
@@ -179,9 +180,11 @@ def _status_table(line: str, rows: list[Any], urls: list[str], cores: int) -> No
             where = row.reason
         else:
             where = f"about {row.minutes:.0f} min on {cores} cores"
-            if row.failure is not None:
-                log = row.failure.log_tail[-1] if row.failure.log_tail else ""
-                where += f"; failed {row.failure.last} ({row.failure.count}x): {log}"
+        if row.failure is not None:
+            log = row.failure.log_tail[-1] if row.failure.log_tail else "no log line"
+            failed.append(
+                f"{row.variant} failed on {row.failure.last} ({row.failure.count}x): {log}"
+            )
         table.add_row(
             escape(row.package),
             escape(row.gpu),
@@ -190,6 +193,8 @@ def _status_table(line: str, rows: list[Any], urls: list[str], cores: int) -> No
             escape(where or ""),
         )
     print_table(console, table)
+    for text in failed:
+        console.print(printable(text), markup=False, highlight=False, soft_wrap=True)
 
 
 @cache.command()

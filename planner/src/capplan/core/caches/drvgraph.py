@@ -48,6 +48,10 @@ _HASH = re.compile(r"/[0-9a-df-np-sv-z]{32}-")
 _VERSION = re.compile(r"-[0-9][^-]*(-.*)?$")
 _CUDA_PREFIX = re.compile(r"^cuda[0-9]+(\.[0-9]+)?-")
 _VALUE_CHARS = 120
+# A whole store path's base name: two derivations that refer to their inputs' outputs differ in
+# those references whenever an input differs, name included (numpy-2.3.2 against 2.3.3); the
+# input itself is compared further down, so the reference is no difference of this one.
+_STORE_NAME = re.compile(r"/[0-9a-df-np-sv-z]{32}-[^/\s\"'\\;:,]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +150,10 @@ def _unhashed(text: str) -> str:
     return _HASH.sub("/", text) if "/" in text else text
 
 
+def _bare(text: str) -> str:
+    return _STORE_NAME.sub("/<store path>", text) if "/" in text else text
+
+
 def _json_object(text: str) -> dict[str, Any] | None:
     if not text.startswith("{"):
         return None
@@ -175,8 +183,8 @@ def _diff_values(key: str, ours: Any, theirs: Any, out: list[Change], depth: int
             else:
                 _diff_values(f"{key}.{sub}", ours[sub], theirs[sub], out, depth + 1)
         return
-    left_text = _unhashed(ours if isinstance(ours, str) else json.dumps(ours, sort_keys=True))
-    right_text = _unhashed(theirs if isinstance(theirs, str) else json.dumps(theirs, sort_keys=True))
+    left_text = _bare(ours if isinstance(ours, str) else json.dumps(ours, sort_keys=True))
+    right_text = _bare(theirs if isinstance(theirs, str) else json.dumps(theirs, sort_keys=True))
     if left_text != right_text:
         out.append(Change(key, _show(ours), _show(theirs)))
 
@@ -191,7 +199,11 @@ def diff_drvs(yours: Drv, planned: Drv) -> list[Change]:
         out.append(Change("system", yours.system, planned.system))
     _diff_values("builder", yours.builder, planned.builder, out)
     _diff_values("args", " ".join(yours.args), " ".join(planned.args), out)
-    _diff_values("inputSrcs", " ".join(yours.srcs), " ".join(planned.srcs), out)
+    # Sources by name (a patch file added or renamed); a source's content is its hash alone,
+    # which every input also changes, so it is not compared.
+    srcs = " ".join(sorted(map(_unhashed, yours.srcs))), " ".join(sorted(map(_unhashed, planned.srcs)))
+    if srcs[0] != srcs[1]:
+        out.append(Change("inputSrcs", shorten(srcs[0], _VALUE_CHARS), shorten(srcs[1], _VALUE_CHARS)))
     skip = {"name", "system", "builder"}
     for key in sorted((set(yours.env) | set(planned.env)) - skip):
         if key not in planned.env:
