@@ -131,7 +131,7 @@ def main(argv: list[str]) -> int:
         if missing:
             print(f"error: path '{missing[0]}' is not valid", file=sys.stderr)
             return 1
-        json.dump({p: drvs[p] for p in wanted}, sys.stdout)
+        sys.stdout.write(json.dumps({p: drvs[p] for p in wanted}))
         return 0
     if args[:1] == ["eval"]:
         if "--apply" in args:

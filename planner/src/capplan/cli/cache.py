@@ -119,7 +119,7 @@ def status(
         picked += [(gpu.label, p) for p in picks_for(kb, planned.plan, planned.config, gpu, system)]
     names = sorted({p.variant.name for _, p in picked if p.variant is not None})
     evaluated = flake_derivations(flake, names, dict(override_inputs), system=system)
-    urls, _ = caches_to_ask(planned.config, caches)
+    urls = caches_to_ask(planned.config, caches)
     present = present_at(
         {name: outs for name, (_, outs) in evaluated.items()},
         urls,

@@ -48,12 +48,13 @@ def explain_why(
         caches_to_ask,
         machine_gpus,
         module_lines,
+        nix_substitutes_from,
         picks_for,
         present_at,
         read_failure_record,
     )
     from capplan.cli.planning import current_kb, plan_with_settings
-    from capplan.core.caches.drvgraph import find_named, walk
+    from capplan.core.caches.drvgraph import Drv, find_named, walk
 
     kb = current_kb()
     machine = machine_gpus(kb, gpus)
@@ -65,7 +66,16 @@ def explain_why(
         v.package: (v.attr.rsplit(".", 1)[-1],) for v in planned.plan.variants if v.package in picks
     }
     root = installable_drv(installable, overrides)
-    found = find_named(root, show_derivations, lambda d: package_of(d.name, spellings) is not None)
+    read: dict[str, Drv] = {}
+
+    def fetch(paths: Sequence[str], recursive: bool) -> Mapping[str, Drv]:
+        # Each derivation is read once: the search for planned packages and the walks share.
+        need = [p for p in paths if p not in read]
+        if need:
+            read.update(show_derivations(need, recursive))
+        return {p: read[p] for p in paths if p in read}
+
+    found = find_named(root, fetch, lambda d: package_of(d.name, spellings) is not None)
     if not found:
         raise InvalidInputError(
             f"{shorten(installable)} holds no package the plan builds for {shorten(gpu.label)}",
@@ -79,7 +89,7 @@ def explain_why(
     }
     variants = sorted({p.variant.name for p in wanted.values() if p.variant is not None})
     evaluated = flake_derivations(flake, variants, dict(overrides), system=system)
-    urls, nix_own = caches_to_ask(planned.config, caches)
+    urls = caches_to_ask(planned.config, caches)
     paths_of = {f"yours:{d.path}": d.outputs for d in found}
     paths_of.update({name: outs for name, (_, outs) in evaluated.items()})
     present = present_at(paths_of, urls, planned.config.cache.public_keys, timeout)
@@ -118,14 +128,12 @@ def explain_why(
                     "count": failure.count,
                     "log_line": failure.log_tail[-1] if failure.log_tail else None,
                 },
-                "not_substituted_by_nix": v_at is not None
-                and nix_own is not None
-                and v_at not in {u.rstrip("/") for u in nix_own},
+                "not_substituted_by_nix": v_at is not None and nix_substitutes_from(v_at) is False,
                 "minutes": pick.variant.minutes,
             }
         )
         if not report["same"]:
-            done = walk(drv.path, v_drv, show_derivations)
+            done = walk(drv.path, v_drv, fetch)
             report["walk"] = {"read": done.read, "levels": done.depth, "nix_calls": done.calls}
             report["causes"] = [c.to_json() for c in _causes(done.findings, installable, flake, overrides)]
         reports.append(report)

@@ -24,6 +24,7 @@ __all__ = [
     "caches_to_ask",
     "machine_gpus",
     "module_lines",
+    "nix_substitutes_from",
     "picks_for",
     "present_at",
     "read_failure_record",
@@ -76,29 +77,39 @@ def picks_for(
     return family.pick(plan, Machine(system, gpu.device, None, vendors))
 
 
-def caches_to_ask(config: Config, flags: Sequence[str]) -> tuple[list[str], list[str] | None]:
+def caches_to_ask(config: Config, flags: Sequence[str]) -> list[str]:
     """The http(s) caches to ask: capplan.toml's ``[cache] substituters`` and ``--cache``, else
-    nix's own substituters; and nix's own list (None when nix does not say), which tells a cache
-    the machine does not substitute from. Other schemes (s3://, ssh://, file://) are warned
-    about and left out: capplan asks caches over HTTP only."""
-    from capplan.adapters.derivations import configured_substituters
-    from capplan.errors import NixError
+    nix's own substituters. Other schemes (s3://, ssh://, file://) are warned about and left
+    out: capplan asks caches over HTTP only."""
+    from capplan.errors import shorten
 
-    nix_own: list[str] | None
-    try:
-        nix_own = configured_substituters()
-    except NixError:
-        nix_own = None
-    wanted = list(dict.fromkeys([*config.cache.substituters, *flags])) or list(nix_own or [])
+    wanted = list(dict.fromkeys([*config.cache.substituters, *flags]))
+    if not wanted:
+        from capplan.adapters.derivations import configured_substituters
+
+        wanted = configured_substituters()
     urls: list[str] = []
     for url in wanted:
         if url.split("://", 1)[0] in ("http", "https"):
-            urls.append(url.split("?", 1)[0].rstrip("/"))
+            urls.append(_plain(url))
         else:
-            from capplan.errors import shorten
-
             warn(f"warning: cache {shorten(url)} is not http(s): capplan does not ask it")
-    return list(dict.fromkeys(urls)), nix_own
+    return list(dict.fromkeys(urls))
+
+
+def _plain(url: str) -> str:
+    return url.split("?", 1)[0].rstrip("/")
+
+
+def nix_substitutes_from(url: str) -> bool | None:
+    """Whether nix's own substituters include ``url`` (None when nix does not say)."""
+    from capplan.adapters.derivations import configured_substituters
+    from capplan.errors import NixError
+
+    try:
+        return _plain(url) in {_plain(u) for u in configured_substituters()}
+    except NixError:
+        return None
 
 
 def present_at(
