@@ -34,8 +34,10 @@ import fake_nix  # noqa: E402
 from nixhelpers import NIX_OPTIONS, copy_tree  # noqa: E402
 
 CPU_SECONDS: list[float] = []
-PLANNED = ('{ system = "x86_64-linux"; config = { allowUnfree = true; cudaSupport = true; '
-           'rocmSupport = false; cudaCapabilities = [ "8.6" ]; cudaForwardCompat = false; }; }')  # fmt: skip
+PLANNED = (
+    '{ system = "x86_64-linux"; config = { allowUnfree = true; cudaSupport = true; '
+    'rocmSupport = false; cudaCapabilities = [ "8.6" ]; cudaForwardCompat = false; }; }'
+)
 
 
 def _run_capplan(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str]:
@@ -48,7 +50,8 @@ def _run_capplan(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[float
         "from capplan.cli.main import cli\n"
         "try:\n    cli(prog_name='capplan')\n"
         "finally:\n"
-        "    sys.stderr.write('\\nRSS %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "    sys.stderr.write('\\nRSS %d\\n' % peak)\n"
     )
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -79,9 +82,12 @@ def standin(runs: int) -> None:
         old = 'cuda_nvcc = redist "cuda_nvcc" cudaMajorMinorVersion "CUDA-Redist";'
         text = recipe.read_text()
         assert old in text, "the stand-in's cuda_nvcc line moved: update the bench"
-        recipe.write_text(text.replace(old, old.replace("cudaMajorMinorVersion", '"${cudaMajorMinorVersion}.1"')))
+        recipe.write_text(
+            text.replace(old, old.replace("cudaMajorMinorVersion", '"${cudaMajorMinorVersion}.1"'))
+        )
         yours = json.loads(_nix(["eval", "--impure", "--json", "--expr",
-                                 f"(import {other} {PLANNED}).python3Packages.torch.drvPath"], root))  # fmt: skip
+                                 f"(import {other} {PLANNED}).python3Packages.torch.drvPath"],
+                                root))  # fmt: skip
         planned = _nix(["eval", "--raw", ".#legacyPackages.x86_64-linux.torch-sm86.drvPath",
                         "--override-input", "nixpkgs", f"path:{standin}", "--no-write-lock-file"],
                        root)  # fmt: skip
@@ -103,14 +109,22 @@ def standin(runs: int) -> None:
             full.append(time.perf_counter() - start)
         print("## cache why on the stand-in's torch (difference at torch -> nccl -> cuda_nvcc)")
         print()
-        print(f"cause found: {cause['kind']} at {cause['derivation']} via {' -> '.join(cause['trail'])}")
+        print(
+            f"cause found: {cause['kind']} at {cause['derivation']} "
+            f"via {' -> '.join(cause['trail'])}"
+        )
         print(f"walk: {package['walk']}")
         print()
         print("| run | median wall s | median CPU s | peak RSS MiB |")
         print("|---|---|---|---|")
-        print(f"| capplan cache why (end to end, {runs} runs) | {statistics.median(times):.2f} "
-              f"| {statistics.median(CPU_SECONDS):.2f} | {rss:.0f} |")
-        print(f"| nix show-derivation -r of both (reference) | {statistics.median(full):.2f} | - | - |")
+        print(
+            f"| capplan cache why (end to end, {runs} runs) | {statistics.median(times):.2f} "
+            f"| {statistics.median(CPU_SECONDS):.2f} | {rss:.0f} |"
+        )
+        print(
+            f"| nix show-derivation -r of both (reference) | {statistics.median(full):.2f} "
+            "| - | - |"
+        )
         nix_diff = shutil.which("nix-diff")
         if nix_diff:
             diffs = []
@@ -120,7 +134,10 @@ def standin(runs: int) -> None:
                 diffs.append(time.perf_counter() - start)
             print(f"| nix-diff (Debian) | {statistics.median(diffs):.2f} | - | - |")
         else:
-            print("| nix-diff | not installed (apt-cache policy nix-diff finds no candidate here) | - | - |")
+            print(
+                "| nix-diff | not installed (apt-cache policy nix-diff finds no candidate "
+                "here) | - | - |"
+            )
         print()
 
 
@@ -132,9 +149,9 @@ def synthetic(count: int, runs: int) -> None:
         graph = folder / "graph.json"
         p_body = planned[p_top]
         outputs = [o["path"] for o in p_body["outputs"].values()]  # type: ignore[union-attr]
-        graph.write_text(json.dumps({"version": "2.18.9", "drvs": {**yours, **planned},
-                                     "drvPath": y_top,
-                                     "variants": {"torch-sm86": {"drv": p_top, "outputs": outputs}}}))  # fmt: skip
+        variants = {"torch-sm86": {"drv": p_top, "outputs": outputs}}
+        data = {"version": "2.18.9", "drvs": {**yours, **planned}, "drvPath": y_top}
+        graph.write_text(json.dumps({**data, "variants": variants}))
         env = {**os.environ, **fake_nix.install(folder / "bin", graph)}
         args = ["cache", "why", ".#torch", "--gpu", "RTX 3090", "--json"]
         times, rss, out = [], 0.0, ""
@@ -150,8 +167,10 @@ def synthetic(count: int, runs: int) -> None:
         print()
         print("| run | median wall s | median CPU s | peak RSS MiB |")
         print("|---|---|---|---|")
-        print(f"| capplan cache why ({runs} runs) | {statistics.median(times):.2f} "
-              f"| {statistics.median(CPU_SECONDS):.2f} | {rss:.0f} |")
+        print(
+            f"| capplan cache why ({runs} runs) | {statistics.median(times):.2f} "
+            f"| {statistics.median(CPU_SECONDS):.2f} | {rss:.0f} |"
+        )
         print()
 
 

@@ -27,9 +27,14 @@ def install(folder: Path, graph: Path) -> dict[str, str]:
     """Write ``folder/nix`` and return the environment that puts it first on PATH."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "nix"
-    script.write_text(f"#!{sys.executable} -S\nimport runpy\nrunpy.run_path({str(Path(__file__))!r}, run_name='__main__')\n")
+    script.write_text(
+        f"#!{sys.executable} -S\nimport runpy\nrunpy.run_path({str(Path(__file__))!r}, run_name='__main__')\n"
+    )
     script.chmod(0o755)
-    return {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}", "FAKE_NIX_GRAPH": str(graph)}
+    return {
+        "PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}",
+        "FAKE_NIX_GRAPH": str(graph),
+    }
 
 
 _NIX32 = "0123456789abcdfghijklmnpqrsvwxyz"
@@ -43,7 +48,9 @@ def store_path(seed: str, name: str) -> str:
     return "/nix/store/" + "".join(_NIX32[b % 32] for b in digest[:32]) + "-" + name
 
 
-def drv(name: str, inputs: list[str], env: dict[str, str], side: str) -> tuple[str, dict[str, object]]:
+def drv(
+    name: str, inputs: list[str], env: dict[str, str], side: str
+) -> tuple[str, dict[str, object]]:
     """One derivation body as `nix derivation show` (2.18) prints it, and its path; its hash
     follows from its name, inputs and env, as a real derivation's does."""
     seed = json.dumps([name, sorted(inputs), sorted(env.items())])

@@ -116,7 +116,7 @@ def test_a_cycle_is_one_line_and_exit_14(fake: Path) -> None:
 
 
 def test_garbage_from_show_is_one_line_and_exit_14(fake: Path) -> None:
-    ty, ty_body = fake_nix.drv(TORCH, [], {"TORCH_CUDA_ARCH_LIST": "8.9"}, "y")
+    ty, _ = fake_nix.drv(TORCH, [], {"TORCH_CUDA_ARCH_LIST": "8.9"}, "y")
     tp, tp_body = fake_nix.drv(TORCH, [], {"TORCH_CUDA_ARCH_LIST": "8.6"}, "p")
     _write(fake, ty, tp, {ty: {"env": ["not", "an", "object"]}, tp: tp_body})
     assert "cannot read" in _one_error_line(_why(), 14)

@@ -100,7 +100,9 @@ def test_status_names_what_is_cached_and_what_will_build(
                                "log_line": "error: nvcc ran out of memory"}  # fmt: skip
     port = cache.rsplit(":", 1)[1]
     assert data["summary"].startswith(f"magma, nccl, torch, torchvision: from 127.0.0.1:{port}")
-    assert "onnxruntime: will build" in data["summary"] and "failed on 2026-11-24" in data["summary"]
+    assert (
+        "onnxruntime: will build" in data["summary"] and "failed on 2026-11-24" in data["summary"]
+    )
     text = _cli(nix_repo, "cache", "status", "--cache", cache, "--failures", str(failures))
     assert text.stdout.splitlines()[0].startswith("magma, nccl, torch, torchvision: from")
     assert "error: nvcc ran out of memory" in text.stdout
@@ -170,7 +172,9 @@ def test_another_nixpkgs_revision(nix_repo: NixRunner, cache: str, tmp_path: Pat
     recipe = other / "python-packages.nix"
     text = recipe.read_text()
     assert 'numpy = leaf "numpy" "2.3.2";' in text
-    recipe.write_text(text.replace('numpy = leaf "numpy" "2.3.2";', 'numpy = leaf "numpy" "2.3.3";'))
+    recipe.write_text(
+        text.replace('numpy = leaf "numpy" "2.3.2";', 'numpy = leaf "numpy" "2.3.3";')
+    )
     cause = _cause(nix_repo, _drv(nix_repo, _user(), standin=other), cache)
     assert (cause["kind"], cause["derivation"]) == ("nixpkgs-revision", "python3.13-numpy-2.3.3")
     assert cause["trail"] == [TORCH, "python3.13-numpy-2.3.3"]

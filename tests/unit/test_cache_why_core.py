@@ -29,7 +29,7 @@ from capplan.core.planning.failures import Failure
 from capplan.errors import CapplanError, InvalidInputError, NixError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
-import fake_nix  # noqa: E402
+import fake_nix
 
 H1 = "1rl458h0y1x5kq24q52pqj98zjxmppsg"
 H2 = "hkka2pprdvs5pnidrvfnvb3lyymq14q3"
@@ -82,7 +82,9 @@ def test_both_json_shapes_read_alike() -> None:
 @given(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+        lambda inner: (
+            st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+        ),
         max_leaves=20,
     )
 )
@@ -147,7 +149,13 @@ def test_a_cycle_is_one_nix_error() -> None:
     def looped(side: str) -> dict[str, dict[str, object]]:
         a = f"/nix/store/{H1 if side == 'y' else H2}-a-1.drv"
         b = f"/nix/store/{(H1 if side == 'y' else H2)[::-1]}-b-1.drv"
-        body = {"env": {}, "args": [], "builder": "/bin/sh", "system": "x86_64-linux", "inputSrcs": []}
+        body = {
+            "env": {},
+            "args": [],
+            "builder": "/bin/sh",
+            "system": "x86_64-linux",
+            "inputSrcs": [],
+        }
         return {a: {**body, "name": "a-1", "inputDrvs": {b: ["out"]}},
                 b: {**body, "name": "b-1", "inputDrvs": {a: ["out"]}}}  # fmt: skip
 
@@ -212,7 +220,9 @@ def test_find_named_stops_at_the_first_planned_package() -> None:
     graph = Graph(drvs)
     found = find_named(top, graph, lambda d: d.name.startswith("pkg-1-"))
     assert len(found) == 50 and all(d.name.startswith("pkg-1-") for d in found)
-    assert not any(p.startswith("/nix/store/") and "pkg-3-" in p for ps, _ in graph.asked for p in ps)
+    assert not any(
+        p.startswith("/nix/store/") and "pkg-3-" in p for ps, _ in graph.asked for p in ps
+    )
 
 
 def test_bottom_line_and_minutes() -> None:

@@ -144,7 +144,9 @@ def status(
                 tuple(outs),
                 drv,
                 here,
-                None if cached else minutes_here(v.minutes, compiled=not v.independent, cores=cores),
+                None
+                if cached
+                else minutes_here(v.minutes, compiled=not v.independent, cores=cores),
                 None if record is None else record.failures.get(drv),
             )
         )
@@ -214,8 +216,9 @@ def why(
     """Why INSTALLABLE is not from the cache: where its derivation and the plan's variant part.
 
     INSTALLABLE is what you build: FLAKE#ATTRIBUTE (.#torch-sm86,
-    /etc/nixos#nixosConfigurations.host.pkgs.python3Packages.torch, .#devShells.x86_64-linux.default:
-    then every planned package in its closure) or a .drv path. Both derivation graphs are walked
+    /etc/nixos#nixosConfigurations.host.pkgs.python3Packages.torch,
+    .#devShells.x86_64-linux.default: then every planned package in its closure) or a .drv
+    path. Both derivation graphs are walked
     from the roots to the first inputs that differ, and the cause is named: capability list,
     PTX / forward compatibility, CUDA release, nixpkgs revision, an overlay's patch or
     override, or the system. Exit 0 when your build is cached, 18 when it is not.

@@ -83,14 +83,12 @@ def explain_why(
         )
     record = read_failure_record(failures_file)
     wanted = {
-        d.path: picks[pkg]
-        for d in found
-        if (pkg := package_of(d.name, spellings)) is not None
+        d.path: picks[pkg] for d in found if (pkg := package_of(d.name, spellings)) is not None
     }
     variants = sorted({p.variant.name for p in wanted.values() if p.variant is not None})
     evaluated = flake_derivations(flake, variants, dict(overrides), system=system)
     urls = caches_to_ask(planned.config, caches)
-    paths_of = {f"yours:{d.path}": d.outputs for d in found}
+    paths_of: dict[str, Sequence[str]] = {f"yours:{d.path}": d.outputs for d in found}
     paths_of.update({name: outs for name, (_, outs) in evaluated.items()})
     present = present_at(paths_of, urls, planned.config.cache.public_keys, timeout)
     reports: list[dict[str, Any]] = []
@@ -120,7 +118,8 @@ def explain_why(
                 "variant": pick.variant.name,
                 "variant_derivation": v_drv,
                 "variant_cached_at": v_at,
-                "same": v_drv == drv.path or (bool(v_outs) and tuple(sorted(v_outs)) == drv.outputs),
+                "same": v_drv == drv.path
+                or (bool(v_outs) and tuple(sorted(v_outs)) == drv.outputs),
                 "failure": None
                 if failure is None
                 else {
@@ -135,7 +134,9 @@ def explain_why(
         if not report["same"]:
             done = walk(drv.path, v_drv, fetch)
             report["walk"] = {"read": done.read, "levels": done.depth, "nix_calls": done.calls}
-            report["causes"] = [c.to_json() for c in _causes(done.findings, installable, flake, overrides)]
+            report["causes"] = [
+                c.to_json() for c in _causes(done.findings, installable, flake, overrides)
+            ]
         reports.append(report)
     lines = module_lines([gpu.label])
     nearest = [r["variant"] for r in reports if r["variant"]]
@@ -166,7 +167,8 @@ def _causes(findings: Any, installable: str, flake: str, overrides: Mapping[str,
         yours = locked_nixpkgs(installable) if "#" in installable else None
         planned = overrides.get("nixpkgs") or locked_nixpkgs(flake)
         if yours or planned:
-            said = f" (nixpkgs: yours {yours or 'not pinned in a flake.lock capplan can read'}, the plan's {planned or 'unknown'})"
+            mine = yours or "not pinned in a flake.lock capplan can read"
+            said = f" (nixpkgs: yours {mine}, the plan's {planned or 'unknown'})"
             causes = [
                 replace(c, words=c.words + said) if c.kind == "nixpkgs-revision" else c
                 for c in causes
@@ -180,7 +182,11 @@ def _say(text: str) -> None:
 
 def _print(data: dict[str, Any]) -> None:
     for r in data["packages"]:
-        where = f"cached at {r['yours_cached_at']}" if r["yours_cached_at"] else "not in any cache asked"
+        where = (
+            f"cached at {r['yours_cached_at']}"
+            if r["yours_cached_at"]
+            else "not in any cache asked"
+        )
         _say(f"{r['package']} ({r['name']}): {where}")
         if r["variant"] is None:
             _say(f"  no planned variant runs on {data['gpu']}: {r.get('reason', '')}")
@@ -188,15 +194,27 @@ def _print(data: dict[str, Any]) -> None:
         if r["same"]:
             _say(f"  it is the plan's {r['variant']}: the same derivation")
             if r["variant_cached_at"]:
-                extra = " (your nix does not substitute from it: add it to nix.settings.substituters)" if r["not_substituted_by_nix"] else ""
+                extra = (
+                    " (your nix does not substitute from it: add it to nix.settings.substituters)"
+                    if r["not_substituted_by_nix"]
+                    else ""
+                )
                 _say(f"  cached at {r['variant_cached_at']}{extra}")
             elif r["failure"]:
                 f = r["failure"]
-                _say(f"  not cached: its build failed on {f['last']} ({f['count']}x): {f['log_line'] or 'no log line'}")
+                _say(
+                    f"  not cached: its build failed on {f['last']} ({f['count']}x): "
+                    f"{f['log_line'] or 'no log line'}"
+                )
             else:
-                _say("  not cached: not built yet, or pushed to a cache not asked (give it with --cache)")
+                _say(
+                    "  not cached: not built yet, or pushed to a cache not asked "
+                    "(give it with --cache)"
+                )
             continue
-        _say(f"  differs from the plan's {r['variant']} ({r['walk']['read']} derivation pairs read):")
+        _say(
+            f"  differs from the plan's {r['variant']} ({r['walk']['read']} derivation pairs read):"
+        )
         for cause in r["causes"]:
             _say(f"  - {cause['words']}")
             if len(cause["trail"]) > 1:
@@ -208,7 +226,9 @@ def _print(data: dict[str, Any]) -> None:
         if r["variant_cached_at"]:
             state = f"cached at {r['variant_cached_at']}"
         elif r.get("failure"):
-            state = f"not cached: failed on {r['failure']['last']}: {r['failure']['log_line'] or ''}"
+            state = (
+                f"not cached: failed on {r['failure']['last']}: {r['failure']['log_line'] or ''}"
+            )
         else:
             state = "not cached yet"
         _say(f"  {r['variant']} for {data['gpu']} ({state})")

@@ -122,9 +122,10 @@ def _classify(change: Change, finding: Finding) -> str:
 
 
 def _words(kind: str, change: Change, drv: str) -> str:
-    said = f"{change.attribute} is {_side(change.yours)} on your side, {_side(change.planned)} in the plan"
+    yours, planned = _side(change.yours), _side(change.planned)
+    said = f"{change.attribute} is {yours} on your side, {planned} in the plan"
     if kind == "system":
-        return f"system difference: {drv} is built for {_side(change.yours)}, the plan's for {_side(change.planned)}"
+        return f"system difference: {drv} is built for {yours}, the plan's for {planned}"
     if kind == "cuda-release":
         if change.attribute == "name":
             return (
@@ -186,12 +187,23 @@ def name_causes(findings: Sequence[Finding]) -> list[Cause]:
                 )
             continue
         ranked = sorted(
-            ((CAUSE_ORDER.index(_classify(c, finding)), i, c) for i, c in enumerate(finding.changes)),
+            (
+                (CAUSE_ORDER.index(_classify(c, finding)), i, c)
+                for i, c in enumerate(finding.changes)
+            ),
         )
         rank, _, change = ranked[0]
         kind = CAUSE_ORDER[rank]
         causes.append(
-            Cause(kind, drv, change.attribute, change.yours, change.planned, _words(kind, change, drv), finding.trail)
+            Cause(
+                kind,
+                drv,
+                change.attribute,
+                change.yours,
+                change.planned,
+                _words(kind, change, drv),
+                finding.trail,
+            )
         )
     causes.sort(key=lambda c: (CAUSE_ORDER.index(c.kind), len(c.trail), c.drv))
     return causes

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,9 +201,14 @@ def diff_drvs(yours: Drv, planned: Drv) -> list[Change]:
     _diff_values("args", " ".join(yours.args), " ".join(planned.args), out)
     # Sources by name (a patch file added or renamed); a source's content is its hash alone,
     # which every input also changes, so it is not compared.
-    srcs = " ".join(sorted(map(_unhashed, yours.srcs))), " ".join(sorted(map(_unhashed, planned.srcs)))
+    srcs = (
+        " ".join(sorted(map(_unhashed, yours.srcs))),
+        " ".join(sorted(map(_unhashed, planned.srcs))),
+    )
     if srcs[0] != srcs[1]:
-        out.append(Change("inputSrcs", shorten(srcs[0], _VALUE_CHARS), shorten(srcs[1], _VALUE_CHARS)))
+        out.append(
+            Change("inputSrcs", shorten(srcs[0], _VALUE_CHARS), shorten(srcs[1], _VALUE_CHARS))
+        )
     skip = {"name", "system", "builder"}
     for key in sorted((set(yours.env) | set(planned.env)) - skip):
         if key not in planned.env:
@@ -274,7 +279,9 @@ class Walk:
 Fetch = Callable[[Sequence[str], bool], Mapping[str, Drv]]
 
 
-def walk(root_yours: str, root_planned: str, fetch: Fetch, *, lazy_levels: int = LAZY_LEVELS) -> Walk:
+def walk(
+    root_yours: str, root_planned: str, fetch: Fetch, *, lazy_levels: int = LAZY_LEVELS
+) -> Walk:
     """Walk both graphs from their roots to the first differences (see the module docstring).
 
     ``fetch(paths, recursive)`` returns at least the derivations of ``paths`` (and, when

@@ -91,7 +91,7 @@ def _join(names: Sequence[str]) -> str:
 
 
 def bottom_line(rows: Sequence[StatusRow]) -> str:
-    """"torch, torchvision: from lab-cache; magma: will build, about 40 min" (a failure with
+    """ "torch, torchvision: from lab-cache; magma: will build, about 40 min" (a failure with
     its date: "nccl: will build, about 12 min (failed on 2026-11-24)")."""
     by_cache: dict[str, list[str]] = {}
     parts: list[str] = []
