@@ -7,7 +7,6 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from capplan.core.model.kb import REFERENCE_CORES
 from capplan.core.planning.failures import Failure
@@ -28,13 +27,15 @@ def minutes_here(minutes: float, *, compiled: bool, cores: int) -> float:
 def cache_label(url: str) -> str:
     """A cache's short name for the bottom line: lab-cache for https://lab-cache.cachix.org,
     host:port for an address."""
-    parts = urlsplit(url)
-    host = parts.hostname or url
+    netloc = url.partition("://")[2].split("/", 1)[0].rpartition("@")[2] or url
+    if netloc.startswith("["):  # [::1]:8080
+        return netloc
+    host = netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
     try:
         ipaddress.ip_address(host)
     except ValueError:
         return host.split(".", 1)[0] if "." in host else host
-    return f"{host}:{parts.port}" if parts.port else host
+    return netloc
 
 
 @dataclass(frozen=True)
