@@ -55,6 +55,7 @@ def explain_why(
     )
     from capplan.cli.planning import current_kb, plan_with_settings
     from capplan.core.caches.drvgraph import Drv, find_named, walk
+    from capplan.core.caches.status import minutes_here
 
     kb = current_kb()
     machine = machine_gpus(kb, gpus)
@@ -128,7 +129,15 @@ def explain_why(
                     "log_line": failure.log_tail[-1] if failure.log_tail else None,
                 },
                 "not_substituted_by_nix": v_at is not None and nix_substitutes_from(v_at) is False,
-                "minutes": pick.variant.minutes,
+                # The knowledge base's minutes spread over this machine's cores.
+                "minutes": round(
+                    minutes_here(
+                        pick.variant.minutes,
+                        compiled=not pick.variant.independent,
+                        cores=os.cpu_count() or 1,
+                    ),
+                    1,
+                ),
             }
         )
         if not report["same"]:
@@ -219,10 +228,11 @@ def _print(data: dict[str, Any]) -> None:
             _say(f"  - {cause['words']}")
             if len(cause["trail"]) > 1:
                 _say(f"    via {' -> '.join(cause['trail'])}")
+    differing = [r for r in data["packages"] if r["variant"] is not None and not r["same"]]
+    if not differing:
+        return
     _say("nearest cached:")
-    for r in data["packages"]:
-        if r["variant"] is None or r["same"]:
-            continue
+    for r in differing:
         if r["variant_cached_at"]:
             state = f"cached at {r['variant_cached_at']}"
         elif r.get("failure"):
@@ -230,7 +240,7 @@ def _print(data: dict[str, Any]) -> None:
                 f"not cached: failed on {r['failure']['last']}: {r['failure']['log_line'] or ''}"
             )
         else:
-            state = "not cached yet"
+            state = f"not cached yet: about {r['minutes']:.0f} min to build here"
         _say(f"  {r['variant']} for {data['gpu']} ({state})")
     _say("  in your NixOS configuration (capplan's nixosModules.default):")
     for line in data["module"]:
