@@ -192,3 +192,19 @@ def test_an_installable_that_does_not_evaluate(nix_repo: NixRunner) -> None:
     assert result.exit_code == 14
     [line] = result.stderr.strip().splitlines()[-1:]
     assert line.startswith("capplan: error: nix eval failed") and "no-such-package" in line
+
+
+def test_a_shell_is_searched_for_its_planned_packages(nix_repo: NixRunner, cache: str) -> None:
+    """A devShell's closure: the walk finds torchvision (and stops there, not below it at
+    torch) and names its own cause; numpy, planned for no GPU, is passed by."""
+    config = PLANNED.replace('[ "8.6" ]', '[ "8.6" "8.9" ]')
+    shell = (f'let p = import {nix_repo.standin} {{ system = "x86_64-linux"; config = {{ {config} }}; }}; '
+             "in (p.mkShell { packages = [ p.python3Packages.torchvision p.python3Packages.numpy ]; })"
+             ".drvPath")  # fmt: skip
+    drv = nix_repo.expr_json(shell)
+    result = _cli(nix_repo, "cache", "why", drv, "--cache", cache, "--json")
+    assert result.exit_code == 18, result.stderr
+    [package] = json.loads(result.stdout)["packages"]
+    assert package["package"] == "torchvision" and package["variant"] == "torchvision-sm86"
+    assert package["causes"][0]["kind"] == "capabilities"
+    assert package["causes"][0]["derivation"] == "python3.13-torchvision-0.27.0"
