@@ -184,6 +184,7 @@ def test_inputs_pair_by_name_without_version() -> None:
         ({"record": '{"cudaForwardCompat": true}'}, {"record": '{"cudaForwardCompat": false}'}, "forward-compat", "record.cudaForwardCompat"),
         ({"record": '{"cuda": "12.8", "cudaCapabilities": ["8.6"]}'}, {"record": '{"cuda": "12.9", "cudaCapabilities": ["8.9"]}'}, "cuda-release", "record.cuda"),
         ({"patches": "fix.patch"}, {}, "overlay", "patches"),
+        ({"record": '{"cudaSupport": false}'}, {"record": '{"cudaSupport": true}'}, "config-flag", "record.cudaSupport"),
         ({"src": "/nix/store/x-src-2"}, {"src": "/nix/store/x-src-1"}, "nixpkgs-revision", "src"),
     ],
 )  # fmt: skip
@@ -269,3 +270,19 @@ def test_an_installable_that_is_no_flake_attribute_or_drv_is_exit_4(text: str) -
         raise AssertionError(error) from error
     else:
         assert got == text and got.endswith(".drv")
+
+
+def test_the_nixpkgs_revision_a_flake_lock_pins(tmp_path: Path) -> None:
+    from capplan.adapters.derivations import locked_nixpkgs
+
+    lock = {"nodes": {"root": {"inputs": {"nixpkgs": "nixpkgs_2"}},
+                      "nixpkgs_2": {"locked": {"rev": "1559d3daa3ecc813a650b79375ea61b6741b8746"}}},
+            "root": "root", "version": 7}  # fmt: skip
+    (tmp_path / "flake.lock").write_text(json.dumps(lock))
+    assert locked_nixpkgs(f"{tmp_path}#nixosConfigurations.host.pkgs.python3Packages.torch") == (
+        "1559d3daa3ecc813a650b79375ea61b6741b8746"
+    )
+    assert locked_nixpkgs(f"path:{tmp_path}") == "1559d3daa3ecc813a650b79375ea61b6741b8746"
+    assert locked_nixpkgs("github:NixOS/nixpkgs#hello") is None  # not a local flake
+    (tmp_path / "flake.lock").write_text("{not json")
+    assert locked_nixpkgs(str(tmp_path)) is None

@@ -10,9 +10,11 @@ these that fits, in this order because an earlier one explains the later ones' s
    their PTX entries (``+PTX``, ``compute_XX``);
 4. ``capabilities``: the capability list (``cudaCapabilities``, ``TORCH_CUDA_ARCH_LIST``,
    ``CMAKE_CUDA_ARCHITECTURES``, the gencode flags);
-5. ``nixpkgs-revision``: another version or source of a package, or another stdenv (builder,
+5. ``config-flag``: a nixpkgs config switch (``cudaSupport``, ``rocmSupport``) differs, which
+   changes the hash of packages that are not CUDA packages at all (issue 49);
+6. ``nixpkgs-revision``: another version or source of a package, or another stdenv (builder,
    its arguments): what a different nixpkgs revision changes;
-6. ``overlay``: any other attribute of one derivation (a patch, a flag, an override).
+7. ``overlay``: any other attribute of one derivation (a patch, a flag, an override).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ CAUSE_ORDER = (
     "cuda-release",
     "forward-compat",
     "capabilities",
+    "config-flag",
     "nixpkgs-revision",
     "overlay",
 )
@@ -49,6 +52,7 @@ _CAPABILITY_KEYS = frozenset(
         "cuda_architectures",
     }
 )
+_CONFIG_KEYS = frozenset({"cudasupport", "rocmsupport", "configcudasupport", "configrocmsupport"})
 _RELEASE_KEYS = frozenset({"cuda", "cudaversion", "cuda_version", "cudamajorminorversion"})
 _REVISION_KEYS = frozenset(
     {"version", "src", "srcs", "urls", "url", "outputhash", "rev", "builder", "args", "stdenv"}
@@ -116,6 +120,8 @@ def _classify(change: Change, finding: Finding) -> str:
         return "forward-compat"
     if leaf in _CAPABILITY_KEYS:
         return "forward-compat" if _ptx_only(change) else "capabilities"
+    if leaf in _CONFIG_KEYS:
+        return "config-flag"
     if leaf in _REVISION_KEYS or change.attribute.split(".", 1)[0] in ("builder", "args"):
         return "nixpkgs-revision"
     return "overlay"
@@ -137,6 +143,11 @@ def _words(kind: str, change: Change, drv: str) -> str:
         return f"PTX / forward compatibility (cudaForwardCompat): {drv}'s {said}"
     if kind == "capabilities":
         return f"capability list: {drv}'s {said}"
+    if kind == "config-flag":
+        return (
+            f"nixpkgs config: {drv}'s {said} (a config switch changes the hash of packages "
+            "that are not CUDA packages too)"
+        )
     if kind == "nixpkgs-revision":
         return f"nixpkgs revision: {drv} differs in {said} (another version, source or stdenv)"
     return f"a patch or override from an overlay: {drv}'s {said}"
