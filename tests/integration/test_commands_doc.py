@@ -74,8 +74,12 @@ def _fix(name: str) -> str:
     )
 
 
-def _argument_name(argument: click.Argument) -> str:
-    return re.sub(r"[\[\].]", "", argument.metavar or argument.name or "").upper()
+def _argument_names(argument: click.Argument) -> set[str]:
+    """The names an argument is shown by: its metavar's words (``-- CMD [ARGS]...``: CMD and
+    ARGS), else its name in capitals."""
+    return set(re.findall(r"[A-Z][A-Z_]*", argument.metavar or "")) or {
+        (argument.name or "").upper()
+    }
 
 
 def _bare(word: str) -> str:
@@ -94,38 +98,44 @@ def test_a_section_gives_the_commands_arguments_and_options(name: str) -> None:
     command = COMMANDS[name]
     options = {o: p for p in command.params if isinstance(p, click.Option) for o in p.opts}
     arguments = [p for p in command.params if isinstance(p, click.Argument)]
-    names = {_argument_name(a) for a in arguments}
+    names = {shown for a in arguments for shown in _argument_names(a)}
+    variadic = {shown for a in arguments if a.nargs == -1 for shown in _argument_names(a)}
     text = " ".join(bullet for _, bullet in SECTIONS[name])
     for words, _ in SECTIONS[name]:
-        takes_value = False
+        values = 0  # the values the option just shown still takes (--override-input I R: 2)
+        after_variadic = False
         for raw in words:
             shown = [word for word in _bare(raw).split("|") if word]
-            if not shown:
-                continue  # a lone "|" between alternatives
+            if not shown or shown == ["--"]:
+                continue  # a lone "|" between alternatives; "--" ends the options
             if shown[0].startswith("--"):
                 for word in shown:
                     assert word in options, (
                         f"docs/commands.md shows `capplan {name} {word}`, an option it lacks"
                     )
-                takes_value = not options[shown[-1]].is_flag and not options[shown[-1]].count
+                option = options[shown[-1]]
+                values = 0 if option.is_flag or option.count else max(option.nargs, 1)
                 continue
-            for word in shown if not takes_value else ():
-                if re.fullmatch(r"[A-Z][A-Z_]*", word):
+            for word in shown if not values else ():
+                if re.fullmatch(r"[A-Z][A-Z_]*", word) and not after_variadic:
                     assert word in names, (
                         f"docs/commands.md shows `capplan {name}` with an argument {word}; "
                         f"it takes {sorted(names) or 'none'}"
                     )
-            takes_value = False
+                    # `-- CMD [ARGS]...`: what follows a variadic argument is its own values.
+                    after_variadic = word in variadic
+            values = max(values - 1, 0)
     signatures = [" ".join(words) for words, _ in SECTIONS[name]]
     for argument in arguments:
+        known = _argument_names(argument)
         shown = any(
-            re.search(rf"(?<![\w-]){_argument_name(argument)}(?![\w-])", sig)
+            any(re.search(rf"(?<![\w-]){n}(?![\w-])", sig) for n in known)
             or (sig and not sig.startswith(("-", "[-")))  # a value in its place: `torch`
             for sig in signatures
         )
         assert shown, (
             f"docs/commands.md: `capplan {name}` takes the argument "
-            f"{_argument_name(argument)}; name it in the signature"
+            f"{min(known)}; name it in the signature"
         )
     shared = _shared_options()
     for option in command.params:
