@@ -86,12 +86,17 @@ def test_runner_labels_by_system_and_big_parallel() -> None:
     assert runner_labels("aarch64-linux", False) == ("ubuntu-24.04-arm",)
     assert runner_labels("x86_64-linux", True) == ("ubuntu-latest",)  # nothing configured
     table = {"big-parallel": ["self-hosted", "big-parallel"], "aarch64-linux": ["arm-box"]}
-    assert runner_labels("x86_64-linux", True, table) == ("self-hosted", "big-parallel")
+    # A self-hosted list naming no architecture gets the job's (issue 46).
+    assert runner_labels("x86_64-linux", True, table) == ("self-hosted", "big-parallel", "X64")
+    assert runner_labels("aarch64-linux", True, table) == ("self-hosted", "big-parallel", "ARM64")
     assert runner_labels("x86_64-linux", False, table) == ("ubuntu-latest",)
     assert runner_labels("aarch64-linux", False, table) == ("arm-box",)
     table["aarch64-linux/big-parallel"] = ["arm-big"]
     assert runner_labels("aarch64-linux", True, table) == ("arm-big",)
-    assert runner_labels("x86_64-linux", True, table) == ("self-hosted", "big-parallel")
+    assert runner_labels("x86_64-linux", True, table) == ("self-hosted", "big-parallel", "X64")
+    # A list that names an architecture (any case) is kept as written.
+    table["aarch64-linux/big-parallel"] = ["self-hosted", "arm64", "big"]
+    assert runner_labels("aarch64-linux", True, table) == ("self-hosted", "arm64", "big")
 
 
 def test_rows_carry_each_jobs_system_and_labels() -> None:
@@ -100,7 +105,7 @@ def test_rows_carry_each_jobs_system_and_labels() -> None:
     jobs = [job("a", 0), job("b", 0, system="aarch64-linux"), job("t", 1, ["a"], big=True)]
     rows = github_rows(jobs, {"big-parallel": ["self-hosted", "big-parallel"]})
     assert [r["os"] for r in rows] == [
-        ["ubuntu-latest"], ["ubuntu-24.04-arm"], ["self-hosted", "big-parallel"],
+        ["ubuntu-latest"], ["ubuntu-24.04-arm"], ["self-hosted", "big-parallel", "X64"],
     ]  # fmt: skip
     assert {"name", "system", "os", "attr", "timeout_minutes", "needs", "stage"} <= set(rows[0])
 

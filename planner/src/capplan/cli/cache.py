@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from capplan.cli.helpformat import Group
 from capplan.cli.output import emit_json, escape, make_table, out_console, print_table
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
 from capplan.errors import ExitCode, printable
@@ -74,7 +75,7 @@ def _machine_options(func: F) -> F:
     return func
 
 
-@click.group()
+@click.group(cls=Group)
 def cache() -> None:
     """Is this machine's build in a binary cache, and if not, why not."""
 

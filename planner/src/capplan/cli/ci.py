@@ -19,6 +19,7 @@ import click
 
 from capplan.adapters.config import CONFIG_ENV
 from capplan.adapters.files import MAX_INPUT_BYTES, atomic_write_text
+from capplan.cli.helpformat import Group
 from capplan.cli.output import check_committed, emit_json, err_console
 from capplan.cli.planning import config_option, plan_with_settings, planned_matrix
 from capplan.cli.whereami import warn_without_flake
@@ -185,7 +186,7 @@ _ENGINES = (
 )
 
 
-@click.group()
+@click.group(cls=Group)
 def ci() -> None:
     """CI workflows that build the plan and push it to a binary cache."""
 

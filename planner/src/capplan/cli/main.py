@@ -73,13 +73,9 @@ SUMMARIES = {
 
 def _summary(name: str, command: click.Command) -> str:
     """The command's one-line summary, whole: never cut mid-phrase with '...'."""
-    if name in SUMMARIES:
-        return SUMMARIES[name]
-    if command.short_help:
-        return command.short_help
-    first = " ".join((command.help or "").split("\n\n")[0].split())
-    sentence, dot, _ = first.partition(". ")
-    return sentence + "." if dot else first
+    from capplan.cli.helpformat import summary  # only for a command SUMMARIES lacks
+
+    return SUMMARIES.get(name) or summary(command)
 
 
 class _Group(click.Group):
@@ -199,7 +195,12 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="capplan")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 def cli(debug: bool) -> None:
-    """Plan CUDA capability-specific builds and caches for nixpkgs."""
+    """Plan CUDA, ROCm and CPU-level builds for nixpkgs, and the caches that hold them.
+
+    capplan plans one build per CUDA capability (torch-sm86), ROCm gfx target (torch-gfx942)
+    or CPU level (gromacs-x86-64-v3) where a package needs one, and one generic build where it
+    does not; it writes the flake's plan, the CI that fills a cache, and checks that builds and
+    environments run on the GPUs at hand."""
 
 
 def main() -> None:

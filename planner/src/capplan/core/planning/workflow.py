@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.model.systems import DEFAULT_RUNNERS_OS
+from capplan.core.model.systems import ARCH_LABELS, DEFAULT_RUNNERS_OS
 from capplan.errors import ConfigError, InvalidInputError, printable, shorten
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "shard_layout",
     "shard_matrices",
     "timeout_minutes",
+    "with_arch_label",
     "without_cached",
 ]
 
@@ -274,8 +275,23 @@ def runner_labels(
     keys = ([f"{system}/{BIG_PARALLEL}", BIG_PARALLEL] if big_parallel else []) + [system]
     for key in keys:
         if table.get(key):
-            return tuple(table[key])
+            return with_arch_label(system, table[key])
     return DEFAULT_RUNNERS_OS.get(system, DEFAULT_RUNNERS_OS["x86_64-linux"])
+
+
+def with_arch_label(system: str, labels: Sequence[str]) -> tuple[str, ...]:
+    """``labels``, plus the architecture label of ``system`` (``X64``, ``ARM64``) when they
+    name a self-hosted runner and no architecture: the any-system ``"big-parallel" =
+    ["self-hosted", "big-parallel"]`` would otherwise send an aarch64 torch job to an x86
+    runner that cannot build it (issue 46). GitHub-hosted labels (``ubuntu-24.04-arm``) name
+    their machine already, and a list naming an architecture is kept as written."""
+    lowered = {label.lower() for label in labels}
+    arch = ARCH_LABELS.get(system)
+    if arch is None or "self-hosted" not in lowered:
+        return tuple(labels)
+    if lowered & {known.lower() for known in ARCH_LABELS.values()}:
+        return tuple(labels)
+    return (*labels, arch)
 
 
 def check_gccarch_keys(
@@ -322,7 +338,7 @@ def gccarch_runner(
     table = runners_os or {}
     for key in (f"{system}/{feature}", feature):
         if table.get(key):
-            return tuple(table[key])
+            return with_arch_label(system, table[key])
     return None
 
 
