@@ -65,12 +65,19 @@ def run_build(
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     """``capplan build --json ARGS`` in ``repo`` against its stand-in; the process and the
     events it printed."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "capplan", "build", "--json", *args,
-         "--override-input", "nixpkgs", f"path:{repo.standin}"],
-        cwd=repo.root, env=env or build_env(), capture_output=True, text=True, timeout=timeout,
-        check=False,
-    )  # fmt: skip
+    argv = [sys.executable, "-m", "capplan", "build", "--json", *args,
+            "--override-input", "nixpkgs", f"path:{repo.standin}"]  # fmt: skip
+    with subprocess.Popen(
+        argv, cwd=repo.root, env=env or build_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    ) as child:  # fmt: skip
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # SIGTERM, not subprocess.run's SIGKILL: capplan stops its nix process groups.
+            child.terminate()
+            out, err = child.communicate(timeout=60)
+    proc = subprocess.CompletedProcess(argv, child.returncode, out, err)
     events = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     return proc, events
 
