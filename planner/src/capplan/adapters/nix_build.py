@@ -54,7 +54,7 @@ _TAIL = 64 * 1024  # what is kept of each process's stderr: the last lines say w
 _GRACE = 10.0  # seconds Nix has to stop its builders after SIGTERM
 _VERSION = re.compile(r"\(Nix\)\s+(\d+)\.(\d+)")
 # How Nix says where it builds: "building '/nix/store/...drv' on 'ssh://host'..." (2.8, 2.18).
-_ON_MACHINE = re.compile(r"building '[^']+' on '([^']+)'")
+_ON_MACHINE = re.compile(r"building '([^']+)' on '([^']+)'")
 
 
 def _quick(argv: list[str], what: str, timeout: float = 60.0) -> str:
@@ -149,12 +149,12 @@ def push_argv(target: str, paths: Sequence[str]) -> list[str]:
 
 
 def build_argv(
-    drv: str, version: tuple[int, int], builders: str | None, max_jobs: int | None
+    drvs: Sequence[str], version: tuple[int, int], builders: str | None, max_jobs: int | None
 ) -> list[str]:
-    """``nix build --keep-going`` of one derivation's outputs (2.8 reads a .drv path as its
+    """``nix build --keep-going`` of the derivations' outputs (2.8 reads a .drv path as its
     outputs; from 2.13 on that is the .drv itself, and ``^*`` names every output)."""
-    installable = drv if version < (2, 13) else drv + "^*"
-    argv = ["nix", *_FEATURES, "build", "--no-link", "--keep-going", installable]
+    installables = list(drvs) if version < (2, 13) else [d + "^*" for d in drvs]
+    argv = ["nix", *_FEATURES, "build", "--no-link", "--keep-going", *installables]
     if builders is not None:
         argv += ["--builders", builders]
     if max_jobs is not None:
@@ -193,10 +193,12 @@ class Finished:
     returncode: int
     stderr: str
 
-    def machine(self) -> str | None:
-        """The remote machine Nix built on, when it says so."""
-        found = _ON_MACHINE.findall(self.stderr)
-        return found[-1] if found else None
+    def machine(self, drv: str) -> str | None:
+        """The remote machine Nix built ``drv`` on, when it says so."""
+        for found in _ON_MACHINE.finditer(self.stderr):
+            if found.group(1) == drv:
+                return found.group(2)
+        return None
 
 
 class Processes:

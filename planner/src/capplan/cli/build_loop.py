@@ -1,6 +1,12 @@
 """``capplan build``'s loop: start the best ready jobs while slots are free, record each
 failure and block what needs it, push each success as it lands, and stop cleanly on a signal.
 
+One ``nix build`` per job, except for jobs estimated under a minute: while more of those are
+ready than slots are free, they share the free slots, several derivations to one ``nix build``
+(which of them failed: the outputs the store lacks afterwards). A nix process costs 20-40 ms
+here (more on a loaded machine); for jobs that take seconds that was most of capplan's overhead
+per job (bench/bench_build.py), while a job of minutes or hours never waits behind another.
+
 Interrupted (SIGINT, SIGTERM, SIGHUP): every ``nix build`` and push process group is stopped
 (:meth:`Processes.stop_all`); a job in flight is neither recorded as failed nor pushed, and the
 failure record is only ever replaced whole (atomic write), so it and the cache stay consistent.
@@ -20,6 +26,7 @@ from capplan.adapters.nix_build import (
     Processes,
     build_argv,
     failure_log,
+    invalid_paths,
     push_argv,
 )
 from capplan.cli.build_view import BuildView
@@ -37,6 +44,8 @@ __all__ = ["PUSH_ATTEMPTS", "BuildRun", "push_present"]
 PUSH_ATTEMPTS = 3  # a failed push is tried this often, 2 s then 4 s apart, then reported
 _PUSHES_AT_ONCE = 2  # uploads beside the builds: more would compete with them for the network
 _LIVE_TICK = 0.5  # seconds between redraws of the live display
+# Jobs estimated below this many minutes may share one nix build (see the module's note).
+BATCH_BELOW_MINUTES = 1.0
 
 
 @dataclass
@@ -77,7 +86,7 @@ class BuildRun:
         self.procs = Processes()
         self.pushes: deque[_Push] = deque()
         self.pushing: dict[str, _Push] = {}
-        self.building: set[str] = set()
+        self.building: dict[str, tuple[BuildJob, ...]] = {}  # process key -> its jobs
         self.stopping = False  # a failure without --keep-going: start nothing new
         self._serial = 0
 
@@ -124,22 +133,34 @@ class BuildRun:
 
     def _start_builds(self, now: float) -> None:
         while not self.stopping and len(self.building) < self.slots:
-            job = self.queue.pop()
-            if job is None:
+            first = self.queue.pop()
+            if first is None:
                 return
-            argv = build_argv(job.drv, self.version, self.builders, self.max_jobs)
-            self.procs.start("build:" + job.name, argv)
-            self.building.add(job.name)
-            self.progress.start(job.name, now)
-            self.view.event(
-                BuildEvent(
-                    "started",
-                    job.name,
-                    job.system,
-                    f"estimated {job.minutes:g} min",
-                    data={"derivation": job.drv},
+            batch = [first]
+            if first.minutes < BATCH_BELOW_MINUTES:
+                free = self.slots - len(self.building)
+                share = -(-(self.queue.ready() + 1) // free)  # the ready small jobs per slot
+                while len(batch) < share:
+                    following = self.queue.peek()
+                    if following is None or following.minutes >= BATCH_BELOW_MINUTES:
+                        break
+                    batch.append(self.queue.pop())  # type: ignore[arg-type]
+            self._serial += 1
+            key = f"build:{self._serial}"
+            argv = build_argv([j.drv for j in batch], self.version, self.builders, self.max_jobs)
+            self.procs.start(key, argv)
+            self.building[key] = tuple(batch)
+            for job in batch:
+                self.progress.start(job.name, now)
+                self.view.event(
+                    BuildEvent(
+                        "started",
+                        job.name,
+                        job.system,
+                        f"estimated {job.minutes:g} min",
+                        data={"derivation": job.drv},
+                    )
                 )
-            )
 
     def _start_pushes(self, now: float) -> None:
         assert self.push_target is not None or not self.pushes
@@ -159,25 +180,31 @@ class BuildRun:
         if done.key.startswith("push:"):
             self._pushed(self.pushing.pop(done.key), done, now)
             return
-        name = done.key.removeprefix("build:")
-        job = self.jobs[name]
-        self.building.discard(name)
-        took = now - self.progress.started.get(name, now)
-        self.progress.finish(name, now)
-        if done.returncode == 0:
-            self.queue.built(name)
-            self.summary.built.append(name)
-            where = done.machine()
+        batch = self.building.pop(done.key)
+        failed: set[str] = set()
+        if done.returncode != 0:
+            if len(batch) == 1:
+                failed = {batch[0].name}
+            else:
+                missing = invalid_paths([p for j in batch for p in j.outputs])
+                failed = {j.name for j in batch if set(j.outputs) & missing or not j.outputs}
+        for job in batch:
+            took = now - self.progress.started.get(job.name, now)
+            self.progress.finish(job.name, now)
+            if job.name in failed:
+                self._failed(job, done, took)
+                continue
+            self.queue.built(job.name)
+            self.summary.built.append(job.name)
+            where = done.machine(job.drv)
             self.view.event(
                 BuildEvent(
-                    "built", name, job.system, f"on {where}" if where else "", took,
+                    "built", job.name, job.system, f"on {where}" if where else "", took,
                     {"machine": where or "local"},
                 )  # fmt: skip
             )
             if self.push_target is not None:
                 self.pushes.append(_Push((job,)))
-            return
-        self._failed(job, done, took)
 
     def _failed(self, job: BuildJob, done: Finished, took: float) -> None:
         from capplan.adapters.failures import locked, read_record, write_record
@@ -235,7 +262,7 @@ class BuildRun:
 
     def _interrupted(self) -> None:
         stopped = self.procs.stop_all()
-        names = sorted(k.removeprefix("build:") for k in stopped if k.startswith("build:"))
+        names = sorted(j.name for k in stopped for j in self.building.get(k, ()))
         self.summary.interrupted = names
         for name in names:
             self.view.event(
@@ -243,6 +270,7 @@ class BuildRun:
             )
         self.building.clear()
         self.pushing.clear()
+        self.pushes.clear()
 
 
 def push_present(run: BuildRun, jobs: Sequence[BuildJob]) -> None:

@@ -93,6 +93,16 @@ class BuildQueue:
                 return self.jobs[k]
         return None
 
+    def peek(self) -> BuildJob | None:
+        """The job :meth:`pop` would return, left in the queue."""
+        while self._ready and self._by_rank[self._ready[0]] in self._gone:
+            heapq.heappop(self._ready)
+        return self.jobs[self._by_rank[self._ready[0]]] if self._ready else None
+
+    def ready(self) -> int:
+        """How many jobs are ready (an upper bound while blocked ones wait to be dropped)."""
+        return len(self._ready)
+
     def built(self, name: str) -> None:
         for d in self.later[self._number[name]]:
             self.waiting[d] -= 1
