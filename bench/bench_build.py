@@ -82,8 +82,15 @@ def capplan_loop(
     drvs: list[str], max_jobs: int, chain: int, version: tuple[int, int], minutes: float
 ) -> float:
     jobs = [
-        BuildJob(f"bench-{i}", "x86_64-linux", (f"bench-{i - chain}",) if i >= chain else (),
-                 minutes, (), drv, ())  # fmt: skip
+        BuildJob(
+            f"bench-{i}",
+            "x86_64-linux",
+            (f"bench-{i - chain}",) if i >= chain else (),
+            minutes,
+            (),
+            drv,
+            (),
+        )
         for i, drv in enumerate(drvs)
     ]
     progress = BuildProgress({j.name: j for j in jobs}, max_jobs)
@@ -117,8 +124,10 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["NIX_CONFIG"] = "substituters =\n" + os.environ.get("NIX_CONFIG", "")
     version = nix_version()
-    print(f"nix {version[0]}.{version[1]}, {args.jobs} trivial derivations, --max-jobs "
-          f"{args.max_jobs}, {args.rounds} paired rounds, estimates {args.minutes:g} min")  # fmt: skip
+    print(
+        f"nix {version[0]}.{version[1]}, {args.jobs} trivial derivations, --max-jobs "
+        f"{args.max_jobs}, {args.rounds} paired rounds, estimates {args.minutes:g} min"
+    )
     overheads = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
@@ -132,9 +141,12 @@ def main() -> None:
                 nix_s = one_call(a, args.max_jobs, version)
             per_job = (cap_s - nix_s) / args.jobs * 1000
             overheads.append(per_job)
-            print(f"round {r + 1}: nix build, one call {nix_s:.2f} s ({nix_s / args.jobs * 1000:.1f} "
-                  f"ms/job); capplan build loop {cap_s:.2f} s ({cap_s / args.jobs * 1000:.1f} "
-                  f"ms/job); overhead {per_job:+.1f} ms/job")  # fmt: skip
+            each = 1000 / args.jobs
+            print(
+                f"round {r + 1}: nix build, one call {nix_s:.2f} s ({nix_s * each:.1f} ms/job); "
+                f"capplan build loop {cap_s:.2f} s ({cap_s * each:.1f} ms/job); "
+                f"overhead {per_job:+.1f} ms/job"
+            )
     print(f"capplan's overhead per job: median {statistics.median(overheads):+.1f} ms "
           f"(goal <= 20 ms)")  # fmt: skip
     sys.stdout.flush()

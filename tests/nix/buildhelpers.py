@@ -34,7 +34,8 @@ def planted_copy(dest: Path, planted: str) -> NixRunner:
     assert text.count(_SCRIPT) == 1 and text.count(_NAME) == 1, "the stand-in's builder moved"
     text = text.replace(_SCRIPT, f"(planted + {_SCRIPT})")
     text = text.replace(
-        _NAME, _NAME + "      planted = import ./planted.nix { inherit pname; record = fullRecord; };\n"
+        _NAME,
+        _NAME + "      planted = import ./planted.nix { inherit pname; record = fullRecord; };\n",
     )
     stdenv.write_text(text)
     (dest / "tests" / "nixpkgs" / "planted.nix").write_text(planted)

@@ -130,7 +130,7 @@ def test_a_planted_failure_is_recorded_and_blocks_its_dependants(
     failed = next(e for e in events if e["event"] == "failed")
     assert failed["blocks"] == ["torch-sm86", "torchvision-sm86"]
     data = json.loads(record.read_text())
-    (drv, entry), = data["failures"].items()
+    ((drv, entry),) = data["failures"].items()
     assert drv == failed["derivation"]
     assert entry["attr"] == "magma-sm86" and entry["system"] == SYSTEM
     assert any("planted failure of magma 8.6" in line for line in entry["log_tail"])
@@ -220,7 +220,9 @@ def test_sigint_mid_build_stops_nix_and_records_nothing_half(
             proc.kill()
     events += [json.loads(line) for line in rest.splitlines() if line.strip()]
     assert proc.returncode == 130, stderr
-    torch = next(e["job"] for e in events if e["event"] == "started" and e["job"].startswith("torch-"))
+    torch = next(
+        e["job"] for e in events if e["event"] == "started" and e["job"].startswith("torch-")
+    )
     summary = events[-1]
     assert summary["event"] == "summary" and summary["interrupted"] == [torch]
     assert torch not in summary["failed"] and torch not in summary["pushed"]

@@ -117,8 +117,12 @@ def test_nix_builds_the_big_parallel_job_on_the_ssh_builder(
     remote = log.read_text()
     assert "remote nix-store --serve --write" in remote
     # The remote store holds torch's output, and no output of a job built here.
-    torch_drv = next(e["derivation"] for e in events if e["event"] == "started" and e["job"] == "torch-sm86")
-    outs = subprocess.run(["nix-store", "-q", "--outputs", torch_drv], capture_output=True, text=True, check=True).stdout.split()
+    torch_drv = next(
+        e["derivation"] for e in events if e["event"] == "started" and e["job"] == "torch-sm86"
+    )
+    outs = subprocess.run(
+        ["nix-store", "-q", "--outputs", torch_drv], capture_output=True, text=True, check=True
+    ).stdout.split()
     store = Path(line.split("remote-store=")[1].split("&")[0])
     assert all((store / out.lstrip("/")).exists() for out in outs)
     assert all(Path(out).exists() for out in outs)  # and Nix copied it back

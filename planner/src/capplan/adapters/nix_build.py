@@ -15,6 +15,7 @@ what is left.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -283,7 +284,5 @@ class Processes:
 
 
 def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
-    try:
+    with contextlib.suppress(OSError):  # the group is gone already
         os.killpg(proc.pid, signum)
-    except OSError:
-        pass

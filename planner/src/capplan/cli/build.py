@@ -25,9 +25,7 @@ __all__ = ["build"]
 
 @click.command()
 @config_option
-@click.option(
-    "--skip-cached", is_flag=True, help="Leave out jobs whose outputs a --cache holds."
-)
+@click.option("--skip-cached", is_flag=True, help="Leave out jobs whose outputs a --cache holds.")
 @click.option(
     "--cache", "caches", multiple=True, metavar="URL", help="Binary cache to query (repeatable)."
 )
@@ -171,9 +169,7 @@ def build(
             summary.cached = sorted(cached)
             left = {n: j for n, j in left.items() if n not in cached}
         if failures_file is not None:
-            left = _known_failures(
-                plan, left, drvs, outputs, failures_file, retry_failed, summary
-            )
+            left = _known_failures(plan, left, drvs, outputs, failures_file, retry_failed, summary)
         invalid = _invalid([p for j in left.values() for p in j.outputs])
         present = sorted(n for n, j in left.items() if not set(j.outputs) & invalid)
         for name in present:
@@ -198,13 +194,17 @@ def build(
         if push_target is not None and present:
             push_present(run, [jobs[n] for n in present])
         run.run()
-        view.summary(summary)
+    view.summary(summary)  # after the live display is gone
     if summary.failed:
         from capplan.errors import BuildFailedError
 
         raise BuildFailedError(
             f"{len(summary.failed)} job(s) failed: {shorten(', '.join(summary.failed))}"
-            + (f"; {len(summary.blocked)} blocked behind them or no builder" if summary.blocked else ""),
+            + (
+                f"; {len(summary.blocked)} blocked behind them or no builder"
+                if summary.blocked
+                else ""
+            ),
             hint="read each failure's log with nix log, or capplan failures list",
         )
 
@@ -305,4 +305,3 @@ def _invalid(paths: list[str]) -> set[str]:
     from capplan.adapters.nix_build import invalid_paths
 
     return invalid_paths(sorted(set(paths)))
-

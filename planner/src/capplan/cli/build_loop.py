@@ -199,9 +199,13 @@ class BuildRun:
             where = done.machine(job.drv)
             self.view.event(
                 BuildEvent(
-                    "built", job.name, job.system, f"on {where}" if where else "", took,
+                    "built",
+                    job.name,
+                    job.system,
+                    f"on {where}" if where else "",
+                    took,
                     {"machine": where or "local"},
-                )  # fmt: skip
+                )
             )
             if self.push_target is not None:
                 self.pushes.append(_Push((job,)))
@@ -224,9 +228,13 @@ class BuildRun:
         last = log[-1] if log else f"nix build exited {done.returncode}"
         self.view.event(
             BuildEvent(
-                "failed", job.name, job.system, last, took,
+                "failed",
+                job.name,
+                job.system,
+                last,
+                took,
                 {"derivation": job.drv, "log_tail": list(log), "blocks": blocked},
-            )  # fmt: skip
+            )
         )
         for name in blocked:
             self.view.event(
@@ -255,9 +263,11 @@ class BuildRun:
         for job in push.jobs:
             self.view.event(
                 BuildEvent(
-                    "push-failed", job.name, job.system,
+                    "push-failed",
+                    job.name,
+                    job.system,
                     f"{last} (after {PUSH_ATTEMPTS} tries; the build is kept in the store)",
-                )  # fmt: skip
+                )
             )
 
     def _interrupted(self) -> None:
@@ -266,7 +276,9 @@ class BuildRun:
         self.summary.interrupted = names
         for name in names:
             self.view.event(
-                BuildEvent("interrupted", name, self.jobs[name].system, "neither recorded nor pushed")
+                BuildEvent(
+                    "interrupted", name, self.jobs[name].system, "neither recorded nor pushed"
+                )
             )
         self.building.clear()
         self.pushing.clear()

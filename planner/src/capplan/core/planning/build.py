@@ -301,7 +301,11 @@ class BuildSummary:
             f"wall time {self.wall_seconds / 60:.1f} min against an estimate of "
             f"{self.estimated_minutes:g} min"
         )
-        for key, label in (("failed", "failed"), ("blocked", "blocked"), ("push_failed", "not pushed")):
+        for key, label in (
+            ("failed", "failed"),
+            ("blocked", "blocked"),
+            ("push_failed", "not pushed"),
+        ):
             names = sorted(getattr(self, key))
             if names:
                 out.append(printable(f"{label}: {', '.join(names)}"))
