@@ -158,7 +158,8 @@ class BuildRun:
                         job.name,
                         job.system,
                         f"estimated {job.minutes:g} min",
-                        data={"derivation": job.drv},
+                        # Which nix build runs it (jobs under a minute may share one).
+                        data={"derivation": job.drv, "nix_build": self._serial},
                     )
                 )
 
