@@ -17,7 +17,7 @@ import click
 from capplan.cli.output import AsciiIntRange
 from capplan.cli.planning import config_option, plan_with_settings, planned_costs
 from capplan.core.planning.build import BuildEvent, BuildJob, BuildSummary
-from capplan.core.planning.plan import Plan
+from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import InvalidInputError, NothingToDo, shorten
 
 __all__ = ["build"]
@@ -25,7 +25,11 @@ __all__ = ["build"]
 
 @click.command()
 @config_option
-@click.option("--skip-cached", is_flag=True, help="Leave out jobs whose outputs a --cache holds.")
+@click.option(
+    "--skip-cached",
+    is_flag=True,
+    help="Leave out jobs whose outputs a --cache holds (default: [cache] substituters).",
+)
 @click.option(
     "--cache", "caches", multiple=True, metavar="URL", help="Binary cache to query (repeatable)."
 )
@@ -114,14 +118,20 @@ def build(
 
     if retry_failed and failures_file is None:
         raise click.UsageError("--retry-failed goes with --failures FILE")
-    if skip_cached and not caches:
-        raise InvalidInputError(
-            "--skip-cached needs at least one --cache URL", hint="add --cache https://..."
-        )
     if push_target is not None:
         check_push_target(push_target)
     version = nix_version()
     planned = plan_with_settings(config_path, {})
+    trusted: tuple[str, ...] = ()
+    if skip_cached and not caches:
+        # The fleet's own cache ([cache] in capplan.toml), counted only where signed by its keys.
+        caches = planned.config.cache.substituters
+        trusted = planned.config.cache.public_keys
+        if not caches:
+            raise InvalidInputError(
+                "--skip-cached needs a --cache URL, or [cache] substituters in capplan.toml",
+                hint="add --cache https://...",
+            )
     plan = _selected(planned.plan, only)
     if not plan.variants:
         raise NothingToDo("the plan has no jobs", hint="add GPUs or packages to capplan.toml")
@@ -163,7 +173,7 @@ def build(
                 hint="add a builder for the systems and features listed (--builders)",
             )
         if skip_cached:
-            cached = _cached(plan, left, caches, flake, overrides, outputs)
+            cached = _cached(plan, left, caches, trusted, flake, overrides, outputs)
             for name, url in sorted(cached.items()):
                 view.event(BuildEvent("cached", name, jobs[name].system, f"in {url}"))
             summary.cached = sorted(cached)
@@ -236,13 +246,13 @@ def _selected(plan: Plan, only: tuple[str, ...]) -> Plan:
     return replace(plan, variants=tuple(v for v in plan.variants if v.name in keep))
 
 
-def _features(v: object) -> tuple[str, ...]:
+def _features(v: Variant) -> tuple[str, ...]:
     """What the job's derivation requires of a machine: big-parallel (the knowledge base's
     packages that nixpkgs marks so) and a CPU level's gccarch feature."""
     from capplan.core.families.registry import gccarch_feature
 
-    out = ["big-parallel"] if getattr(v, "big_parallel", False) else []
-    feature = gccarch_feature(v)  # type: ignore[arg-type]
+    out = ["big-parallel"] if v.big_parallel else []
+    feature = gccarch_feature(v)
     if feature is not None:
         out.append(feature)
     return tuple(out)
@@ -270,14 +280,16 @@ def _cached(
     plan: Plan,
     left: dict[str, BuildJob],
     caches: tuple[str, ...],
+    trusted: tuple[str, ...],
     flake: str,
     overrides: dict[str, str],
     outputs: dict[str, list[str]],
 ) -> dict[str, str]:
+    """The jobs whose outputs a cache holds (the narinfo query of ``matrix --skip-cached``)."""
     from capplan.cli.matrix import _cached_jobs
 
     here = replace(plan, variants=tuple(v for v in plan.variants if v.name in left))
-    return _cached_jobs(here, caches, (), None, flake, overrides, outputs)
+    return _cached_jobs(here, caches, trusted, None, flake, overrides, outputs)
 
 
 def _known_failures(
