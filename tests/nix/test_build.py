@@ -139,6 +139,7 @@ def test_a_planted_failure_is_recorded_and_blocks_its_dependants(
     assert proc.returncode == 0, proc.stderr
     assert by_event(events, "started") == []
     assert events[-1]["known_failures"] == ["magma-sm86"]
+    assert by_event(events, "known-failure") == ["magma-sm86"]
     assert {"torch-sm86", "torchvision-sm86"} <= set(events[-1]["blocked"])
     assert "skipped magma-sm86: known failure" in proc.stderr
 

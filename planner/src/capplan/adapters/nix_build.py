@@ -87,7 +87,11 @@ def nix_version() -> tuple[int, int]:
 
 def nix_settings() -> dict[str, Any]:
     """Nix's settings as it sees them (nix.conf, NIX_CONFIG): ``{name: value}``."""
-    text = _quick(["nix", *_FEATURES, "show-config", "--json"], "nix show-config")
+    try:
+        text = _quick(["nix", *_FEATURES, "show-config", "--json"], "nix show-config")
+    except NixError:
+        # Nix 2.20 renamed it `nix config show` (show-config went on as a deprecated alias).
+        text = _quick(["nix", *_FEATURES, "config", "show", "--json"], "nix config show")
     try:
         data = json.loads(text)
         return {k: v["value"] for k, v in data.items() if isinstance(v, dict) and "value" in v}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from capplan.cli.build_view import BuildView
 from capplan.cli.output import AsciiIntRange
 from capplan.cli.planning import config_option, plan_with_settings, planned_costs
 from capplan.core.planning.build import BuildEvent, BuildJob, BuildSummary
@@ -112,7 +113,6 @@ def build(
         nix_version,
     )
     from capplan.cli.build_loop import BuildRun, push_present
-    from capplan.cli.build_view import BuildView
     from capplan.core.planning.build import BuildProgress, estimate_minutes
     from capplan.core.planning.builders import blocked_behind, parse_machines, slots, unplaceable
 
@@ -136,42 +136,50 @@ def build(
     if not plan.variants:
         raise NothingToDo("the plan has no jobs", hint="add GPUs or packages to capplan.toml")
     overrides = dict(override_inputs)
-    costs = planned_costs(planned, plan)
-    drvs, outputs = _derivations(plan, flake, overrides)
-    jobs = {
-        v.name: BuildJob(
-            name=v.name,
-            system=v.system,
-            needs=tuple(v.needs),
-            minutes=costs[v.name].minutes if v.name in costs else float(v.minutes),
-            features=_features(v),
-            drv=drvs[v.name],
-            outputs=tuple(outputs[v.name]),
-        )
-        for v in plan.variants
-    }
     settings = nix_settings()
     local = local_machine(settings, max_jobs)
     machines = (local, *parse_machines(builders_text(builders, settings), local.systems[0]))
+    build_slots = max(1, slots(machines))
     summary = BuildSummary()
-    progress = BuildProgress({}, max(1, slots(machines)))
+    progress = BuildProgress({}, build_slots)
     with BuildView(progress, as_json=as_json) as view:
-        needs = {name: job.needs for name, job in jobs.items()}
-        cannot = unplaceable([(j.name, j.system, j.features) for j in jobs.values()], machines)
+        # Placed before evaluating: a system no machine builds is never evaluated.
+        systems = {v.name: v.system for v in plan.variants}
+        cannot = unplaceable([(v.name, v.system, _features(v)) for v in plan.variants], machines)
         for name, why in sorted(cannot.items()):
-            view.event(BuildEvent("unbuildable", name, jobs[name].system, why))
-        behind = blocked_behind(needs, cannot)
+            view.event(BuildEvent("unbuildable", name, systems[name], why))
+        behind = blocked_behind({v.name: v.needs for v in plan.variants}, cannot)
         for name, by in sorted(behind.items()):
-            view.event(BuildEvent("blocked", name, jobs[name].system, f"needs {by}: no builder"))
+            view.event(BuildEvent("blocked", name, systems[name], f"needs {by}: no builder"))
         summary.unbuildable = sorted(cannot)
         summary.blocked = sorted(behind)
-        left = {n: j for n, j in jobs.items() if n not in cannot and n not in behind}
-        if not left:
+        plan = replace(
+            plan,
+            variants=tuple(
+                v for v in plan.variants if v.name not in cannot and v.name not in behind
+            ),
+        )
+        if not plan.variants:
             view.summary(summary)
             raise NothingToDo(
                 "no job of the plan can be built by this machine or the builders",
                 hint="add a builder for the systems and features listed (--builders)",
             )
+        costs = planned_costs(planned, plan)
+        drvs, outputs = _derivations(plan, flake, overrides)
+        jobs = {
+            v.name: BuildJob(
+                name=v.name,
+                system=v.system,
+                needs=tuple(v.needs),
+                minutes=costs[v.name].minutes if v.name in costs else float(v.minutes),
+                features=_features(v),
+                drv=drvs[v.name],
+                outputs=tuple(outputs[v.name]),
+            )
+            for v in plan.variants
+        }
+        left = dict(jobs)
         if skip_cached:
             cached = _cached(plan, left, caches, trusted, flake, overrides, outputs)
             for name, url in sorted(cached.items()):
@@ -179,14 +187,16 @@ def build(
             summary.cached = sorted(cached)
             left = {n: j for n, j in left.items() if n not in cached}
         if failures_file is not None:
-            left = _known_failures(plan, left, drvs, outputs, failures_file, retry_failed, summary)
+            left = _known_failures(
+                plan, left, drvs, outputs, failures_file, retry_failed, summary, view
+            )
         invalid = _invalid([p for j in left.values() for p in j.outputs])
         present = sorted(n for n, j in left.items() if not set(j.outputs) & invalid)
         for name in present:
             view.event(BuildEvent("present", name, jobs[name].system, "built already"))
         summary.present = present
         todo = [j for n, j in left.items() if n not in set(present)]
-        summary.estimated_minutes = estimate_minutes(todo, max(1, slots(machines)))
+        summary.estimated_minutes = estimate_minutes(todo, build_slots)
         progress.jobs = {j.name: j for j in todo}
         run = BuildRun(
             todo,
@@ -196,7 +206,7 @@ def build(
             version=version,
             builders=builders,
             max_jobs=max_jobs,
-            slots=max(1, slots(machines)),
+            slots=build_slots,
             push_target=push_target,
             failures_file=failures_file,
             keep_going=keep_going,
@@ -300,8 +310,10 @@ def _known_failures(
     path: Path,
     retry: bool,
     summary: BuildSummary,
+    view: BuildView,
 ) -> dict[str, BuildJob]:
-    """The jobs left once the record's known failures (and what needs them) are out."""
+    """The jobs left once the record's known failures (and what needs them) are out; said on
+    stderr as ``matrix --failures`` says it, and with ``--json`` as events too."""
     from capplan.cli.failures import MatrixFailures, read_failures
 
     record = read_failures(path, None, False)
@@ -310,6 +322,18 @@ def _known_failures(
     known = hook.apply(variants, ())
     summary.known_failures = sorted(known.failed)
     summary.blocked = sorted({*summary.blocked, *known.blocked})
+    if view.as_json:
+        for name, f in sorted(known.failed.items()):
+            last = f.log_tail[-1] if f.log_tail else ""
+            view.event(
+                BuildEvent("known-failure", name, f.system, last, data={"derivation": f.drv})
+            )
+        for name, by in sorted(known.blocked.items()):
+            view.event(
+                BuildEvent(
+                    "blocked", name, left[name].system, f"needs {', '.join(by)}, a known failure"
+                )
+            )
     return {n: j for n, j in left.items() if n not in known.dropped}
 
 

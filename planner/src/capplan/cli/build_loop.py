@@ -166,10 +166,13 @@ class BuildRun:
     def _start_pushes(self, now: float) -> None:
         assert self.push_target is not None or not self.pushes
         while self.pushes and len(self.pushing) < _PUSHES_AT_ONCE:
-            push = min(self.pushes, key=lambda p: p.not_before)
-            if push.not_before > now:
+            due = [p for p in self.pushes if p.not_before <= now]
+            if not due:
                 return
-            self.pushes.remove(push)
+            # Everything due goes in one push: jobs that landed together cost one upload call.
+            for p in due:
+                self.pushes.remove(p)
+            push = _Push(tuple(j for p in due for j in p.jobs), max(p.attempt for p in due), now)
             self._serial += 1
             key = f"push:{self._serial}"
             paths = [p for j in push.jobs for p in j.outputs]
