@@ -21,6 +21,7 @@ _EPILOG = "Exit codes:\n\n\b\n" + EXIT_CODE_HELP
 
 # Commands load on demand, so `capplan inspect` does not pay for networkx or pydantic models.
 COMMANDS = {
+    "build": "capplan.cli.build:build",
     "cache": "capplan.cli.cache:cache",
     "caps": "capplan.cli.caps:caps",
     "ci": "capplan.cli.ci:ci",
@@ -47,6 +48,7 @@ COMMANDS = {
 
 # One-line summaries for `capplan --help`, each short enough to read whole in 80 columns.
 SUMMARIES = {
+    "build": "Build the plan with Nix's builders, record failures, push.",
     "cache": "Is this machine's build in a binary cache; if not, why not.",
     "caps": "List CUDA capabilities: architecture, CUDA range, Jetson.",
     "ci": "CI workflows that build the plan and push it to a binary cache.",
