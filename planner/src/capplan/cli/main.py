@@ -37,6 +37,7 @@ COMMANDS = {
     "matrix": "capplan.cli.matrix:matrix",
     "nixpkgs": "capplan.cli.nixpkgs:nixpkgs",
     "plan": "capplan.cli.plan:plan",
+    "report": "capplan.cli.report:report",
     "schema": "capplan.cli.schema:schema",
     "verify": "capplan.cli.verify:verify",
 }
@@ -60,6 +61,7 @@ SUMMARIES = {
     "matrix": "Print the build matrix (table, JSON or GitHub Actions).",
     "nixpkgs": "Check the knowledge base against the nixpkgs you pin.",
     "plan": "Plan which variants to build for the fleet, and why.",
+    "report": "Write the plan as one HTML page: coverage, schedule, costs.",
     "schema": "Print the JSON Schema of capplan.toml.",
     "verify": "Check that a build holds exactly the planned device code.",
 }
