@@ -14,7 +14,6 @@ from capplan.cli.planning import (
     flag_layer,
     plan_with_settings,
     planned_costs,
-    planned_matrix,
     policy_options,
 )
 from capplan.errors import InvalidInputError, shorten
@@ -106,8 +105,7 @@ def report(
     picture has a table beside it with the same facts.
     """
     from capplan.adapters.files import atomic_write_text
-    from capplan.cli.matrix import _cached_jobs, _without
-    from capplan.core.report.data import gather
+    from capplan.cli.matrix import _cached_jobs, report_data
     from capplan.core.report.html import render_html
 
     if skip_cached and not caches:
@@ -140,14 +138,7 @@ def report(
     known = None
     if failures:
         known = failures.apply(plan.variants, cached, {n: c.minutes for n, c in costs.items()})
-    full = planned_matrix(planned, plan, costs)
-    scheduled = None
-    if cached or (known is not None and known.dropped):
-        left = _without(plan, set(cached) | (known.dropped if known else set()))
-        scheduled = planned_matrix(planned, left, costs)
-    data = gather(
-        plan, full, scheduled=scheduled, cached=cached, known=known, asked_cache=skip_cached
-    )
+    data = report_data(planned, costs, cached, known, asked_cache=skip_cached)
     text = render_html(data)
     atomic_write_text(output, text)
     err_console().print(

@@ -26,9 +26,9 @@ __all__ = [
     "CostRow",
     "Coverage",
     "Lane",
+    "Level",
     "Report",
     "Stage",
-    "Level",
     "gather",
 ]
 

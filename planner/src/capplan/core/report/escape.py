@@ -15,10 +15,11 @@ from capplan.errors import printable
 __all__ = ["html_text", "md_text"]
 
 # What CommonMark or GitHub's Markdown gives a meaning inside a line: emphasis, code, links,
-# images, table cells, strike-through, math and the backslash itself (``<``, ``>`` and ``&``
+# images (``[`` and ``]``: a ``(`` after them is plain), table cells, strike-through, math
+# and the backslash itself (``<``, ``>`` and ``&``
 # become entities below). A value never starts a line here (each follows a fixed prefix or a
 # cell's ``| ``), so the line-start marks (``-``, ``+``, ``1.``, ``=``) stay as they are.
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!|~$])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]#!|~$])")
 
 
 def html_text(value: object) -> str:

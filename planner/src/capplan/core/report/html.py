@@ -21,7 +21,7 @@ from capplan.core.report.data import (
 )
 from capplan.core.report.escape import html_text as e
 
-__all__ = ["render_html", "STAGE_COLOURS"]
+__all__ = ["STAGE_COLOURS", "render_html"]
 
 # Okabe-Ito colours for the stages (the coverage grid's own are in data.LEVELS).
 STAGE_COLOURS = ("#0072B2", "#CC79A7", "#F0E442", "#56B4E9", "#E69F00", "#009E73")
@@ -101,12 +101,12 @@ def _coverage(report: Report) -> str:
         svg.append(
             f'<text x="{left - 8}" y="{y + ch / 2 + 4:g}" font-size="13" text-anchor="end">'
             f"<title>{e(label)} x{count} ({e(system)})</title>"
-            f"{e(_cut(label, 26))} ×{count}</text>"
+            f"{e(_cut(label, 26))} \u00d7{count}</text>"
         )
         for j, c in enumerate(cov.cells[i]):
             level = LEVELS[c.level]
             x = left + j * cw
-            what = f"{label} × {cov.packages[j]}: {level.words}"
+            what = f"{label} \u00d7 {cov.packages[j]}: {level.words}"
             if c.variant:
                 what += f", {c.variant}"
             mark = f"{level.symbol} {_short(c.variant, cov.packages[j])}" if wide else level.symbol
@@ -275,10 +275,16 @@ def _schedule(report: Report) -> str:
         + _table(
             ["stage", "jobs", "to build", "cached", "skipped (failures)", "minutes to build"],
             [
-                [str(s.stage), str(s.jobs), str(s.to_build), str(s.cached), str(s.skipped),
-                 _n(s.minutes)]
+                [
+                    str(s.stage),
+                    str(s.jobs),
+                    str(s.to_build),
+                    str(s.cached),
+                    str(s.skipped),
+                    _n(s.minutes),
+                ]
                 for s in report.stages
-            ],  # fmt: skip
+            ],
             {0, 1, 2, 3, 4, 5},
         )
     )
@@ -287,19 +293,34 @@ def _schedule(report: Report) -> str:
         for bar in lane.bars:
             rows.append(
                 [
-                    e(bar.job), e(lane.system), str(lane.runner), str(bar.stage), _n(bar.start),
-                    _n(bar.minutes), e(bar.runner_kind), "yes" if bar.critical else "",
+                    e(bar.job),
+                    e(lane.system),
+                    str(lane.runner),
+                    str(bar.stage),
+                    _n(bar.start),
+                    _n(bar.minutes),
+                    e(bar.runner_kind),
+                    "yes" if bar.critical else "",
                     e(state[bar.job]),
                 ]
-            )  # fmt: skip
+            )
     parts.append(
         "<details><summary>The schedule as a table (every job)</summary>"
         + _table(
-            ["job", "system", "runner", "stage", "start (min)", "minutes", "runner kind",
-             "critical path", "state"],
+            [
+                "job",
+                "system",
+                "runner",
+                "stage",
+                "start (min)",
+                "minutes",
+                "runner kind",
+                "critical path",
+                "state",
+            ],
             rows,
             {2, 3, 4, 5},
-        )  # fmt: skip
+        )
         + "</details></section>"
     )
     return "".join(parts)
@@ -339,7 +360,7 @@ def _bars(title: str, values: list[tuple[str, float]], unit: str) -> str:
         y = 22 + i * row
         w = max(plot * value / top, 1.0)
         svg.append(
-            f'<g><title>{e(label)}: {_n(value)} {e(unit)}</title>'
+            f"<g><title>{e(label)}: {_n(value)} {e(unit)}</title>"
             f'<text x="{left - 6}" y="{y + 14}" font-size="12" text-anchor="end">{e(label)}'
             f'</text><rect x="{left}" y="{y + 2}" width="{w:.1f}" height="{row - 6}" '
             f'fill="{colours[i % 3]}"/><text x="{left + w + 6:.1f}" y="{y + 14}" font-size="12">'
@@ -430,7 +451,9 @@ def render_html(report: Report) -> str:
         f"<title>{e(report.title)}</title><style>{_CSS}</style></head><body><main>"
         f"<h1>{e(report.title)}</h1>"
         f'<div class="lines">{lines}</div>{_warnings(report)}'
-        "<nav>" + "".join(f'<a href="#{n}">{n}</a>' for n in nav) + "</nav>"
+        "<nav>"
+        + "".join(f'<a href="#{n}">{n}</a>' for n in nav)
+        + "</nav>"
         + _coverage(report)
         + _schedule(report)
         + _costs(report)
