@@ -11,6 +11,7 @@ test sees a fetch even where the page's policy blocked it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import select
@@ -60,13 +61,21 @@ class Browser:
 
         self.proc = subprocess.Popen(
             [
-                binary, "--headless=new", "--no-sandbox", "--disable-gpu",
-                "--remote-debugging-pipe", f"--user-data-dir={profile}", "--no-first-run",
-                "--no-default-browser-check", "--hide-scrollbars", "--mute-audio",
+                binary,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile}",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--hide-scrollbars",
+                "--mute-audio",
                 # Nothing could leave the machine anyway; the test still sees the attempt.
-                "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
+                "--proxy-server=127.0.0.1:9",
+                "--host-resolver-rules=MAP * ~NOTFOUND",
                 "about:blank",
-            ],  # fmt: skip
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -81,20 +90,16 @@ class Browser:
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(OSError):
                 self._send("Browser.close")
-            except OSError:
-                pass
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
         for fd in (self._to_child, self._from_child):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         if self.proc.stderr is not None:
             self.proc.stderr.close()
 

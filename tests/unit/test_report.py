@@ -5,6 +5,7 @@ holds nothing to fetch or run, and the output is deterministic."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,7 @@ def test_the_critical_path_is_a_chain_as_long_as_the_schedule_says(report: Any) 
             by_pool.setdefault(matrix.plan.variant(name).system, []).append(name)
     index = {n: i for i, n in enumerate(matrix.graph.order)}
     for system, names in by_pool.items():
-        for earlier, later in zip(names, names[1:], strict=False):
+        for earlier, later in itertools.pairwise(names):
             assert earlier in matrix.graph.needs[index[later]], (earlier, later)
         total = sum(minutes[index[n]] for n in names)
         assert total == pytest.approx(matrix.pools[system].critical_path, abs=0.01)
