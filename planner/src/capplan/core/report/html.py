@@ -194,8 +194,8 @@ def _schedule(report: Report) -> str:
         "<p>The matrix as a Gantt chart: each runner pool (one per system), runner by runner; "
         "a bar is a job, as long as its minutes on the runner it is scheduled on, coloured by "
         "stage; bars with a black outline and ★ are on the critical path (the longest chain of "
-        "needs, which no number of runners shortens). Faded bars are jobs a cache holds or a "
-        f"recorded failure skips. Makespan {_n(report.makespan)} min, critical path "
+        "needs, which no number of runners shortens). Jobs a cache holds or the failure record "
+        f"skips are left out, as capplan matrix leaves them out. Makespan {_n(report.makespan)} min, critical path "
         f"{_n(report.critical_minutes)} min.</p>"
     ]
     stages = sorted({s.stage for s in report.stages})
