@@ -195,8 +195,8 @@ def _schedule(report: Report) -> str:
         "a bar is a job, as long as its minutes on the runner it is scheduled on, coloured by "
         "stage; bars with a black outline and ★ are on the critical path (the longest chain of "
         "needs, which no number of runners shortens). Jobs a cache holds or the failure record "
-        f"skips are left out, as capplan matrix leaves them out. Makespan {_n(report.makespan)} min, critical path "
-        f"{_n(report.critical_minutes)} min.</p>"
+        "skips are left out, as capplan matrix leaves them out. Makespan "
+        f"{_n(report.makespan)} min, critical path {_n(report.critical_minutes)} min.</p>"
     ]
     stages = sorted({s.stage for s in report.stages})
     legend = "".join(
