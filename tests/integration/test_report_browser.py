@@ -10,19 +10,17 @@ and logs is seen doing both.
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tests.conftest import Cli
 from tests.integration.browser import Browser, Visit, chromium, read_png
+from tests.integration.test_report_cli import hostile_folder
 
 from capplan.core.report.data import LEVELS
 from capplan.core.report.html import STAGE_COLOURS
 
-KB = Path(__file__).resolve().parents[2] / "planner" / "src" / "capplan" / "kb"
 FLEET = """\
 [fleet]
 gpus = ["A100", "L4", "GH200", "MI300X"]
@@ -34,7 +32,6 @@ cpus = ["x86-64-v3", "sapphirerapids"]
 systems = ["x86_64-linux", "aarch64-linux"]
 share = "compatible"
 """
-HOSTILE = 'evil<script>console.error("ran")</script>\u202e"\'`|'
 
 
 @pytest.fixture(scope="module")
@@ -137,26 +134,8 @@ def test_a_two_system_two_vendor_fleet_with_cpu_levels(
 def test_a_script_tag_in_a_name_shows_as_text_and_runs_nothing(
     browser: Browser, capplan_in: Cli, tmp_path: Path
 ) -> None:
-    kb = tmp_path / "kb"
-    kb.mkdir()
-    for path in KB.iterdir():
-        if path.is_file():
-            shutil.copy(path, kb / path.name)
-    data = json.loads((KB / "packages.json").read_text())
-    data["packages"][HOSTILE] = {
-        "attr": "python3Packages.evil", "kind": "capability-dependent", "depends": [],
-        "ptx": "forward-compat",
-        "limits": {"allow_from": None, "allow": None, "exclude": [], "min": None, "max": None,
-                   "suffixes": ["", "a", "f"], "cuda": None, "source": "test"},
-        "cost": {"base_minutes": 5, "per_target_minutes": 3, "base_size_mb": 10,
-                 "per_target_size_mb": 5, "source": "test"},
-        "big_parallel": False, "note": "", "source": "test",
-    }  # fmt: skip
-    (kb / "packages.json").write_text(json.dumps(data))
-    (tmp_path / "capplan.toml").write_text(
-        f'[fleet]\ngpus = ["A100", "MI300X"]\n[packages.torch]\n[packages.{json.dumps(HOSTILE)}]\n'
-    )
-    page = _report(capplan_in, tmp_path, "hostile.html", env={"CAPPLAN_KB_DIR": str(kb)})
+    env = hostile_folder(tmp_path)
+    page = _report(capplan_in, tmp_path, "hostile.html", env=env)
     text = page.read_text()
     assert "<script" not in text and "\u202e" not in text
     assert "evil&lt;script&gt;console.error(&quot;ran&quot;)&lt;/script&gt;\\u202e" in text
