@@ -194,7 +194,7 @@ def test_matrix_summary_and_ci_results_on_the_cli(capplan_in: Cli, tmp_path: Pat
     name = next(line.split("\t")[0] for line in rows.read_text().splitlines()[1:])
     added = capplan_in(
         "failures", "add", str(failed / "one.json"), "--drv", "/nix/store/" + "a" * 32 + "-x.drv",
-        "--system", "x86_64-linux", "--attr", name,
+        "--system", "x86_64-linux", "--attr", f"x86_64-linux.{name}",
     )  # fmt: skip
     assert added.exit_code == 0, added.stderr
     shards = " ".join(f"stage{i}_shard0=success" for i in range(8))

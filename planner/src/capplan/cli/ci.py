@@ -482,6 +482,7 @@ def results(
     """
     from capplan.adapters.failures import read_record
     from capplan.adapters.files import read_input_bytes
+    from capplan.core.model.systems import variant_of_attr
     from capplan.core.report.markdown import outcomes, results_summary
 
     shard_results: dict[str, str] = {}
@@ -505,7 +506,8 @@ def results(
     if failed_dir.is_dir():
         for path in sorted(failed_dir.glob("*.json")):
             if path.is_file():
-                failed.update(f.attr for f in read_record(path).entries())
+                # A record names its job as the jobs source did (x86_64-linux.torch-sm86).
+                failed.update(variant_of_attr(f.attr) for f in read_record(path).entries())
     planned = plan_with_settings(config_path)
     jobs = planned_matrix(planned).jobs()
     layout = shard_layout(github_rows(jobs, planned.config.policy.runners_os), max_jobs)
