@@ -284,6 +284,14 @@ def gather(
     )
 
 
+def _listed(names: Sequence[str], most: int = 12) -> str:
+    """Names, comma-separated; past ``most``, the first ones and how many more (the coverage
+    grid and table name them all)."""
+    if len(names) <= most:
+        return ", ".join(names)
+    return f"{', '.join(names[:most])} and {len(names) - most:,} more ({len(names):,} in all)"
+
+
 def bottom_line(report: Report) -> list[str]:
     """The report's first sentences, as ``plan`` and ``matrix`` say them (cli/bottomline.py):
     jobs and minutes against nixpkgs' default, whom they serve, and how long the schedule takes."""
@@ -302,7 +310,7 @@ def bottom_line(report: Report) -> list[str]:
     if gpus:
         lines.append(
             f"for {sum(c for _, c in gpus)} devices of {len(gpus)} models on "
-            f"{', '.join(plan.systems)}; packages: {', '.join(plan.packages)}"
+            f"{', '.join(plan.systems)}; packages: {_listed(plan.packages)}"
         )
     lines.append(
         f"{summary['stages']} stages; on {summary['runners']} runners the schedule takes "
