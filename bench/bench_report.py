@@ -77,8 +77,44 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, bytes
     return best, out
 
 
+# In one process: planning and the matrix (what `matrix` does too), then what the report
+# adds: gathering, drawing and the atomic write.
+PHASES = """
+import json, sys, time
+from pathlib import Path
+from capplan.adapters.files import atomic_write_text
+from capplan.cli.matrix import report_data
+from capplan.cli.planning import plan_with_settings, planned_costs
+from capplan.core.report.html import render_html
+t0 = time.perf_counter()
+planned = plan_with_settings(None)
+costs = planned_costs(planned)
+t1 = time.perf_counter()
+data = report_data(planned, costs, {}, None, asked_cache=False)
+atomic_write_text(Path(sys.argv[1]), render_html(data))
+t2 = time.perf_counter()
+print(json.dumps([t1 - t0, t2 - t1]))
+"""
+
+
+def phases(cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    best = (float("inf"), float("inf"))
+    for _ in range(RUNS):
+        proc = subprocess.run(
+            [sys.executable, "-c", PHASES, str(cwd / "phases.html")],
+            cwd=cwd,
+            env={**os.environ, **env},
+            capture_output=True,
+            check=True,
+        )
+        plan_s, draw_s = json.loads(proc.stdout)
+        best = min(best, (plan_s, draw_s), key=sum)
+    return best
+
+
 def measure(name: str, cwd: Path, env: dict[str, str]) -> None:
     page = cwd / "report.html"
+    plan_s, draw_s = phases(cwd, env)
     report_s, _ = timed(["report", "--output", str(page)], cwd, env)
     json_s, text = timed(["matrix", "--format", "json"], cwd, env)
     _, summary = timed(["matrix", "--format", "summary"], cwd, env)
@@ -86,7 +122,7 @@ def measure(name: str, cwd: Path, env: dict[str, str]) -> None:
     size = page.stat().st_size
     print(
         f"{name:<22} {jobs:>6,} {size:>12,} {report_s:>9.2f} {json_s:>9.2f} "
-        f"{report_s / json_s:>6.2f} {len(summary):>10,}"
+        f"{report_s / json_s:>6.2f} {plan_s:>7.2f} {draw_s:>7.2f} {len(summary):>10,}"
     )
 
 
@@ -94,7 +130,7 @@ def main() -> None:
     print(f"best of {RUNS} runs, each a fresh `python3 -m capplan` process")
     print(
         f"{'plan':<22} {'jobs':>6} {'page bytes':>12} {'report s':>9} {'json s':>9} "
-        f"{'ratio':>6} {'summary B':>10}"
+        f"{'ratio':>6} {'plan s':>7} {'draw s':>7} {'summary B':>10}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         default = Path(tmp) / "default"
