@@ -188,7 +188,6 @@ def _schedule(report: Report) -> str:
     plot, left, lane_h = 960, 120, 16
     scale = plot / span
     step = _ticks(span)
-    state = _states(report)
     parts = [
         '<section id="schedule"><h2>Schedule</h2>'
         "<p>The matrix as a Gantt chart: each runner pool (one per system), runner by runner; "
@@ -244,7 +243,6 @@ def _schedule(report: Report) -> str:
                 x = left + bar.start * scale
                 w = max(bar.minutes * scale, 1.0)
                 colour = STAGE_COLOURS[bar.stage % len(STAGE_COLOURS)]
-                faded = ' fill-opacity="0.3"' if state[bar.job] != "to build" else ""
                 stroke = (
                     f'stroke="{CRITICAL}" stroke-width="2"'
                     if bar.critical
@@ -252,7 +250,7 @@ def _schedule(report: Report) -> str:
                 )
                 tip = (
                     f"{bar.job}: stage {bar.stage}, {_n(bar.minutes)} min on a {bar.runner_kind} "
-                    f"runner, from minute {_n(bar.start)}; {state[bar.job]}"
+                    f"runner, from minute {_n(bar.start)}"
                     + ("; on the critical path" if bar.critical else "")
                 )
                 label = ("★ " if bar.critical else "") + bar.job
@@ -266,7 +264,7 @@ def _schedule(report: Report) -> str:
                     text = f'<text x="{x + 2:.1f}" y="{y + 11}" font-size="10">★</text>'
                 svg.append(
                     f'<g><title>{e(tip)}</title><rect x="{x:.1f}" y="{y + 1}" width="{w:.1f}" '
-                    f'height="{lane_h - 2}" fill="{colour}"{faded} {stroke}/>{text}</g>'
+                    f'height="{lane_h - 2}" fill="{colour}" {stroke}/>{text}</g>'
                 )
         svg.append("</svg>")
         parts.append(f'<h3>{e(system)}</h3><div class="pic">{"".join(svg)}</div>')
@@ -301,7 +299,6 @@ def _schedule(report: Report) -> str:
                     _n(bar.minutes),
                     e(bar.runner_kind),
                     "yes" if bar.critical else "",
-                    e(state[bar.job]),
                 ]
             )
     parts.append(
@@ -316,7 +313,6 @@ def _schedule(report: Report) -> str:
                 "minutes",
                 "runner kind",
                 "critical path",
-                "state",
             ],
             rows,
             {2, 3, 4, 5},
@@ -324,21 +320,6 @@ def _schedule(report: Report) -> str:
         + "</details></section>"
     )
     return "".join(parts)
-
-
-def _states(report: Report) -> dict[str, str]:
-    failed = set(report.failed)
-    out = {}
-    for name in report.matrix.graph.order:
-        if name in report.cached:
-            out[name] = "cached"
-        elif name in failed:
-            out[name] = "recorded failure (skipped)"
-        elif name in report.blocked:
-            out[name] = "blocked by a recorded failure (skipped)"
-        else:
-            out[name] = "to build"
-    return out
 
 
 # ------------------------------------------------------------------------------ costs
