@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -255,8 +256,6 @@ def matrix(
             raise InvalidInputError(
                 "--stage and --shards work with --format github", hint="add --format github"
             )
-        import sys
-
         sys.stdout.write(_summary(planned, costs, cached, known, skip_cached))
         sys.stdout.flush()
         return
