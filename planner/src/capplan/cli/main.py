@@ -21,6 +21,7 @@ _EPILOG = "Exit codes:\n\n\b\n" + EXIT_CODE_HELP
 
 # Commands load on demand, so `capplan inspect` does not pay for networkx or pydantic models.
 COMMANDS = {
+    "cache": "capplan.cli.cache:cache",
     "caps": "capplan.cli.caps:caps",
     "ci": "capplan.cli.ci:ci",
     "detect": "capplan.cli.detect:detect",
@@ -31,6 +32,7 @@ COMMANDS = {
     "failures": "capplan.cli.failures:failures",
     "generate": "capplan.cli.generate:generate",
     "gpus": "capplan.cli.gpus:gpus",
+    "host": "capplan.cli.host:host",
     "init": "capplan.cli.init:init",
     "inspect": "capplan.cli.inspect:inspect",
     "limits": "capplan.cli.limits:limits",
@@ -38,6 +40,7 @@ COMMANDS = {
     "nixpkgs": "capplan.cli.nixpkgs:nixpkgs",
     "plan": "capplan.cli.plan:plan",
     "report": "capplan.cli.report:report",
+    "run": "capplan.cli.run:run",
     "schema": "capplan.cli.schema:schema",
     "verify": "capplan.cli.verify:verify",
 }
@@ -45,6 +48,7 @@ COMMANDS = {
 
 # One-line summaries for `capplan --help`, each short enough to read whole in 80 columns.
 SUMMARIES = {
+    "cache": "Is this machine's build in a binary cache; if not, why not.",
     "caps": "List CUDA capabilities: architecture, CUDA range, Jetson.",
     "ci": "CI workflows that build the plan and push it to a binary cache.",
     "detect": "Detect local GPUs and name the variant to use for each.",
@@ -55,6 +59,7 @@ SUMMARIES = {
     "failures": "Remember failed builds so the matrix skips them.",
     "generate": "Write overlays/plan.json, the data the flake reads.",
     "gpus": "List GPU models, or those matching QUERY.",
+    "host": "Show this host's NVIDIA driver and how Nix programs find it.",
     "init": "Start a repository of your own: flake.nix, capplan.toml.",
     "inspect": "List SASS, PTX and LTO-IR targets inside binaries.",
     "limits": "Read capability limits from package sources or binaries.",
@@ -62,6 +67,7 @@ SUMMARIES = {
     "nixpkgs": "Check the knowledge base against the nixpkgs you pin.",
     "plan": "Plan which variants to build for the fleet, and why.",
     "report": "Write the plan as one HTML page: coverage, schedule, costs.",
+    "run": "Run a program with the host's NVIDIA driver libraries only.",
     "schema": "Print the JSON Schema of capplan.toml.",
     "verify": "Check that a build holds exactly the planned device code.",
 }
