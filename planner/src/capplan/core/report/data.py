@@ -29,6 +29,9 @@ __all__ = [
     "Level",
     "Report",
     "Stage",
+    "bottom_line",
+    "coverage",
+    "critical_jobs",
     "gather",
 ]
 
