@@ -19,6 +19,7 @@ CASES = {
     "matrix-default.json": ["matrix", "--format", "json"],
     "matrix-default.txt": ["matrix"],
     "matrix-github.json": ["matrix", "--format", "github"],
+    "matrix-summary.md": ["matrix", "--format", "summary"],
 }
 
 

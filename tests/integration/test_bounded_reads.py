@@ -67,6 +67,12 @@ COMMANDS: list[tuple[str, tuple[str, ...], ExitCode, str]] = [
     ("--failures", ("matrix", "--failures", "{p}"), ExitCode.DATA, "failure record"),
     ("failures list", ("failures", "list", "{p}"), ExitCode.DATA, "failure record"),
     (
+        "cache status --failures",
+        ("cache", "status", "--gpu", "RTX 3090", "--failures", "{p}"),
+        ExitCode.DATA,
+        "failure record",
+    ),
+    (
         "--jobs",
         ("matrix", "--skip-cached", "--cache", "http://127.0.0.1:9", "--jobs", "{p}"),
         ExitCode.DATA,

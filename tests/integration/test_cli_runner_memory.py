@@ -39,7 +39,7 @@ def test_small_runner_memory_caps_compiles(capplan_in: object, tmp_path: Path) -
     )
     rows = json.loads(capplan_in("matrix", "--format", "github").stdout)  # type: ignore[operator]
     row = {r["name"]: r for r in rows["include"]}["llama-cpp-sm86"]
-    assert row["os"] == ["self-hosted", "big"]
+    assert row["os"] == ["self-hosted", "big", "X64"]
 
 
 def test_default_runner_keeps_every_core(capplan_in: object, tmp_path: Path) -> None:

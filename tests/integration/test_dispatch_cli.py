@@ -52,7 +52,7 @@ def test_explain_by_device(
     assert result.exit_code == 0, result.output
     (entry,) = json.loads(result.stdout)["dispatch"]
     assert (entry["variant"], entry["level"]) == (want, level)
-    assert entry["source"] == "CAPPLAN_CAPABILITY"
+    assert entry["source"] == "--device"  # not the variable it travels in (issue 46)
 
 
 @pytest.mark.parametrize("device", ["RTX 3090", "A100", "L4", "H100", "8.6,9.0", "7.5", "8.7"])

@@ -2,7 +2,8 @@
 path argument, and the files they read from outside.
 
 Commands: ``export`` (its three formats), ``init``, ``ci hydra``, ``ci buildbot-nix``, ``ci
-github`` (each with and without ``--check``, and ``--config``), ``matrix --rows``, ``explain
+github`` (each with and without ``--check``, and ``--config``), ``matrix --rows``,
+``report --output``, ``explain
 --device`` and ``verify`` on a path. Path arguments are made of ``::``-prefixed, ESC, OSC,
 C1, bidi, newline, ``#``, ``%``, ``?`` and non-UTF-8 parts, names past NAME_MAX, and the
 special targets (a FIFO, /dev/null, /dev/stdout, a symlink loop, a dangling link, a folder,
@@ -84,6 +85,7 @@ def _commands(path: str) -> list[list[str]]:
         ["matrix", "--format", "github-output", "--rows", path],
         ["export", "spack", "--package", "torch", "--output", "e", "--config", path],
         ["verify", path, "--expect", "8.6"],
+        ["report", "--output", path],
     ]
 
 

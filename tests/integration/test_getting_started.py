@@ -45,6 +45,51 @@ def test_the_page_marks_its_offline_blocks() -> None:
         assert step in script, step
 
 
+def _real_nixpkgs_git_lines() -> list[str]:
+    section = PAGE.read_text().split("## With real nixpkgs", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line + "\n" for line in block.splitlines() if line.startswith("git ")]
+
+
+def test_the_real_nixpkgs_git_add_runs_in_the_offline_folder(tmp_path: Path) -> None:
+    """Issue 46: "With real nixpkgs" `git add`s in the folder of the offline try, which was no
+    git repository; it runs there now (the first offline block and those git lines)."""
+    if shutil.which("git") is None:
+        pytest.skip("git not found")
+    lines = _real_nixpkgs_git_lines()
+    assert lines and "git add" in lines[0]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "capplan"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m capplan "$@"\n')
+    shim.chmod(0o755)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CAPPLAN_", "GIT_"))}
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+        PYTHONPATH=str(REPO / "planner" / "src"),
+        TMPDIR=str(scratch),
+        NO_COLOR="1",
+    )
+    script = "set -euo pipefail\n" + offline_blocks()[0] + "".join(lines) + "git ls-files\n"
+    proc = subprocess.run(
+        ["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert {"capplan.toml", "flake.nix", "overlays/plan.json"} <= set(proc.stdout.split())
+
+
+def test_an_install_from_the_clone_leaves_nothing_git_sees(tmp_path: Path) -> None:
+    """`pip install ./planner` leaves planner/build/ behind (setuptools): ignored, so neither
+    `git status` nor the docs tests' copy of the repository (git ls-files) takes it."""
+    if shutil.which("git") is None:
+        pytest.skip("git not found")
+    for name in ("planner/build/lib/capplan/__init__.py", "planner/src/capplan.egg-info/PKG-INFO"):
+        ignored = subprocess.run(["git", "check-ignore", "-q", name], cwd=REPO, check=False)
+        assert ignored.returncode == 0, name
+
+
 def test_offline_blocks_run_as_written(tmp_path: Path) -> None:
     blocks = offline_blocks()
     have_nix = shutil.which("nix") is not None

@@ -118,3 +118,38 @@ def test_nix_eval_jobs_file_of_several_systems(
     names = {job["name"]: job["system"] for job in data["jobs"]}
     assert names["cudnn-aarch64"] == "aarch64-linux"
     assert names["torch-sm87-aarch64"] == "aarch64-linux"
+
+
+def _run(repo: NixRunner, *args: str) -> Result:
+    old = Path.cwd()
+    os.chdir(repo.root)
+    try:
+        return CliRunner().invoke(
+            cli, [*args, "--override-input", "nixpkgs", f"path:{repo.standin}"],
+            catch_exceptions=False,
+        )  # fmt: skip
+    finally:
+        os.chdir(old)
+
+
+def test_the_report_and_the_summary_show_what_the_cache_holds(
+    nix_repo: NixRunner, server: str, tmp_path: Path
+) -> None:
+    """Issue 51: the page's cache section and the summary's counts are the matrix's own."""
+    page = tmp_path / "report.html"
+    result = _run(nix_repo, "report", "--cache", server, "--skip-cached", "--output", str(page))
+    assert result.exit_code == 0, result.stderr
+    text = page.read_text()
+    assert '<section id="cache">' in text
+    for name in ("cudnn", "nccl-sm80"):
+        assert f"<td>{name}</td><td>{server}</td>" in text  # the cached jobs, by cache
+    # The Gantt chart schedules what is left, as `matrix --skip-cached` does.
+    left = matrix(nix_repo, "--cache", server, "--skip-cached")
+    data = json.loads(left.stdout)
+    assert f"on {data['summary']['runners']} runners the schedule takes " in text
+    assert f"{data['summary']['makespan_minutes']:g} min" in text
+    assert "<title>nccl-sm80: stage" not in text and "<title>nccl-sm86: stage" in text
+    summary = _run(nix_repo, "matrix", "--format", "summary", "--cache", server, "--skip-cached")
+    assert summary.exit_code == 0, summary.stderr
+    cached = len(data["summary"]["skipped_cached"])
+    assert f"{len(data['jobs'])} to build, {cached} cached" in summary.stdout

@@ -19,7 +19,7 @@ import capplan.core
 
 CORE = Path(capplan.core.__file__).parent
 PACKAGE = Path(capplan.__file__).parent
-THEMES = {"families", "model", "planning", "binaries", "caches", "export"}
+THEMES = {"families", "model", "planning", "binaries", "caches", "export", "report"}
 # Modules that would bring I/O, a clock or the environment into core/.
 FORBIDDEN = {
     "os",

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from capplan.cli.output import _console_class, make_table
+from capplan.cli.output import _console_class, make_table, print_table
 from capplan.cli.plaintable import RICH_MAJOR, plain_width, render, same_rich
 
 # render reproduces one rich's layout; with another installed, plain_width sends every table to
@@ -23,7 +23,7 @@ def _rich(columns: list[str], rows: list[list[str]], width: int) -> str:
     for row in rows:
         table.add_row(*row)
     out = io.StringIO()  # no terminal: rich draws without colour, as render does
-    _console_class()(file=out, width=width, highlight=False, soft_wrap=False).print(table)
+    print_table(_console_class()(file=out, width=width, highlight=False, soft_wrap=False), table)
     return out.getvalue()
 
 
@@ -64,6 +64,19 @@ def test_plain_tables_match_rich_byte_for_byte() -> None:
             drawn += 1
             assert text == _rich(columns, rows, width), (columns, rows, width)
     assert drawn > 0.8 * len(tables)
+
+
+@needs_same_rich
+def test_plain_tables_never_split_a_word() -> None:
+    # Whatever the width, every word of every cell is whole on one line (issue 46: 80 columns,
+    # what a pipe gets, drew compute_86 as compute_8 / 6).
+    for columns, rows, width in _tables(7, 300):
+        text = render(columns, rows, width)
+        if text is None:
+            continue
+        drawn = set(text.replace("│", " ").replace("┃", " ").split())
+        words = {word for row in [columns, *rows] for cell in row for word in cell.split()}
+        assert words <= drawn, (columns, rows, width)
 
 
 @needs_same_rich

@@ -86,12 +86,17 @@ def test_runner_labels_by_system_and_big_parallel() -> None:
     assert runner_labels("aarch64-linux", False) == ("ubuntu-24.04-arm",)
     assert runner_labels("x86_64-linux", True) == ("ubuntu-latest",)  # nothing configured
     table = {"big-parallel": ["self-hosted", "big-parallel"], "aarch64-linux": ["arm-box"]}
-    assert runner_labels("x86_64-linux", True, table) == ("self-hosted", "big-parallel")
+    # A self-hosted list naming no architecture gets the job's (issue 46).
+    assert runner_labels("x86_64-linux", True, table) == ("self-hosted", "big-parallel", "X64")
+    assert runner_labels("aarch64-linux", True, table) == ("self-hosted", "big-parallel", "ARM64")
     assert runner_labels("x86_64-linux", False, table) == ("ubuntu-latest",)
     assert runner_labels("aarch64-linux", False, table) == ("arm-box",)
     table["aarch64-linux/big-parallel"] = ["arm-big"]
     assert runner_labels("aarch64-linux", True, table) == ("arm-big",)
-    assert runner_labels("x86_64-linux", True, table) == ("self-hosted", "big-parallel")
+    assert runner_labels("x86_64-linux", True, table) == ("self-hosted", "big-parallel", "X64")
+    # A list that names an architecture (any case) is kept as written.
+    table["aarch64-linux/big-parallel"] = ["self-hosted", "arm64", "big"]
+    assert runner_labels("aarch64-linux", True, table) == ("self-hosted", "arm64", "big")
 
 
 def test_rows_carry_each_jobs_system_and_labels() -> None:
@@ -100,7 +105,7 @@ def test_rows_carry_each_jobs_system_and_labels() -> None:
     jobs = [job("a", 0), job("b", 0, system="aarch64-linux"), job("t", 1, ["a"], big=True)]
     rows = github_rows(jobs, {"big-parallel": ["self-hosted", "big-parallel"]})
     assert [r["os"] for r in rows] == [
-        ["ubuntu-latest"], ["ubuntu-24.04-arm"], ["self-hosted", "big-parallel"],
+        ["ubuntu-latest"], ["ubuntu-24.04-arm"], ["self-hosted", "big-parallel", "X64"],
     ]  # fmt: skip
     assert {"name", "system", "os", "attr", "timeout_minutes", "needs", "stage"} <= set(rows[0])
 
@@ -246,16 +251,17 @@ def test_each_stage_needs_every_shard_of_the_one_before() -> None:
     doc = _workflow(rows, max_jobs=2)
     jobs = doc["jobs"]
     assert list(jobs) == ["plan", "stage0_shard0", "stage0_shard1", "stage0_shard2",
-                          "stage1_shard0", "stage1_shard1", "stage2_shard0", "record"]  # fmt: skip
+                          "stage1_shard0", "stage1_shard1", "stage2_shard0", "record",
+                          "summary"]  # fmt: skip
     # The record job waits for every build job, and runs whatever they did.
-    assert jobs["record"]["needs"] == ["plan", *list(jobs)[1:-1]]
+    assert jobs["record"]["needs"] == ["plan", *list(jobs)[1:-2]]
     assert jobs["record"]["if"] == "${{ !cancelled() && needs.plan.result == 'success' }}"
     assert jobs["stage0_shard1"]["needs"] == ["plan"]
     assert jobs["stage1_shard0"]["needs"] == ["plan", "stage0_shard0", "stage0_shard1",
                                               "stage0_shard2"]  # fmt: skip
     assert jobs["stage2_shard0"]["needs"] == ["plan", "stage1_shard0", "stage1_shard1"]
     for key, body in jobs.items():
-        if key in ("plan", "record"):
+        if key in ("plan", "record", "summary"):
             continue
         output = f"needs.plan.outputs.{key}"
         assert output.removeprefix("needs.plan.outputs.") in jobs["plan"]["outputs"]
@@ -265,16 +271,29 @@ def test_each_stage_needs_every_shard_of_the_one_before() -> None:
     (step,) = [s for s in jobs["plan"]["steps"] if s.get("id") == "plan"]
     assert "--expect-shards 3,2,1" in step["run"] and "--max-jobs 2" in step["run"]
     assert "--rows capplan-rows.tsv" in step["run"]
-    upload = jobs["plan"]["steps"][-1]  # the rows, for the build jobs
+    upload = jobs["plan"]["steps"][-2]  # the rows, for the build jobs
     assert upload["with"] == {"name": "capplan-rows", "path": "capplan-rows.tsv",
                               "retention-days": 1}  # fmt: skip
+    # The plan's Markdown goes to the plan job's summary; the summary job runs always, after
+    # every build job, and hands `ci results` each one's result.
+    assert "--summary capplan-summary.md" in step["run"]
+    assert jobs["plan"]["steps"][-1]["run"] == 'cat capplan-summary.md >> "$GITHUB_STEP_SUMMARY"\n'
+    summary = jobs["summary"]
+    assert summary["if"] == "${{ always() }}"
+    assert summary["needs"] == ["plan", *list(jobs)[1:-2]]
+    (results,) = [s for s in summary["steps"] if "ci results" in s.get("run", "")]
+    assert results["env"]["RESULTS"] == " ".join(
+        f"{key}=${{{{ needs.{key}.result }}}}" for key in summary["needs"]
+    )
+    assert "--max-jobs 2" in results["run"] and '>> "$GITHUB_STEP_SUMMARY"' in results["run"]
 
 
 def test_a_plan_without_jobs_gives_a_workflow_that_only_plans() -> None:
     doc = _workflow([])
     assert list(doc["jobs"]) == ["plan"]
     assert list(doc["jobs"]["plan"]["outputs"]) == ["jobs"]
-    assert "--expect-shards none" in doc["jobs"]["plan"]["steps"][-2]["run"]
+    (plan,) = [s for s in doc["jobs"]["plan"]["steps"] if s.get("id") == "plan"]
+    assert "--expect-shards none" in plan["run"]
 
 
 def test_workflow_values_are_validated_before_they_are_written() -> None:

@@ -13,6 +13,7 @@ from enum import IntEnum
 
 __all__ = [
     "BinaryFormatError",
+    "BuildFailedError",
     "CapplanError",
     "ConfigError",
     "DataError",
@@ -172,3 +173,7 @@ class NixpkgsDriftError(CapplanError):
 
 class WriteError(CapplanError):
     exit_code = ExitCode.WRITE
+
+
+class BuildFailedError(CapplanError):
+    exit_code = ExitCode.BUILD_FAILED

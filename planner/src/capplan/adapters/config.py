@@ -56,6 +56,7 @@ OTHER_ENV = (
     "CAPPLAN_DEBUG",
     "CAPPLAN_DISPATCH_CACHE",
     "CAPPLAN_DISPATCH_DEBUG",
+    "CAPPLAN_NIX_EVAL_SECONDS",  # how long one nix eval may run (adapters/nix.py)
     "CAPPLAN_KB_DIR",
     "CAPPLAN_NVIDIA_SMI",
     "CAPPLAN_NVML",

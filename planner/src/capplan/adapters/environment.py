@@ -53,6 +53,7 @@ __all__ = [
     "default_sources",
     "elf_dynamic",
     "elf_facts",
+    "elf_loader_facts",
     "loader_problem",
     "scan_sources",
     "sources_for",
@@ -69,7 +70,7 @@ _DT_RPATH, _DT_RUNPATH = 15, 29
 _CUDA_LIBS = ("libcu", "libnv", "libnccl")
 # ELF e_machine values (the System V gABI's registry): the CPUs doctor tells apart.
 _MACHINES = {62: "x86_64", 183: "aarch64", 3: "i386", 40: "arm", 21: "ppc64"}
-_PT_LOAD, _PT_DYNAMIC = 1, 2
+_PT_LOAD, _PT_DYNAMIC, _PT_INTERP = 1, 2, 3
 _MAX_DYNAMIC = 1 << 20  # a dynamic section is a few hundred entries
 _MAX_STRTAB = 16 << 20
 _STORE = "/nix/store/"
@@ -117,6 +118,26 @@ def elf_facts(fd: int) -> tuple[tuple[str, ...], str | None, str | None]:
     program headers read once for both (:func:`elf_dynamic`, :func:`elf_x86_isa_needed`). A
     damaged part makes no claim: ((), None) for the links, None for the level."""
     return _facts(fd, _read_headers(fd))
+
+
+def elf_loader_facts(
+    fd: int,
+) -> tuple[str | None, tuple[str, ...], tuple[str, ...], str | None]:
+    """(PT_INTERP, the DT_RPATH/DT_RUNPATH entries, DT_NEEDED, DT_SONAME) of the ELF open at
+    ``fd``: what the loader searches with (``capplan doctor``'s driver check); a damaged part
+    makes no claim (None, ())."""
+    found = _read_headers(fd)
+    needed, soname, _, rpaths = _all_facts(fd, found)
+    interp: str | None = None
+    for p_type, p_offset, _, p_filesz in found[2] if found else ():
+        if p_type == _PT_INTERP:
+            try:
+                raw = _pread(fd, min(p_filesz, 4096), p_offset)
+            except _DAMAGED:
+                break
+            interp = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape") or None
+            break
+    return interp, rpaths, needed, soname
 
 
 def _read_headers(fd: int) -> _Headers | None:

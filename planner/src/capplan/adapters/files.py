@@ -7,7 +7,8 @@ in the same folder, fsync, then a rename. What may be replaced is decided once, 
 
 - a regular file, or a new name in a folder that exists (a missing folder is an error: a typo
   in ``--output`` must not create a tree somewhere; only a default path such as generate's
-  ``overlays/plan.json`` creates its folder);
+  ``overlays/plan.json`` creates its folder, and a path inside a git repository, such as
+  ``.github/workflows/cuda-cache.yml``, its missing folders there: :func:`repository_folders`);
 - a symlink is written *through*: the file it points to (followed to the end) is replaced, or
   created in its existing folder, and the link stays a link, as ``sed -i --follow-symlinks``,
   editors and the shell's ``>`` do; a symlink loop is refused;
@@ -70,6 +71,7 @@ __all__ = [
     "read_bounded",
     "read_input_bytes",
     "remove_stale_temporaries",
+    "repository_folders",
     "special_kind",
     "stream_fd",
     "temporary_name",
@@ -323,11 +325,42 @@ def link_target(path: Path) -> Path:
         return Path(os.path.realpath(path))
 
 
+def repository_folders(folder: Path) -> list[Path]:
+    """The folders to create so that ``folder`` exists, when they all lie inside a git
+    repository (the nearest folder above, symlinks resolved, that holds ``.git``): ``ci github
+    --output .github/workflows/cuda-cache.yml`` in a fresh repository (issue 46). Empty when
+    ``folder`` exists, when a missing part is ``.`` or ``..``, when what exists is no folder,
+    or when no repository holds it: a typed path outside a repository still names an existing
+    folder, so a typo never creates a tree somewhere."""
+    missing: list[Path] = []
+    base = folder
+    while not os.path.lexists(base):
+        if base.name in ("", ".", ".."):
+            return []
+        missing.append(base)
+        if base.parent == base:
+            return []
+        base = base.parent
+    try:
+        if not missing or not stat.S_ISDIR(os.stat(base).st_mode):
+            return []
+        real = Path(os.path.realpath(base))
+    except (OSError, ValueError):
+        return []
+    if not any(os.path.lexists(above / ".git") for above in (real, *real.parents)):
+        return []
+    return missing[::-1]
+
+
 def _new_file(path: Path, make_parents: bool) -> Path:
     parent = path.parent
     try:
         if make_parents:
             parent.mkdir(parents=True, exist_ok=True)
+        else:
+            for folder in repository_folders(parent):
+                with contextlib.suppress(FileExistsError):
+                    folder.mkdir()
         is_dir = stat.S_ISDIR(os.stat(parent).st_mode)
     except FileNotFoundError:
         raise _fail(path, f"no folder {shorten(os.fsdecode(parent))} (create it first)") from None

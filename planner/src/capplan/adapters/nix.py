@@ -16,16 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from capplan.core.caches.narinfo import split_store_path
-from capplan.errors import CapplanError, NixError
+from capplan.errors import CapplanError, ConfigError, NixError, shorten
 from capplan.runtime.selector import Unusable, run_bounded
 
 __all__ = [
+    "EVAL_SECONDS_ENV",
+    "MAX_NIX_EVAL_SECONDS",
     "NIX_EVAL_SECONDS",
     "NIX_FEATURES",
     "PARAMS_ENV",
     "current_system",
+    "eval_seconds",
     "flake_output_paths",
     "nix_eval_json",
+    "nix_eval_seconds",
 ]
 
 NIX_FEATURES = "nix-command flakes"
@@ -37,6 +41,34 @@ PARAMS_ENV = "CAPPLAN_NIX_PARAMS"
 # torch on each CUDA set, every ROCm scope) takes minutes on a cold evaluation cache; a nix
 # that hangs (a wedged daemon, a fetch that never ends) is stopped here, not by CI's timeout.
 NIX_EVAL_SECONDS = 1200.0
+# ... and the setting that changes it (issue 46: CI with a cold cache, or a quick check, sets
+# its own), from CAPPLAN_NIX_EVAL_SECONDS or a command's --nix-eval-seconds: whole seconds from
+# 1 to a day, read without int() on text of any length (a 5,000-digit value is past Python's
+# 4,300-digit limit).
+EVAL_SECONDS_ENV = "CAPPLAN_NIX_EVAL_SECONDS"
+MAX_NIX_EVAL_SECONDS = 86_400
+_SECONDS = re.compile(r"[0-9]{1,6}")
+
+
+def eval_seconds(text: str, source: str, error: type[CapplanError] = ConfigError) -> int:
+    """``text`` as nix eval's time limit in seconds; ``error`` (exit 5 for the environment, 4
+    for a flag) naming ``source`` when it is no whole number from 1 to a day."""
+    value = text.strip()
+    if _SECONDS.fullmatch(value) and 1 <= int(value) <= MAX_NIX_EVAL_SECONDS:
+        return int(value)
+    raise error(
+        f"{source}='{shorten(text)}' is not a whole number of seconds from 1 to "
+        f"{MAX_NIX_EVAL_SECONDS:,}",
+        hint=f"give nix eval's time limit in seconds, e.g. {source}=3600 "
+        f"(default {NIX_EVAL_SECONDS:g})",
+    )
+
+
+def nix_eval_seconds(environ: Mapping[str, str]) -> float:
+    """How long one nix eval may run: CAPPLAN_NIX_EVAL_SECONDS, else :data:`NIX_EVAL_SECONDS`."""
+    given = environ.get(EVAL_SECONDS_ENV)
+    return NIX_EVAL_SECONDS if given is None else float(eval_seconds(given, EVAL_SECONDS_ENV))
+
 
 # Given the flake's `legacyPackages` attrset (where capplan's flake keeps its variants, as
 # nixpkgs does, so that `nix flake show` never forces them), return
@@ -111,9 +143,9 @@ def nix_eval_json(
     """Run ``nix eval --json ARGS`` and return the decoded JSON.
 
     Raises NixError with nix's first error line when it fails, or when nix is not installed,
-    or does not finish within ``timeout`` seconds (default :data:`NIX_EVAL_SECONDS`).
+    or does not finish within ``timeout`` seconds (default: :func:`nix_eval_seconds`).
     """
-    timeout = NIX_EVAL_SECONDS if timeout is None else timeout
+    timeout = nix_eval_seconds(os.environ) if timeout is None else timeout
     command = ["nix", "--extra-experimental-features", NIX_FEATURES, "eval", "--json", *args]
     done = run_bounded(
         command,
@@ -128,7 +160,8 @@ def nix_eval_json(
         if done.kind == "timeout":
             raise NixError(
                 f"nix eval did not finish within {timeout:g} s",
-                hint="check the flake evaluates",
+                hint=f"check the flake evaluates, or allow more time ({EVAL_SECONDS_ENV} or "
+                "--nix-eval-seconds)",
             )
         raise NixError(f"nix eval is unusable: {done}", hint="check the Nix installation")
     stdout, stderr = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")

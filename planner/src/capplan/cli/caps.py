@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from capplan.cli.output import emit_json, make_table, out_console
+from capplan.cli.output import emit_json, make_table, out_console, print_table
 from capplan.cli.planning import current_capability_kb
 from capplan.core.families.cuda.kb import CapabilityInfo, nvidia
 from capplan.core.families.cuda.version import CudaVersion
@@ -74,4 +74,4 @@ def caps(cuda: str | None, as_json: bool) -> None:
             "yes" if flag else "",
             r["note"],
         )
-    out_console().print(table)
+    print_table(out_console(), table)

@@ -19,6 +19,7 @@ import click
 
 from capplan.adapters.config import CONFIG_ENV
 from capplan.adapters.files import MAX_INPUT_BYTES, atomic_write_text
+from capplan.cli.helpformat import Group
 from capplan.cli.output import check_committed, emit_json, err_console
 from capplan.cli.planning import config_option, plan_with_settings, planned_matrix
 from capplan.cli.whereami import warn_without_flake
@@ -185,7 +186,7 @@ _ENGINES = (
 )
 
 
-@click.group()
+@click.group(cls=Group)
 def ci() -> None:
     """CI workflows that build the plan and push it to a binary cache."""
 
@@ -442,3 +443,88 @@ def _check(output: Path, text: str) -> None:
 def _write(output: Path, text: str) -> None:
     # atomic_write_text reports every failure as a WriteError (exit 15) naming the path.
     atomic_write_text(output, text)
+
+
+# What `ci results --results` takes: `job=result` words as the workflow writes them.
+_RESULT_WORD = re.compile(r"([A-Za-z0-9_]{1,64})=([a-z]{0,16})")
+
+
+@ci.command("results")
+@config_option
+@click.option(
+    "--max-jobs",
+    type=click.IntRange(1, GITHUB_MAX_JOBS),
+    default=GITHUB_MAX_JOBS,
+    show_default=True,
+    help="Jobs per shard, as the workflow was generated with.",
+)
+@click.option(
+    "--rows",
+    "rows_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The plan job's rows file (the jobs it scheduled); missing: the plan job gave none.",
+)
+@click.option(
+    "--failed",
+    "failed_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder of the failure records the build jobs uploaded (capplan failures add).",
+)
+@click.option(
+    "--results",
+    default="",
+    metavar="JOB=RESULT ...",
+    help="Each build job's needs.<job>.result, space-separated (the workflow passes them).",
+)
+def results(
+    config_path: Path | None, max_jobs: int, rows_file: Path, failed_dir: Path, results: str
+) -> None:
+    """Print the run's results as Markdown: built, failed and skipped per variant.
+
+    The summary job of `capplan ci github`'s workflow appends it to $GITHUB_STEP_SUMMARY. The
+    rows and failures are what the run's plan and build jobs uploaded; each job's shard comes
+    from the plan's own layout.
+    """
+    from capplan.adapters.failures import read_record
+    from capplan.adapters.files import read_input_bytes
+    from capplan.core.model.systems import variant_of_attr
+    from capplan.core.report.markdown import outcomes, results_summary
+
+    shard_results: dict[str, str] = {}
+    for word in results.split():
+        match = _RESULT_WORD.fullmatch(word)
+        if match is None:
+            raise InvalidInputError(
+                f"--results: '{shorten(word)}' is not JOB=RESULT",
+                hint="give the build jobs' results as the workflow does: stage0_shard0=success",
+            )
+        shard_results[match.group(1)] = match.group(2)
+    scheduled: set[str] | None = None
+    if rows_file.exists():
+        text = read_input_bytes(rows_file, hint="the plan job's rows file").decode(
+            "utf-8", "replace"
+        )
+        scheduled = {
+            line.split("\t", 1)[0] for line in text.splitlines() if line and line[0] != "#"
+        }
+    failed: set[str] = set()
+    if failed_dir.is_dir():
+        for path in sorted(failed_dir.glob("*.json")):
+            if path.is_file():
+                # A record names its job as the jobs source did (x86_64-linux.torch-sm86).
+                failed.update(variant_of_attr(f.attr) for f in read_record(path).entries())
+    planned = plan_with_settings(config_path)
+    jobs = planned_matrix(planned).jobs()
+    layout = shard_layout(github_rows(jobs, planned.config.policy.runners_os), max_jobs)
+    shard_of = {name: shard.key for shard in layout for name in shard.jobs}
+    found = outcomes(
+        [(job["name"], job["package"]) for job in jobs],
+        shard_of,
+        scheduled,
+        shard_results,
+        failed,
+    )
+    sys.stdout.write(results_summary(found))
+    sys.stdout.flush()

@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from capplan.cli.output import emit_json, escape, make_table, out_console
+from capplan.cli.helpformat import Group
+from capplan.cli.output import emit_json, escape, make_table, out_console, print_table
 from capplan.cli.planning import config_option, current_kb, plan_with_settings
 from capplan.core.families.registry import dispatcher
 from capplan.core.model.suggest import closest
@@ -22,7 +23,7 @@ from capplan.runtime import selector
 __all__ = ["dispatch"]
 
 
-@click.group()
+@click.group(cls=Group)
 def dispatch() -> None:
     """Which variant a <package>-dispatch output starts on a machine."""
 
@@ -98,7 +99,12 @@ def explain(
     for name in packages or available:
         table = outputs.table(plan, name, fallback=planned.config.dispatch.fallback, system=system)
         chosen = selector.choose(table, env)
-        report.append({"package": name, **chosen.to_json()})
+        entry = {"package": name, **chosen.to_json()}
+        if devices and entry.get("source") == "CAPPLAN_CAPABILITY":
+            # The capabilities travel to the selector as CAPPLAN_CAPABILITY, but the user
+            # gave them with --device (issue 46): name the source they came from.
+            entry["source"] = "--device"
+        report.append(entry)
         code = code or chosen.exit_code
     if as_json:
         emit_json({"dispatch": report})
@@ -129,7 +135,7 @@ def _print(report: list[dict[str, Any]]) -> None:
     for entry in report:
         why = entry["reason"] or entry["error"] or ""
         table.add_row(entry["package"], entry["variant"] or "-", escape(why))
-    console.print(table)
+    print_table(console, table)
     first = report[0] if report else None
     if first is not None:
         gpus = ", ".join(first["gpus"]) or "none"

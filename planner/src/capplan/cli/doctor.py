@@ -14,6 +14,7 @@ import click
 from rich.cells import cell_len
 from rich.markup import escape
 
+from capplan.cli.doctor_reach import print_reach, reach_json
 from capplan.cli.output import AsciiIntRange, emit_json, err_console, make_table, out_console
 from capplan.cli.planning import current_kb
 from capplan.core.binaries.doctor import (
@@ -126,13 +127,16 @@ def doctor(
     )
     data["cpu"] = _cpu_json(report, scan, cpu_note)
     data["variants"] = _variants_json(sources, report.gpus)
+    data["driver_reach"] = reach_json(scan.libraries)  # issue 48: Nix-built code on other hosts
+    data["ok"] = report.ok and data["driver_reach"]["ok"]
     if as_json:
         emit_json(data)
     else:
         _print_cpu(data)
         _print(data)
         _print_variants(data["variants"])
-    if not report.ok:
+        print_reach(data["driver_reach"])
+    if not data["ok"]:
         raise SystemExit(int(ExitCode.WONT_RUN))
 
 

@@ -205,6 +205,9 @@ def _render(
 
 
 def _print(output: str, result: Export) -> None:
+    from capplan.cli.output import out_console, print_wrapped
+    from capplan.errors import printable
+
     shown = shorten(output)
     for item in result.files:
         click.echo(f"wrote {shown}/{item.path}")
@@ -214,7 +217,10 @@ def _print(output: str, result: Export) -> None:
             or entry.get("group")
             or (f"priority {entry['priority']}" if "priority" in entry else "(not in the index)")
         )
-        made_from = ", ".join(entry["variants"]) or "(fat fallback)"
+        # A fallback per system (conda's linux-64 and linux-aarch64 configs) says which.
+        system = f" for {entry['system']}" if entry.get("system") else ""
+        made_from = ", ".join(entry["variants"]) or f"(fat fallback{system})"
         click.echo(f"{name}: {made_from}" + (f" -> {entry['wheel']}" if "wheel" in entry else ""))
         for note in entry["notes"]:
-            click.echo(f"  cannot express: {note}")
+            # Wrapped at the terminal's width between words (a note ran to 276 columns).
+            print_wrapped(out_console(), printable(note), indent="  ", label="cannot express: ")

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from capplan.cli.helpformat import Group
 from capplan.cli.output import (
     AsciiIntRange,
     emit_json,
@@ -69,7 +70,7 @@ def _say(text: str) -> None:
     err_console().print(printable(text), markup=False, highlight=False, soft_wrap=True)
 
 
-@click.group()
+@click.group(cls=Group)
 def failures() -> None:
     """Remember failed builds, so the matrix stops rebuilding them every run.
 

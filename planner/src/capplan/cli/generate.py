@@ -11,7 +11,12 @@ import click
 
 from capplan.adapters.files import atomic_write_text
 from capplan.cli.output import MAX_COMMITTED_BYTES, check_committed, err_console, to_json_text
-from capplan.cli.planning import config_option, current_kb, plan_with_settings
+from capplan.cli.planning import (
+    config_option,
+    current_kb,
+    nix_eval_seconds_option,
+    plan_with_settings,
+)
 from capplan.cli.whereami import warn_without_flake
 from capplan.core.families.registry import dispatcher, is_cpu_level, machine_section
 from capplan.core.planning.config import CacheConfig
@@ -37,6 +42,7 @@ def nixpkgs_stamp(
     cuda: Sequence[str] | None,
     *,
     run_check: bool,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """plan.json's ``nixpkgs``: the revision flake.lock pins (``locked``) and whether the plan
     was checked against it (``checked``), deterministic wherever it runs.
@@ -68,7 +74,7 @@ def nixpkgs_stamp(
         from capplan.cli.nixpkgs import check_against
 
         try:
-            _, drifts = check_against(locked.reference, data, cuda, offline=True)
+            _, drifts = check_against(locked.reference, data, cuda, offline=True, timeout=timeout)
         except NixError as error:
             why = error.one_line()
         else:
@@ -114,6 +120,25 @@ def cache_json(cache: CacheConfig) -> dict[str, Any]:
     return found
 
 
+def _refuse_outside_a_fleet() -> None:
+    """No capplan.toml here or above: the embedded default plan would land in
+    ./overlays/plan.json of a folder that is no fleet (the README tour ran `capplan init
+    my-fleet`, then `capplan generate` without the `cd`; issue 46)."""
+    import os
+
+    from capplan.adapters.config import find_config_file
+    from capplan.errors import ConfigError
+
+    cwd = Path.cwd()
+    if find_config_file(None, cwd, os.environ) is None:
+        raise ConfigError(
+            "no capplan.toml here or above: generate writes a fleet's overlays/plan.json "
+            "beside its capplan.toml, and this folder is in no fleet",
+            hint="cd into your fleet's folder (after 'capplan init my-fleet': cd my-fleet), "
+            "or give --config FILE or --output FILE",
+        )
+
+
 def _note(text: str) -> None:
     click.echo(f"note: {text}", err=True)
 
@@ -129,8 +154,16 @@ def _note(text: str) -> None:
 @click.option(
     "--check", is_flag=True, help="Write nothing; exit 11 with a diff when the file is stale."
 )
-def generate(config_path: Path | None, output: Path | None, check: bool) -> None:
-    """Write overlays/plan.json, the data the flake and overlay read."""
+@nix_eval_seconds_option
+def generate(
+    config_path: Path | None, output: Path | None, check: bool, eval_seconds: int | None
+) -> None:
+    """Write overlays/plan.json, the data the flake and overlay read.
+
+    It writes beside the fleet's capplan.toml (here or above); outside a fleet it refuses
+    (exit 5) unless --config or --output says which plan or where."""
+    if config_path is None and output is None:
+        _refuse_outside_a_fleet()
     planned = plan_with_settings(config_path)
     plan = planned.plan
     dispatch = dispatcher(current_kb()).section(plan, fallback=planned.config.dispatch.fallback)
@@ -146,7 +179,12 @@ def generate(config_path: Path | None, output: Path | None, check: bool) -> None
     if output is None:
         output = root / "overlays" / "plan.json"
     data["nixpkgs"] = nixpkgs_stamp(
-        root / "flake.lock", output, data, planned.config.policy.cuda, run_check=not check
+        root / "flake.lock",
+        output,
+        data,
+        planned.config.policy.cuda,
+        run_check=not check,
+        timeout=eval_seconds,
     )
     text = to_json_text(data)
     if check:

@@ -62,9 +62,26 @@ def init(directory: str, force: bool) -> None:
     if not wrote:
         return
     _say(f"wrote {', '.join(wrote)} in {shown}")
-    _say(
-        "next: set inputs.capplan.url in flake.nix to where you take capplan from, list your "
-        "GPUs in capplan.toml, run 'capplan generate', 'git add' the files, then "
-        "'nix build .#torch-sm86'; your machines take the cache through the flake's "
-        "nixosModules.default, homeModules.default or lib.overlayFor (README.md has the rest)"
-    )
+    for line in _next_steps(directory):
+        _say(line)
+
+
+def _next_steps(directory: str) -> list[str]:
+    """What to do next, one short step a line (the one long line ran past 200 columns), with
+    the `cd` into a new folder first: `capplan generate` writes beside capplan.toml (issue 46)."""
+    import shlex
+
+    steps = []
+    if Path(directory) != Path("."):
+        steps.append(f"cd {shlex.quote(shorten(directory))}")
+    steps += [
+        "set inputs.capplan.url in flake.nix to where you take capplan from",
+        "list your GPUs in capplan.toml",
+        "capplan generate",
+        "git add flake.nix capplan.toml README.md overlays/plan.json"
+        " (git init first in a new folder)",
+        "nix build .#torch-sm86",
+        "your machines: the flake's nixosModules.default, homeModules.default or"
+        " lib.overlayFor   (README.md has the rest)",
+    ]
+    return ["next:"] + [f"  {n}. {step}" for n, step in enumerate(steps, 1)]

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import click
 
-from capplan.cli.output import emit_json, err_console, make_table, out_console, print_rows
+from capplan.cli.output import (
+    emit_json,
+    err_console,
+    make_table,
+    out_console,
+    print_rows,
+    print_table,
+)
 from capplan.errors import BinaryFormatError, InvalidInputError
 
 __all__ = ["inspect"]
@@ -66,7 +73,7 @@ def inspect(paths: tuple[str, ...], as_json: bool, entries: bool) -> None:
                 detail = make_table("path", *reader.entry_columns)
                 for row in rows:
                     detail.add_row(*row)
-                out_console().print(detail)
+                print_table(out_console(), detail)
         if not reports:
             err_console().print("no CUDA device code found")
     partial = [r for r in reports if r.partial or any(c.problems for c in r.code)]

@@ -26,8 +26,9 @@ from capplan.adapters.torch_source import (
     from_version,
     from_wheel,
 )
+from capplan.cli.helpformat import Group
 from capplan.cli.kb_update import apply_update, validate_kb
-from capplan.cli.output import emit_json, make_table, out_console
+from capplan.cli.output import emit_json, make_table, out_console, print_table
 from capplan.core.families.cuda.compat import device_verdict, is_jetson
 from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.cuda.torch_limits import TorchLimits, parse_torch_limits
@@ -43,7 +44,7 @@ _CUDA_FROM_TABLES = (
 )
 
 
-@click.group("limits")
+@click.group("limits", cls=Group)
 def limits() -> None:
     """Capability limits of packages, read from their real sources or binaries."""
 
@@ -209,7 +210,7 @@ def _print_table(result: TorchLimits, source: TorchSource) -> None:
     )
     for cap in result.supported:
         table.add_row(str(cap), cap.sm, ", ".join(names_of.get(str(cap), [])))
-    console.print(table)
+    print_table(console, table)
     console.print(f"+PTX suffix accepted: {'yes' if result.ptx_suffix else 'no'}")
     if result.cuda_versions:
         console.print(f"CUDA versions with compiler bounds: {', '.join(result.cuda_versions)}")
@@ -334,6 +335,6 @@ def _read_binary(path: Path, as_json: bool) -> None:
     for cap in result.supported:
         table.add_row(str(cap), device_verdict(cap, result.sass, result.ptx, kb).level.value)
     console = out_console()
-    console.print(table)
+    print_table(console, table)
     console.print(f"SASS: {', '.join(c.sm for c in result.sass) or 'none'}")
     console.print(f"PTX: {', '.join(c.compute for c in result.ptx) or 'none'}")

@@ -13,7 +13,7 @@ from typing import Any
 
 from capplan.adapters.files import read_input_bytes
 from capplan.cli.kb_update import apply_update, validate_kb
-from capplan.cli.output import emit_json, make_table, out_console
+from capplan.cli.output import emit_json, make_table, out_console, print_table
 from capplan.core.families.rocm.magma_limits import MagmaLimits, parse_magma_limits
 from capplan.errors import DataError, InvalidInputError
 
@@ -70,7 +70,7 @@ def _print(result: MagmaLimits, origin: str, release: str | None) -> None:
     by_name = {f"gfx{v.lower().removeprefix('gfx')}": v for v in result.raw}
     for target in result.valid:
         table.add_row(str(target), by_name.get(str(target), ""))
-    console.print(table)
+    print_table(console, table)
     if result.unknown:
         console.print(f"not known to capplan (skipped): {', '.join(result.unknown)}")
     console.print(f"source: {origin} (line {result.line})")

@@ -21,6 +21,8 @@ _EPILOG = "Exit codes:\n\n\b\n" + EXIT_CODE_HELP
 
 # Commands load on demand, so `capplan inspect` does not pay for networkx or pydantic models.
 COMMANDS = {
+    "build": "capplan.cli.build:build",
+    "cache": "capplan.cli.cache:cache",
     "caps": "capplan.cli.caps:caps",
     "ci": "capplan.cli.ci:ci",
     "detect": "capplan.cli.detect:detect",
@@ -31,12 +33,15 @@ COMMANDS = {
     "failures": "capplan.cli.failures:failures",
     "generate": "capplan.cli.generate:generate",
     "gpus": "capplan.cli.gpus:gpus",
+    "host": "capplan.cli.host:host",
     "init": "capplan.cli.init:init",
     "inspect": "capplan.cli.inspect:inspect",
     "limits": "capplan.cli.limits:limits",
     "matrix": "capplan.cli.matrix:matrix",
     "nixpkgs": "capplan.cli.nixpkgs:nixpkgs",
     "plan": "capplan.cli.plan:plan",
+    "report": "capplan.cli.report:report",
+    "run": "capplan.cli.run:run",
     "schema": "capplan.cli.schema:schema",
     "verify": "capplan.cli.verify:verify",
 }
@@ -44,6 +49,8 @@ COMMANDS = {
 
 # One-line summaries for `capplan --help`, each short enough to read whole in 80 columns.
 SUMMARIES = {
+    "build": "Build the plan with Nix's builders, record failures, push.",
+    "cache": "Is this machine's build in a binary cache; if not, why not.",
     "caps": "List CUDA capabilities: architecture, CUDA range, Jetson.",
     "ci": "CI workflows that build the plan and push it to a binary cache.",
     "detect": "Detect local GPUs and name the variant to use for each.",
@@ -54,12 +61,15 @@ SUMMARIES = {
     "failures": "Remember failed builds so the matrix skips them.",
     "generate": "Write overlays/plan.json, the data the flake reads.",
     "gpus": "List GPU models, or those matching QUERY.",
+    "host": "Show this host's NVIDIA driver and how Nix programs find it.",
     "init": "Start a repository of your own: flake.nix, capplan.toml.",
     "inspect": "List SASS, PTX and LTO-IR targets inside binaries.",
     "limits": "Read capability limits from package sources or binaries.",
     "matrix": "Print the build matrix (table, JSON or GitHub Actions).",
     "nixpkgs": "Check the knowledge base against the nixpkgs you pin.",
     "plan": "Plan which variants to build for the fleet, and why.",
+    "report": "Write the plan as one HTML page: coverage, schedule, costs.",
+    "run": "Run a program with the host's NVIDIA driver libraries only.",
     "schema": "Print the JSON Schema of capplan.toml.",
     "verify": "Check that a build holds exactly the planned device code.",
 }
@@ -67,13 +77,9 @@ SUMMARIES = {
 
 def _summary(name: str, command: click.Command) -> str:
     """The command's one-line summary, whole: never cut mid-phrase with '...'."""
-    if name in SUMMARIES:
-        return SUMMARIES[name]
-    if command.short_help:
-        return command.short_help
-    first = " ".join((command.help or "").split("\n\n")[0].split())
-    sentence, dot, _ = first.partition(". ")
-    return sentence + "." if dot else first
+    from capplan.cli.helpformat import summary  # only for a command SUMMARIES lacks
+
+    return SUMMARIES.get(name) or summary(command)
 
 
 class _Group(click.Group):
@@ -193,7 +199,12 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="capplan")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 def cli(debug: bool) -> None:
-    """Plan CUDA capability-specific builds and caches for nixpkgs."""
+    """Plan CUDA, ROCm and CPU-level builds for nixpkgs, and the caches that hold them.
+
+    capplan plans one build per CUDA capability (torch-sm86), ROCm gfx target (torch-gfx942)
+    or CPU level (gromacs-x86-64-v3) where a package needs one, and one generic build where it
+    does not; it writes the flake's plan, the CI that fills a cache, and checks that builds and
+    environments run on the GPUs at hand."""
 
 
 def main() -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -36,7 +38,12 @@ from capplan.core.planning.plan import Plan
 from capplan.core.planning.summary import runner_warnings
 from capplan.errors import InvalidInputError
 
-__all__ = ["matrix"]
+if TYPE_CHECKING:
+    from capplan.cli.planning import Planned
+    from capplan.core.planning.runners import JobCost
+    from capplan.core.report.data import Report
+
+__all__ = ["matrix", "report_data"]
 
 
 @click.command()
@@ -45,12 +52,12 @@ __all__ = ["matrix"]
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json", "github", "github-output"]),
+    type=click.Choice(["table", "json", "github", "github-output", "summary"]),
     default=None,
     help="table (default), json, github: GitHub Actions' strategy.matrix "
     '({"include": [...]}, or {"matrices": [{"include": [...]}, ...]} when the jobs exceed '
     "--max-jobs), or github-output: the stage-and-shard layout as $GITHUB_OUTPUT lines "
-    "(capplan ci github).",
+    "(capplan ci github), or summary: Markdown for a GitHub job summary.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option(
@@ -136,6 +143,14 @@ __all__ = ["matrix"]
     "derivation, CPU level) to FILE, one tab-separated line each, for the build jobs to read.",
 )
 @click.option(
+    "--summary",
+    "summary_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="With --format github-output: also write --format summary's Markdown to FILE.",
+)
+@click.option(
     "--expect-shards",
     default=None,
     metavar="LAYOUT",
@@ -166,6 +181,7 @@ def matrix(
     stage: int | None,
     shards: bool,
     rows_file: Path | None,
+    summary_file: Path | None,
     expect_shards: str | None,
 ) -> None:
     """Print the build matrix (table, JSON, or GitHub Actions' strategy.matrix).
@@ -185,6 +201,8 @@ def matrix(
         raise click.UsageError("--retry-failed goes with --failures FILE")
     if rows_file is not None and fmt != "github-output":
         raise click.UsageError("--rows goes with --format github-output")
+    if summary_file is not None and fmt != "github-output":
+        raise click.UsageError("--summary goes with --format github-output")
     planned = plan_with_settings(
         config_path, flag_layer(cuda, share, fat, ptx, gpus, runners, rocm_scope)
     )
@@ -228,6 +246,18 @@ def matrix(
             full, planned.config, cached, fmt, max_jobs, stage, shards, expect_shards, known,
             drvs=failures.drvs if failures else None, rows_file=rows_file,
         )  # fmt: skip
+        if summary_file is not None:
+            from capplan.adapters.files import atomic_write_text
+
+            atomic_write_text(summary_file, _summary(planned, costs, cached, known, skip_cached))
+        return
+    if fmt == "summary":
+        if stage is not None or shards:
+            raise InvalidInputError(
+                "--stage and --shards work with --format github", hint="add --format github"
+            )
+        sys.stdout.write(_summary(planned, costs, cached, known, skip_cached))
+        sys.stdout.flush()
         return
     if stage is not None or shards:
         raise InvalidInputError(
@@ -257,6 +287,42 @@ def matrix(
             from capplan.cli.failures import known_failures_table
 
             known_failures_table(known)
+
+
+def report_data(
+    planned: Planned,
+    costs: Mapping[str, JobCost],
+    cached: Mapping[str, str],
+    known: KnownFailures | None,
+    *,
+    asked_cache: bool,
+) -> Report:
+    """What ``capplan report`` draws and ``--format summary`` writes (core/report/): the whole
+    plan's matrix, and the matrix of the jobs left to build when a cache or the failure record
+    took some out, scheduled as the table schedules them."""
+    from capplan.core.report.data import gather
+
+    plan = planned.plan
+    full = planned_matrix(planned, plan, costs)
+    scheduled = None
+    dropped = set(cached) | (known.dropped if known is not None else set())
+    if dropped:
+        scheduled = planned_matrix(planned, _without(plan, dropped), costs)
+    return gather(
+        plan, full, scheduled=scheduled, cached=cached, known=known, asked_cache=asked_cache
+    )
+
+
+def _summary(
+    planned: Planned,
+    costs: Mapping[str, JobCost],
+    cached: Mapping[str, str],
+    known: KnownFailures | None,
+    asked_cache: bool,
+) -> str:
+    from capplan.core.report.markdown import plan_summary
+
+    return plan_summary(report_data(planned, costs, cached, known, asked_cache=asked_cache))
 
 
 def _without(plan: Plan, drop: set[str]) -> Plan:

@@ -9,8 +9,15 @@ from typing import Any
 
 import click
 
+from capplan.cli.helpformat import Group
 from capplan.cli.output import emit_json, err_console
-from capplan.cli.planning import config_option, current_kb, kb_directory, plan_with_settings
+from capplan.cli.planning import (
+    config_option,
+    current_kb,
+    kb_directory,
+    nix_eval_seconds_option,
+    plan_with_settings,
+)
 
 __all__ = ["check_against", "nixpkgs"]
 
@@ -22,6 +29,7 @@ def check_against(
     *,
     folder: Path | None = None,
     offline: bool = False,
+    timeout: float | None = None,
 ) -> tuple[dict[str, Any], tuple[Any, ...]]:
     """(what nixpkgs says of its own revision, the disagreements) for a plan's data; ``cuda``:
     the config's policy.cuda; ``folder``: the checkout ``reference`` names, if it is one."""
@@ -34,12 +42,12 @@ def check_against(
     cpu = load_cpu_packages(kb_directory())
     checks = nixpkgs_checks(kb, policy_cuda=cuda, cpu_packages=cpu)
     request = nixpkgs_request(checks, plan_data)
-    answer = evaluate_nixpkgs(reference, request, folder=folder, offline=offline)
+    answer = evaluate_nixpkgs(reference, request, folder=folder, offline=offline, timeout=timeout)
     source = answer.get("source") if isinstance(answer.get("source"), dict) else {}
     return dict(source or {}), compare(checks, request, answer)
 
 
-@click.group()
+@click.group(cls=Group)
 def nixpkgs() -> None:
     """Check the knowledge base against the nixpkgs you pin."""
 
@@ -55,7 +63,10 @@ def nixpkgs() -> None:
     "./flake.lock).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def check(config_path: Path | None, given: str | None, as_json: bool) -> None:
+@nix_eval_seconds_option
+def check(
+    config_path: Path | None, given: str | None, as_json: bool, eval_seconds: int | None
+) -> None:
     """Check what the plan relies on against nixpkgs: the arguments each planned package's
     recipe takes, torch's CUDA versions and capability allowlist, the CUDA package sets, the
     default ROCm targets and per-target scopes, and whether composable_kernel and MIOpen
@@ -72,7 +83,9 @@ def check(config_path: Path | None, given: str | None, as_json: bool) -> None:
         reference = nixpkgs_reference(given)
     planned = plan_with_settings(config_path)
     data = plan_json(planned.plan)
-    source, drifts = check_against(reference, data, planned.config.policy.cuda, folder=folder)
+    source, drifts = check_against(
+        reference, data, planned.config.policy.cuda, folder=folder, timeout=eval_seconds
+    )
     # What nixpkgs says of itself is echoed like any value: escaped and cut.
     revision = shorten(str(source.get("rev") or source.get("narHash") or reference))
     if as_json:

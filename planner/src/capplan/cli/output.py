@@ -229,7 +229,7 @@ def print_rows(columns: Sequence[str], rows: Sequence[Sequence[str | None]]) -> 
         table = make_table(*columns)
         for row in cells:
             table.add_row(*row)
-        out_console().print(table)
+        print_table(out_console(), table)
         return
     try:
         sys.stdout.write(_WORKFLOW_COMMAND.sub(r"\1\\x3a", text) if "::" in text else text)
@@ -274,27 +274,17 @@ def print_table(console: Console, table: Table) -> None:
 
         console.print(Text(table.title, style="table.title"), soft_wrap=True)
         table.title = None
+    from capplan.cli.plaintable import fit_widths
+
     whole = {i for i, column in enumerate(table.columns) if column.no_wrap}
-    ranges = _column_widths(table, whole)
     padding = sum(table._get_padding_width(i) for i in range(len(table.columns)))
     overhead = table._extra_width + padding
-    if sum(widest for _, widest in ranges) + overhead <= width:
+    widths = fit_widths(_column_widths(table, whole), overhead, width)
+    if widths is None:
         console.print(table)
         return
-    room = max(width, sum(narrowest for narrowest, _ in ranges) + overhead) - overhead
-    widths = [narrowest for narrowest, _ in ranges]
-    lacking = [widest - narrowest for narrowest, widest in ranges]
-    spare = room - sum(widths)
-    total = sum(lacking)
-    if total and spare > 0:
-        shares = [spare * lack // total for lack in lacking]
-        widths = [w + share for w, share in zip(widths, shares, strict=True)]
-        # What integer division left over, one column at a time, the most lacking first.
-        order = sorted(range(len(widths)), key=lambda i: (-(lacking[i] - shares[i]), i))
-        for i in order[: spare - sum(shares)]:
-            widths[i] += 1
     for column, w in zip(table.columns, widths, strict=True):
-        column.width = max(w, 1)
+        column.width = w
     needed = sum(widths) + overhead
     if needed <= width:
         console.print(table)

@@ -21,7 +21,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-__all__ = ["plain_width", "render", "same_rich"]
+__all__ = ["fit_widths", "plain_width", "render", "same_rich"]
 
 # The layout below is rich 15's (tests/unit/test_plaintable.py compares them): with another rich
 # installed (nixpkgs' own, an older pip install), rich draws, so the bytes never depend on which
@@ -87,6 +87,33 @@ def plain_width() -> int | None:
             continue
         break
     return width or 80
+
+
+def fit_widths(ranges: Sequence[tuple[int, int]], overhead: int, width: int) -> list[int] | None:
+    """Each column's content width for a table ``width`` wide, from each column's (narrowest,
+    widest) content width (narrowest: its longest word, or its longest line where a column is
+    never wrapped) and the width its separators and padding take; None when every column fits
+    at its widest (then drawn as rich draws it).
+
+    No column gets less than its narrowest, so a word is never split (rich, left to itself,
+    shrinks the widest columns past their longest word: ``compute_8|6``, issue 46): the room
+    left goes to the columns that can use it, in proportion to what they lack, and the table is
+    wider than ``width`` only when the narrowest widths need it."""
+    if sum(widest for _, widest in ranges) + overhead <= width:
+        return None
+    room = max(width, sum(narrowest for narrowest, _ in ranges) + overhead) - overhead
+    widths = [narrowest for narrowest, _ in ranges]
+    lacking = [widest - narrowest for narrowest, widest in ranges]
+    spare = room - sum(widths)
+    total = sum(lacking)
+    if total and spare > 0:
+        shares = [spare * lack // total for lack in lacking]
+        widths = [w + share for w, share in zip(widths, shares, strict=True)]
+        # What integer division left over, one column at a time, the most lacking first.
+        order = sorted(range(len(widths)), key=lambda i: (-(lacking[i] - shares[i]), i))
+        for i in order[: spare - sum(shares)]:
+            widths[i] += 1
+    return [max(w, 1) for w in widths]
 
 
 def _ratio_reduce(
@@ -209,12 +236,18 @@ def render(columns: Sequence[str], rows: Sequence[Sequence[str]], width: int) ->
     max_width = width - (count - 1)
     if max_width < 1:
         return None
-    widths = [_measure(cells[i], sum(pads[i]), max_width)[1] or 1 for i in range(count)]
-    if sum(widths) > max_width:
-        widths = _collapse(widths, max_width)
-        if sum(widths) > max_width:
-            widths = _ratio_reduce(sum(widths) - max_width, [1] * count, widths, widths)
-        widths = [_measure(cells[i], sum(pads[i]), w)[1] or 0 for i, w in enumerate(widths)]
+    ranges = [
+        (max((len(w) for t in cell for w in t.split()), default=0), max(map(len, cell)))
+        for cell in cells
+    ]
+    fixed = fit_widths(ranges, sum(map(sum, pads)) + count - 1, width)
+    if fixed is None:
+        widths = [_measure(cells[i], sum(pads[i]), max_width)[1] or 1 for i in range(count)]
+    else:
+        # print_table's widths (rich then draws each column at exactly its width, plus its
+        # padding), the console as wide as they need.
+        widths = [w + sum(pad) for w, pad in zip(fixed, pads, strict=True)]
+        width = max(width, sum(widths) + count - 1)
     if any(w - sum(pad) < 1 for w, pad in zip(widths, pads, strict=True)):
         return None  # too narrow for its padding: rich's own edge cases
     lines: list[str] = []

@@ -70,6 +70,25 @@ def config_option(func: F) -> F:
     )(func)
 
 
+def _eval_seconds(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    from capplan.adapters.nix import eval_seconds
+
+    return None if value is None else eval_seconds(value, "--nix-eval-seconds", InvalidInputError)
+
+
+def nix_eval_seconds_option(func: F) -> F:
+    """``--nix-eval-seconds N`` of a command that runs nix eval: its time limit (over
+    CAPPLAN_NIX_EVAL_SECONDS, default 1,200 s); a bad value is exit 4."""
+    return click.option(
+        "--nix-eval-seconds",
+        "eval_seconds",
+        metavar="N",
+        default=None,
+        callback=_eval_seconds,
+        help="Stop a nix eval after N seconds (default: CAPPLAN_NIX_EVAL_SECONDS, else 1200).",
+    )(func)
+
+
 def policy_options(func: F) -> F:
     """Flags that override [policy] keys (the last layer of the config cascade)."""
     for option in reversed(

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 __all__ = [
     "AARCH64",
+    "ARCH_LABELS",
     "DEFAULT_RUNNERS_OS",
     "SYSTEMS",
     "X86_64",
@@ -27,6 +28,20 @@ SYSTEMS = (X86_64, AARCH64)
 DEFAULT_RUNNERS_OS: Mapping[str, tuple[str, ...]] = {
     X86_64: ("ubuntu-latest",),
     AARCH64: ("ubuntu-24.04-arm",),
+}
+
+
+# The architecture label GitHub gives every self-hosted runner, per system (X64 on x86-64,
+# ARM64 on aarch64: docs.github.com, "Using labels with self-hosted runners"; labels are
+# case-insensitive). A self-hosted label list without one lets a runner of the other
+# architecture take a job it cannot build (issue 46).
+ARCH_LABELS: Mapping[str, str] = {
+    X86_64: "X64",
+    AARCH64: "ARM64",
+    "x86_64-darwin": "X64",
+    "aarch64-darwin": "ARM64",
+    "i686-linux": "X86",
+    "armv7l-linux": "ARM",
 }
 
 

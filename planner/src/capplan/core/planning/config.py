@@ -518,8 +518,7 @@ class CacheConfig(_Strict):
     def _cachix(cls, value: str | None) -> str | None:
         if value is not None and not CACHE_NAME.fullmatch(value):
             raise ValueError(
-                f"'{shorten(value)}' is not a cachix cache name "
-                "(lower-case letters, digits and -)"
+                f"'{shorten(value)}' is not a cachix cache name (lower-case letters, digits and -)"
             )
         return value
 

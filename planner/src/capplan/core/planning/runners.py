@@ -34,6 +34,7 @@ from capplan.core.planning.workflow import (
     gccarch_runner,
     runner_labels,
     timeout_minutes,
+    with_arch_label,
 )
 from capplan.errors import ConfigError
 
@@ -99,7 +100,7 @@ def big_parallel_labels(
     table = runners_os or {}
     for key in (f"{system}/{BIG_PARALLEL}", BIG_PARALLEL):
         if table.get(key):
-            return tuple(table[key])
+            return with_arch_label(system, table[key])
     return None
 
 

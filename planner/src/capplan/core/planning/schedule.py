@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Schedule", "list_schedule", "schedule_jobs"]
+__all__ = ["Schedule", "bottom_levels", "list_schedule", "schedule_jobs"]
 
 
 @dataclass(frozen=True)
@@ -60,13 +60,7 @@ def schedule_jobs(
     order, needs ``need_counts[i]`` jobs, and is needed by the jobs ``later[i]``. Plain lists and
     integer heaps keep 40,000 jobs well under a second."""
     n = len(names)
-    bottom = [0.0] * n
-    for i in range(n - 1, -1, -1):
-        tail = 0.0
-        for d in later[i]:
-            if bottom[d] > tail:
-                tail = bottom[d]
-        bottom[i] = cost[i] + tail
+    bottom = bottom_levels(cost, later)
     # Ready jobs, best first: longest bottom level, then longest job, then order. The ranking
     # is fixed, so the ready heap holds plain integers (a job's rank).
     # Two stable sorts on plain float keys give the order of the key (-bottom, -cost, i)
@@ -119,6 +113,20 @@ def schedule_jobs(
         dict(zip(names, start, strict=True)),
         dict(zip(names, runner_of, strict=True)),
     )
+
+
+def bottom_levels(cost: Sequence[float], later: Sequence[Sequence[int]]) -> list[float]:
+    """Each job's bottom level: its minutes plus the longest chain of jobs that need it (jobs
+    numbered in a topological order, ``later[i]`` the jobs that need job ``i``)."""
+    n = len(cost)
+    bottom = [0.0] * n
+    for i in range(n - 1, -1, -1):
+        tail = 0.0
+        for d in later[i]:
+            if bottom[d] > tail:
+                tail = bottom[d]
+        bottom[i] = cost[i] + tail
+    return bottom
 
 
 def _release(

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capplan.core.model.systems import DEFAULT_RUNNERS_OS
+from capplan.core.model.systems import ARCH_LABELS, DEFAULT_RUNNERS_OS
 from capplan.errors import ConfigError, InvalidInputError, printable, shorten
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "ROWS_FILE",
     "ROW_READ",
     "SELF_HOSTED_LIMIT_MINUTES",
+    "SUMMARY_FILE",
     "Shard",
     "WorkflowSettings",
     "build_workflow",
@@ -62,6 +63,7 @@ __all__ = [
     "shard_layout",
     "shard_matrices",
     "timeout_minutes",
+    "with_arch_label",
     "without_cached",
 ]
 
@@ -163,6 +165,8 @@ DOWNLOAD_ARTIFACT = "actions/download-artifact@v8"
 
 # The failure record (capplan failures, docs/failures.md) that the workflow carries between
 # runs in GitHub's cache: restored by the plan and record jobs, saved by the record job.
+# The plan job's Markdown (matrix --summary), appended to its $GITHUB_STEP_SUMMARY.
+SUMMARY_FILE = "capplan-summary.md"
 FAILURES_FILE = "capplan-failures.json"
 FAILURES_DIR = "capplan-new-failures"  # the record job's downloads: one file per failed job
 FAILURE_ARTIFACT = "capplan-failure-"
@@ -274,8 +278,23 @@ def runner_labels(
     keys = ([f"{system}/{BIG_PARALLEL}", BIG_PARALLEL] if big_parallel else []) + [system]
     for key in keys:
         if table.get(key):
-            return tuple(table[key])
+            return with_arch_label(system, table[key])
     return DEFAULT_RUNNERS_OS.get(system, DEFAULT_RUNNERS_OS["x86_64-linux"])
+
+
+def with_arch_label(system: str, labels: Sequence[str]) -> tuple[str, ...]:
+    """``labels``, plus the architecture label of ``system`` (``X64``, ``ARM64``) when they
+    name a self-hosted runner and no architecture: the any-system ``"big-parallel" =
+    ["self-hosted", "big-parallel"]`` would otherwise send an aarch64 torch job to an x86
+    runner that cannot build it (issue 46). GitHub-hosted labels (``ubuntu-24.04-arm``) name
+    their machine already, and a list naming an architecture is kept as written."""
+    lowered = {label.lower() for label in labels}
+    arch = ARCH_LABELS.get(system)
+    if arch is None or "self-hosted" not in lowered:
+        return tuple(labels)
+    if lowered & {known.lower() for known in ARCH_LABELS.values()}:
+        return tuple(labels)
+    return (*labels, arch)
 
 
 def check_gccarch_keys(
@@ -322,7 +341,7 @@ def gccarch_runner(
     table = runners_os or {}
     for key in (f"{system}/{feature}", feature):
         if table.get(key):
-            return tuple(table[key])
+            return with_arch_label(system, table[key])
     return None
 
 
@@ -602,6 +621,8 @@ def plan_command(settings: WorkflowSettings, shards: Sequence[Shard]) -> list[st
         FAILURES_FILE,
         "--rows",
         ROWS_FILE,
+        "--summary",
+        SUMMARY_FILE,
     ]
     return argv
 
@@ -760,6 +781,65 @@ def _record_job(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[str
     }
 
 
+def _summary_job(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[str, Any]:
+    """The final job, whatever happened before it (``always()``): built, failed and skipped per
+    variant on the run's page. GitHub gives a matrix job one result for all its entries, so
+    ``capplan ci results`` reads each shard's (``needs.<shard>.result``, fixed words, passed
+    as one variable), the plan job's rows (the jobs it scheduled) and the failures the build
+    jobs uploaded, and finds each job's shard in the plan's own layout."""
+    results = " ".join(
+        f"{key}=${{{{ needs.{key}.result }}}}" for key in ["plan", *(s.key for s in shards)]
+    )
+    argv = ["ci", "results"]
+    if settings.config is not None:
+        argv += ["--config", settings.config]
+    argv += [
+        "--max-jobs", str(settings.max_jobs),
+        "--rows", f"{ROWS_ARTIFACT}/{ROWS_FILE}",
+        "--failed", FAILURES_DIR,
+    ]  # fmt: skip
+    command = " ".join(shlex.quote(a) for a in argv)
+    return {
+        "name": "summary",
+        "needs": ["plan", *(s.key for s in shards)],
+        "if": "${{ always() }}",
+        "runs-on": (
+            settings.plan_runner[0]
+            if len(settings.plan_runner) == 1
+            else list(settings.plan_runner)
+        ),
+        "timeout-minutes": 30,
+        "steps": [
+            *_nix_steps(),
+            {
+                # Absent when the plan job failed: every job is then "not run".
+                "name": "Download the plan's rows",
+                "continue-on-error": True,
+                "uses": DOWNLOAD_ARTIFACT,
+                "with": {"name": ROWS_ARTIFACT, "path": ROWS_ARTIFACT},
+            },
+            {
+                "name": "Download this run's failures",
+                "uses": DOWNLOAD_ARTIFACT,
+                "with": {
+                    "pattern": FAILURE_ARTIFACT + "*",
+                    "path": FAILURES_DIR,
+                    "merge-multiple": True,
+                },
+            },
+            {
+                "name": "Summarise the build results",
+                "env": {"RESULTS": results},
+                "run": (
+                    f"mkdir -p {FAILURES_DIR}\n"
+                    f'nix run .#capplan -- {command} --results "$RESULTS" \\\n'
+                    '  >> "$GITHUB_STEP_SUMMARY"\n'
+                ),
+            },
+        ],
+    }
+
+
 def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[str, Any]:
     """The workflow as data: a plan job, then one build job per shard, stage after stage."""
     settings = _checked(settings)
@@ -801,6 +881,10 @@ def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[
                     "uses": UPLOAD_ARTIFACT,
                     "with": {"name": ROWS_ARTIFACT, "path": ROWS_FILE, "retention-days": 1},
                 },
+                {
+                    "name": "Summarise the plan",
+                    "run": f'cat {SUMMARY_FILE} >> "$GITHUB_STEP_SUMMARY"\n',
+                },
             ],
         }
     }
@@ -839,6 +923,7 @@ def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[
         previous = [s.key for s in current]
     if shards:
         jobs["record"] = _record_job(settings, shards)
+        jobs["summary"] = _summary_job(settings, shards)
     return {
         "name": settings.name,
         "on": {

@@ -27,6 +27,9 @@ FALLBACK = True
 DETECTOR = "capplan.adapters.detect.nvidia:find_devices"
 # The vendor its detector's devices carry (base.Device.vendor).
 VENDOR = "nvidia"
+# Adapters of its own (registry.adapter_owners): the host's driver on disk (capplan host, run
+# and doctor's driver check).
+ADAPTERS: tuple[str, ...] = ("capplan.adapters.host_driver",)
 
 
 def gpu_family(kb: KnowledgeBase) -> GpuFamily[Any]:

@@ -167,6 +167,24 @@ def _label_index(models: Sequence[GpuModel]) -> tuple[frozenset[str], str] | Non
     return keys, text
 
 
+def partial_matches(query: str, models: Sequence[GpuModel]) -> list[GpuModel]:
+    """The models whose names hold a word beginning with each word of ``query`` (``rtx 30``:
+    the RTX 3050 to 3090 Ti), by capability then name: what ``capplan gpus`` lists for a
+    query no whole word matches. A search only: choosing one GPU (``--device``,
+    ``fleet.gpus``) never takes a partial name."""
+    wanted = normalise(query)
+    if not wanted:
+        return []
+    found: list[GpuModel] = []
+    for model in models:
+        for label in (model.name, *model.aliases):
+            words = normalise(label)
+            if all(any(word.startswith(w) for word in words) for w in wanted):
+                found.append(model)
+                break
+    return sorted(found, key=lambda m: (m.capability.sort_key, m.name))
+
+
 def _could_match(label: str, wanted: AbstractSet[str]) -> bool:
     """Whether every wanted word occurs in the lower-cased label: each word normalising a label
     gives is a piece of it, so a label failing this cannot match loosely and is skipped before
@@ -327,7 +345,8 @@ class NvidiaGpuNames:
         if query is None:
             models = sorted(nvidia(self.kb).gpus, key=lambda m: (m.capability.sort_key, m.name))
         else:
-            models = [m.model for m in find_gpus(query, nvidia(self.kb).gpus)]
+            known = nvidia(self.kb).gpus
+            models = [m.model for m in find_gpus(query, known)] or partial_matches(query, known)
         return [self._row(m) for m in models]
 
     def _row(self, model: GpuModel) -> dict[str, Any]:

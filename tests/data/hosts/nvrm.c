@@ -1,0 +1,1 @@
+void nvrm_stub(void) {}
