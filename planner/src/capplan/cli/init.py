@@ -81,7 +81,6 @@ def _next_steps(directory: str) -> list[str]:
         "git add flake.nix capplan.toml README.md overlays/plan.json"
         " (git init first in a new folder)",
         "nix build .#torch-sm86",
-        "your machines: the flake's nixosModules.default, homeModules.default or"
-        " lib.overlayFor   (README.md has the rest)",
+        "on your machines: nixosModules.default or lib.overlayFor   (README.md has the rest)",
     ]
     return ["next:"] + [f"  {n}. {step}" for n, step in enumerate(steps, 1)]
