@@ -188,3 +188,46 @@ def test_any_entry_gives_a_target_or_one_capplan_line(nix: NixRunner, texts: lis
         # A target (with, where the plan does not serve it, the line saying so) or a refusal.
         assert len(answer["targets"]) <= 1 and (answer["targets"] or answer["errors"]), text
         assert all(e.startswith("capplan: ") and "\n" not in e for e in answer["errors"]), text
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**62), max_value=2**62)
+    | st.text(alphabet=string.printable, max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                ["hardware", "graphics_card", "vendor", "device", "hex", "value", "model", "system"]
+            ),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=3, deadline=None)
+@given(st.lists(JSON, min_size=20, max_size=20))
+def test_any_facter_report_gives_targets_or_capplan_lines(
+    nix: NixRunner, reports: list[object]
+) -> None:
+    """Hostile report files (any JSON: nixos-facter's keys at any depth, any values): never a
+    Nix error, only targets or `capplan:` lines."""
+    paths = []
+    for n, report in enumerate(reports):
+        path = nix.root / f"report-{n}.json"
+        path.write_text(json.dumps(report))
+        paths.append(str(path))
+    got = _nix_map(
+        nix,
+        'path: let r = m.resolve { inherit plan; system = "x86_64-linux"; '
+        "facterReport = /. + path; }; in { targets = map (t: t.target) r.targets; "
+        "errors = r.errors; }",
+        paths,
+    )
+    for report, answer in zip(reports, got, strict=True):
+        assert isinstance(answer, dict)
+        assert all(e.startswith("capplan: ") and "\n" not in e for e in answer["errors"]), report
