@@ -282,12 +282,22 @@ let
     {
       inherit errors picks;
       warnings =
-        if onUnserved == "default" && sectionErrors == [ ] then
-          map (l: l + " (capplan.onUnserved = \"default\": nixpkgs' own package is kept)") (
-            systemLines ++ unservedLines
-          )
-        else
-          [ ];
+        (
+          if onUnserved == "default" && sectionErrors == [ ] then
+            map (l: l + " (capplan.onUnserved = \"default\": nixpkgs' own package is kept)") (
+              systemLines ++ unservedLines
+            )
+          else
+            [ ]
+        )
+        ++ (
+          if targets == [ ] && errors == [ ] then
+            [
+              "capplan: no GPU is named (capplan.gpus is empty and no facter report names one): nothing changes in this package set"
+            ]
+          else
+            [ ]
+        );
       targets = map (t: {
         family = t.family.name;
         inherit (t) target name label;

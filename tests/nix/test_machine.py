@@ -383,6 +383,16 @@ def test_a_machine_of_a_system_the_plan_lacks_is_told_so(fleet: NixRunner) -> No
     ]
 
 
+def test_no_gpu_named_changes_nothing_and_says_so(fleet: NixRunner) -> None:
+    got = _values(fleet, {"capplan": {"enable": True}}, PATHS, name="none")
+    assert got["torch"] == got["default"]["torch"]
+    assert got["gromacs"] == got["default"]["gromacs"]
+    assert got["warnings"] == [
+        "capplan: no GPU is named (capplan.gpus is empty and no facter report names one): "
+        "nothing changes in this package set"
+    ]
+
+
 def test_unserved_gpu_keeps_nixpkgs_package_with_a_warning_when_asked(fleet: NixRunner) -> None:
     got = _values(
         fleet,
