@@ -19,7 +19,7 @@ import click
 
 from capplan.adapters.config import CONFIG_ENV
 from capplan.adapters.files import MAX_INPUT_BYTES, atomic_write_text
-from capplan.cli.output import check_committed, emit_json, err_console
+from capplan.cli.output import AsciiIntRange, check_committed, emit_json, err_console
 from capplan.cli.planning import config_option, plan_with_settings, planned_matrix
 from capplan.cli.whereami import warn_without_flake
 from capplan.core.planning.config import Config
@@ -204,7 +204,7 @@ def ci() -> None:
 )
 @click.option(
     "--max-jobs",
-    type=click.IntRange(1, GITHUB_MAX_JOBS),
+    type=AsciiIntRange(1, GITHUB_MAX_JOBS),
     default=GITHUB_MAX_JOBS,
     show_default=True,
     help="Jobs per shard (GitHub runs at most 256 per matrix).",
@@ -365,7 +365,7 @@ def _emit(text: str, output: Path | None, check: bool, command: str) -> None:
 )
 @click.option(
     "--check-interval",
-    type=click.IntRange(0, 7 * 24 * 3600),
+    type=AsciiIntRange(0, 7 * 24 * 3600),
     default=3600,
     show_default=True,
     help="Seconds between Hydra's checks of the flake for changes (0: never).",

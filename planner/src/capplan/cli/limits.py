@@ -87,7 +87,7 @@ def limits() -> None:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=click.FloatRange(min=0.1, max=3600),
     default=DEFAULT_TIMEOUT,
     show_default=True,
     help="Seconds to wait on the network.",

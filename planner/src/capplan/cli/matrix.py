@@ -117,7 +117,7 @@ __all__ = ["matrix"]
 )
 @click.option(
     "--stage",
-    type=click.IntRange(0),
+    type=AsciiIntRange(0),
     default=None,
     help="With --format github: only this stage's jobs.",
 )
