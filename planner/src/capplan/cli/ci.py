@@ -50,7 +50,7 @@ from capplan.core.planning.workflow import (
     shard_matrices,
     without_cached,
 )
-from capplan.errors import InfeasibleError, InvalidInputError, StaleError, shorten
+from capplan.errors import InfeasibleError, InvalidInputError, StaleError, json_printable, shorten
 
 __all__ = ["ci", "print_github_matrix"]
 
@@ -62,6 +62,11 @@ _LAYOUT = re.compile(r"none|[1-9][0-9]{0,6}(?:,[1-9][0-9]{0,6})*")
 # smaller; a larger file is stale without reading it.
 _CI_FILE_BYTES = MAX_INPUT_BYTES
 _ONE_LINE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _one_line(value: object) -> str:
+    """A value as one line of compact JSON, escaped as every JSON output is."""
+    return json_printable(_ONE_LINE.encode(value))
 
 
 def _say(text: str) -> None:
@@ -138,7 +143,7 @@ def print_github_matrix(
     # knowledge base, a new fleet) stops its plan job here with the jobs and the runner needed.
     _refuse_unfinishable(full, {str(row["name"]) for row in kept})
     if fmt == "github-output":
-        lines = github_output_lines(layout, kept, _ONE_LINE.encode)
+        lines = github_output_lines(layout, kept, _one_line)
         size = output_bytes(lines)
         if size > GITHUB_OUTPUT_LIMIT_BYTES:
             raise InfeasibleError(
@@ -271,7 +276,7 @@ def github(
         "Needs the repository secret CACHIX_AUTH_TOKEN (a cachix auth token that can push).",
     ]
     text = render_yaml(build_workflow(settings, layout), header)
-    problems = over_run_limits(layout, rows, text, _ONE_LINE.encode)
+    problems = over_run_limits(layout, rows, text, _one_line)
     if problems:
         raise InfeasibleError(
             "the plan does not fit one GitHub Actions run: " + "; ".join(problems),

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 from capplan.core.planning.gcpause import gc_paused
-from capplan.errors import printable
+from capplan.errors import json_printable, printable
 
 __all__ = [
     "ACTION_STYLES",
@@ -90,8 +90,9 @@ def to_json_text(obj: Any) -> str:
     out.append("\n")
     # One join at the end: the text of a 388,000-job matrix is about 150 MB, and building it
     # level by level copied it several times over (each copy slower as the text outgrows the
-    # caches: what made 20,000 packages cost more than ten times 2,000).
-    return "".join(out)
+    # caches: what made 20,000 packages cost more than ten times 2,000). The escapes JSON
+    # lacks (C1 controls, bidi overrides, a name's undecodable bytes) are added to the whole.
+    return json_printable("".join(out))
 
 
 def _render(value: Any, depth: int, encode: Callable[[Any], str], out: list[str]) -> None:
@@ -525,7 +526,12 @@ def _print_diff(shown: str, committed: bytes, planned: bytes, first_line: int, c
         tofile=f"{shown} (from the plan)",
     )
     for line in diff:
-        click.echo(_HUNK.sub(renumber, line, count=1) if line.startswith("@@") else line, nl=False)
+        if line.startswith("@@"):
+            line = _HUNK.sub(renumber, line, count=1)
+        # The committed side is anyone's bytes: shown escaped like every value (an ESC, a CR, a
+        # "::error::" after a newline in it does nothing), a line at a time.
+        end = "\n" if line.endswith("\n") else ""
+        click.echo(printable(line.removesuffix("\n")) + end, nl=False)
     if cut:
         err_console().print(
             f"capplan: the diff shows {shown} from line {first_line + 1}, at most "
