@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -227,4 +228,12 @@ def cli(debug: bool) -> None:
 
 
 def main() -> None:
+    # The last line of defence of the output layer: every value is escaped before it is
+    # printed (errors.printable, json_printable), and a character stdout's encoding lacks (a
+    # lone surrogate, anything under LANG=C) is written as a backslash escape, never a
+    # UnicodeEncodeError.
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        with contextlib.suppress(ValueError, OSError):
+            reconfigure(errors="backslashreplace")
     cli(prog_name="capplan")
