@@ -107,11 +107,13 @@ def nix_eval_json(
     *,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
+    limit: int = NIX_OUTPUT_LIMIT,
 ) -> Any:
     """Run ``nix eval --json ARGS`` and return the decoded JSON.
 
     Raises NixError with nix's first error line when it fails, or when nix is not installed,
-    or does not finish within ``timeout`` seconds (default :data:`NIX_EVAL_SECONDS`).
+    does not finish within ``timeout`` seconds (default :data:`NIX_EVAL_SECONDS`), or prints
+    more than ``limit`` bytes (stdout and stderr together).
     """
     timeout = NIX_EVAL_SECONDS if timeout is None else timeout
     command = ["nix", "--extra-experimental-features", NIX_FEATURES, "eval", "--json", *args]
@@ -120,7 +122,7 @@ def nix_eval_json(
         cwd=None if cwd is None else str(cwd),
         env=None if env is None else {**os.environ, **env},
         timeout=timeout,
-        limit=NIX_OUTPUT_LIMIT,
+        limit=limit,
     )
     if isinstance(done, Unusable):
         if done.kind == "missing":
