@@ -23,7 +23,7 @@ MAX_KB_NAME = 100
 # a name is checked where it is loaded, so none can break a generated file or start a line
 # with "::error::". Every name nixpkgs and the packaged knowledge base use fits these.
 _KB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
-_ATTR_PART = r"[A-Za-z_][A-Za-z0-9_'-]*"
+_ATTR_PART = r"[A-Za-z_][A-Za-z0-9_-]*"
 _KB_ATTR = re.compile(rf"{_ATTR_PART}(?:\.{_ATTR_PART})*")
 
 
