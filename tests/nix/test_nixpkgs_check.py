@@ -306,3 +306,37 @@ def test_a_checkout_whose_path_is_no_flake_reference_works(
     data = json.loads(result.stdout)
     assert data["agrees"] is True
     assert data["source"]["path"] == os.fsencode(folder).decode("utf-8", "backslashreplace")
+
+
+def test_huge_attribute_names_are_bounded(project: Path, tmp_path: Path) -> None:
+    """Issue 46 "Memory": a checkout whose torch takes ten arguments of 512 KiB names each. Its
+    answer (5 MiB of names) is past what the check reads from nix (4 MiB): exit 14 in one line,
+    and capplan's own peak stays near its size without the answer (60 MB of names took over
+    500 MB: read, decoded, parsed, joined and escaped, each a copy)."""
+    checkout = tmp_path / "huge"
+    checkout.mkdir()
+    arguments = ", ".join(f"a{i}{'b' * 512 * 1024} ? null" for i in range(10))
+    (checkout / "default.nix").write_text(
+        '{ ... }: { lib = { version = "x"; }; python3Packages = { torch = { override = { '
+        + arguments
+        + " }: null; }; }; }\n"
+    )
+    wrapper = (
+        "import atexit, resource, sys\n"
+        "atexit.register(lambda: sys.stderr.write("
+        "f'peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n'))\n"
+        "from capplan.cli.main import main\n"
+        "sys.argv = ['capplan', 'nixpkgs', 'check', '--nixpkgs', sys.argv[1]]\n"
+        "main()\n"
+    )
+    import capplan  # the capplan under test, wherever it was imported from
+
+    source = Path(capplan.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(source), "NO_COLOR": "1"}
+    result = subprocess.run([sys.executable, "-c", wrapper, str(checkout)], cwd=project, env=env,
+                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert result.returncode == 14, result.stdout[-2000:] + result.stderr[-2000:]
+    errors, peak = result.stderr.splitlines()[:-1], result.stderr.splitlines()[-1]
+    (line,) = errors
+    assert "printed more than 4 MiB" in line and len(line) < 1200, line
+    assert int(peak.split()[1]) < 200 * 1024, peak  # KiB: a few times the limit at most
