@@ -57,7 +57,7 @@ def _compact_encoder() -> Callable[[Any], str]:
     matrix calls it once per job. Its circular-reference markers are fresh per document."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # no C accelerator: the pure-Python path, same bytes
-        return _COMPACT.encode
+        return lambda value: json_printable(_COMPACT.encode(value))
     c_encode = make(
         {},
         _COMPACT.default,
@@ -71,7 +71,10 @@ def _compact_encoder() -> Callable[[Any], str]:
     )
 
     def encode(value: Any) -> str:
-        return "".join(c_encode(value, 0))
+        # The escapes JSON lacks (C1 controls, bidi overrides, a name's undecodable bytes),
+        # piece by piece: an ASCII piece is let through at once, so a document holding one
+        # non-ASCII value scans that value's piece, not the whole 150 MB.
+        return json_printable("".join(c_encode(value, 0)))
 
     return encode
 
@@ -90,9 +93,8 @@ def to_json_text(obj: Any) -> str:
     out.append("\n")
     # One join at the end: the text of a 388,000-job matrix is about 150 MB, and building it
     # level by level copied it several times over (each copy slower as the text outgrows the
-    # caches: what made 20,000 packages cost more than ten times 2,000). The escapes JSON
-    # lacks (C1 controls, bidi overrides, a name's undecodable bytes) are added to the whole.
-    return json_printable("".join(out))
+    # caches: what made 20,000 packages cost more than ten times 2,000).
+    return "".join(out)
 
 
 def _render(value: Any, depth: int, encode: Callable[[Any], str], out: list[str]) -> None:
