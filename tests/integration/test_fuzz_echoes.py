@@ -198,3 +198,29 @@ def test_check_diff_shows_the_committed_bytes_escaped(tmp_path_factory: Any,
                  "--check")  # fmt: skip
     assert result.exit_code == int(ExitCode.STALE), result.stderr
     assert RAW.search(result.stdout) is None, ascii(result.stdout)
+
+
+@derandomized(20)
+@given(st.lists(st.sampled_from([*HOSTILE[:9], "\u2066", "\u00e9", " "]), min_size=1, max_size=4))
+def test_detect_json_escapes_what_nvidia_smi_printed(
+    tmp_path_factory: Any, parts: list[str]
+) -> None:
+    folder = tmp_path_factory.mktemp("smi")
+    (folder / "smi.out").write_text(f"NVIDIA A100{''.join(parts)}x, 8.0, 535.104.05\n")
+    smi = folder / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\ncat '{folder / 'smi.out'}'\n")
+    smi.chmod(0o755)
+    (folder / "capplan.toml").write_text(FLEET)
+    old = Path.cwd()
+    os.chdir(folder)
+    try:
+        with at_most(60):
+            result = CliRunner().invoke(cli, ["detect", "--json"], catch_exceptions=True,
+                                        env={"CAPPLAN_NVIDIA_SMI": str(smi),
+                                             "CAPPLAN_SYSFS_ROOT": str(folder / "none")})  # fmt: skip
+    finally:
+        os.chdir(old)
+    assert result.exit_code in (0, int(ExitCode.NO_GPU)), result.stderr
+    assert RAW.search(result.stdout) is None, ascii(result.stdout)
+    if result.exit_code == 0:
+        assert json.loads(result.stdout)["gpus"]
