@@ -39,7 +39,8 @@ def fail(error: CapplanError, *, debug: bool) -> NoReturn:
         import traceback  # only when something went wrong
 
         traceback.print_exc()
-    sys.stderr.write(f"capplan: error: {error.one_line()}\n")
+    with contextlib.suppress(OSError):  # a stderr that cannot be written still gets the code
+        sys.stderr.write(f"capplan: error: {error.one_line()}\n")
     raise SystemExit(int(error.exit_code))
 
 
@@ -121,7 +122,8 @@ def finish(code: object) -> NoReturn:
     except (ValueError, AttributeError):  # closed, or no stdout at all
         pass
     if problem is not None:
-        sys.stderr.write(f"capplan: error: {problem.one_line()}\n")
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"capplan: error: {problem.one_line()}\n")
         if code in (None, 0):
             code = int(problem.exit_code)
     raise SystemExit(code)
