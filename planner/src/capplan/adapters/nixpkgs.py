@@ -343,5 +343,6 @@ def evaluate_nixpkgs(
         )
     source = answer.get("source")
     if isinstance(source, dict):
-        source["path"] = None if folder is None else _shown(str(folder))
+        # Whole, as every JSON output holds a name: a byte that is not UTF-8 is \udcXX there.
+        source["path"] = None if folder is None else str(folder)
     return answer
