@@ -33,10 +33,11 @@ __all__ = [
 
 FOLDER_ENV = "CAPPLAN_NIXPKGS_FOLDER"
 # What the check's nix eval may print (its answer, its warnings): a real nixpkgs answers in tens
-# of KB (each recipe's argument names, the CUDA sets, the ROCm scopes). A checkout whose
-# attribute names run to megabytes would be read, decoded and echoed several times over (over
-# 500 MB for a 60 MB answer); past this it is refused like any nix past its output limit.
-NIXPKGS_ANSWER_LIMIT = 4 * 1024 * 1024
+# of KB (each recipe's argument names, the CUDA sets, the ROCm scopes), and a 10 MB value where
+# a list belongs is still one drift line. A checkout whose attribute names run to tens of
+# megabytes was read, decoded and echoed several times over (over 500 MB for a 60 MB answer);
+# past this it is refused like any nix past its output limit.
+NIXPKGS_ANSWER_LIMIT = 16 * 1024 * 1024
 
 # Everything is read through `or` (a missing attribute is not catchable) and tryEval (a throw
 # or meta.broken is): one failing fact never hides the others.
