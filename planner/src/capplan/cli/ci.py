@@ -452,7 +452,7 @@ _RESULT_WORD = re.compile(r"([A-Za-z0-9_]{1,64})=([a-z]{0,16})")
 @config_option
 @click.option(
     "--max-jobs",
-    type=click.IntRange(1, GITHUB_MAX_JOBS),
+    type=AsciiIntRange(1, GITHUB_MAX_JOBS),
     default=GITHUB_MAX_JOBS,
     show_default=True,
     help="Jobs per shard, as the workflow was generated with.",
