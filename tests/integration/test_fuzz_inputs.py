@@ -1,5 +1,6 @@
 """Generated spoiled inputs for the readers and the writer of issue 31 (its "data lost" and
-"exit 1" classes): failure records, jobs files, conda metadata, wheels and output targets.
+"exit 1" classes): failure records, jobs files, conda metadata, wheels and output targets; and
+ninja logs (issue 46: a zero-duration build or 15-digit times) through bench_costs.py.
 
 Each reader either returns or raises a CapplanError (a documented exit code): never another
 exception, which the CLI reports as an internal error (exit 1). A failure record that reads is
@@ -40,7 +41,8 @@ from capplan.adapters.files import atomic_write_text, link_target
 from capplan.core.planning.failures import MAX_COUNT, FailureRecord, parse_record
 from capplan.errors import CapplanError, ExitCode, WriteError
 
-EXAMPLES = {"records": 400, "jobs": 300, "conda": 200, "wheels": 150, "outputs": 150}
+EXAMPLES = {"records": 400, "jobs": 300, "conda": 200, "wheels": 150, "outputs": 150,
+            "ninja": 150}  # fmt: skip
 OUTCOMES: dict[str, Counter[str]] = {name: Counter() for name in EXAMPLES}
 NIX32 = "0123456789abcdfghijklmnpqrsvwxyz"
 LATEST = "9999-12-31T23:59:59Z"
@@ -362,3 +364,47 @@ def test_output_targets(folder: Path, kind: str, text: str) -> None:
     after = _snapshot(root)
     changed = {name for name in after if before.get(name) != after[name]}
     assert changed == {str(written.relative_to(root))}  # links, FIFOs, folders untouched
+
+
+# -------------------------------------------------------------------------------- ninja logs
+
+_TIMES = st.one_of(st.sampled_from([0, 1, 5, 10**14, 10**15 - 1]), st.integers(0, 10**15 - 1))
+
+
+@st.composite
+def ninja_logs(draw: st.DrawFn) -> str:
+    lines = ["# ninja log v" + draw(st.sampled_from("4567"))]
+    for _ in range(draw(st.integers(1, 5))):
+        start, end = sorted(draw(st.lists(_TIMES, min_size=2, max_size=2)))
+        if draw(st.booleans()):
+            end = start  # a step of 0 ms
+        output = draw(st.sampled_from(["a.cu.o", "b.cu.o", "c.cpp.o", "lib.so"]))
+        lines.append(f"{start}\t{end}\t1\t{output}\th")
+    return "\n".join(lines) + "\n"
+
+
+@profile("ninja")
+@given(logs=st.lists(ninja_logs(), min_size=1, max_size=2))
+def test_ninja_logs_through_bench_costs(folder: Path, logs: list[str]) -> None:
+    """bench_costs.py --ninja-log: whatever the times, a report or one error line (exit 6),
+    never a traceback (a log of 0-ms steps divided by its zero wall time)."""
+    import contextlib
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    try:
+        import bench_costs
+    finally:
+        sys.path.pop(0)
+    root = _fresh(folder)
+    paths = []
+    for i, text in enumerate(logs):
+        (root / f"{i}.ninja_log").write_text(text)
+        paths.append(str(root / f"{i}.ninja_log"))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = bench_costs.ninja_report(paths, [1, 2][: len(paths)], "llama-cpp", 16)
+    assert code in (0, int(ExitCode.DATA)), err.getvalue()
+    if code:
+        (line,) = err.getvalue().splitlines()
+        assert line.startswith("bench_costs.py: error: ")
+    OUTCOMES["ninja"][f"exit {code}"] += 1

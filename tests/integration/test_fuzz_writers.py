@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
+import shutil
+import subprocess
+import sys
 import tracemalloc
 from collections import Counter
 from pathlib import Path
@@ -302,3 +306,84 @@ def test_device_values_are_one_line(tmp_path: Path, device: str) -> None:
     result = _run(tmp_path, ["explain", "8.9", "--device", device])
     _check_outcome(result, ["explain", device])
     assert result.exit_code == 4
+
+
+def test_export_record_naming_more_than_variant_json_removes_none_of_it(tmp_path: Path) -> None:
+    """Issue 52 item 1: the record (.capplan-export.json, maybe committed in a cloned
+    repository) names what an earlier export made. An entry that is not exactly
+    ``variants/<label>/variant.json`` is never capplan's, even with the file's own digest: the
+    file and its folder survive the re-export."""
+    _setup(tmp_path)
+    out = tmp_path / "out"
+    argv = ["export", "wheel-variants", "--package", "torch", "--output", "out"]
+    name = st.text("abNOTES._-", min_size=1, max_size=10).filter(lambda n: n not in (".", ".."))
+    label = st.text("abc_", min_size=1, max_size=6)
+    entry = st.one_of(
+        st.sampled_from(["variants/old_label/NOTES.md", "variants/old/variant.json.bak",
+                         "variants/old/sub/variant.json", "variants/variant.json",
+                         "variants/old/Variant.json", "variants/NOTES.md"]),
+        st.builds(lambda a, b: f"variants/{a}/{b}", label, name.filter(lambda n: n != "variant.json")),
+        st.builds(lambda a, b: f"variants/{a}/{b}/variant.json", label, label),
+    )  # fmt: skip
+
+    @settings(PROFILE, max_examples=30)
+    @given(entry)
+    def check(path: str) -> None:
+        shutil.rmtree(out, ignore_errors=True)
+        target = out.joinpath(*path.split("/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("my notes\n")
+        digest = hashlib.sha256(b"my notes\n").hexdigest()
+        record = {"format": "capplan-export", "made": {"wheel-variants torch": {path: digest}}}
+        (out / ".capplan-export.json").write_text(json.dumps(record))
+        result = _run(tmp_path, argv)
+        _check_outcome(result, argv)
+        assert result.exit_code == 0, result.stderr
+        assert target.read_text() == "my notes\n", path
+
+    check()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan"],
+        ["plan", "--json"],
+        ["matrix", "--json"],
+        ["gpus"],
+        ["--version"],
+        ["caps", "--help"],
+    ],
+)
+def test_output_to_a_full_device(tmp_path: Path, argv: list[str]) -> None:
+    """``capplan plan > /dev/full``: exit 15 and one line, not exit 1 or the interpreter's
+    "Exception ignored" and exit 120 when its last flush fails."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    import capplan
+
+    env = {**os.environ, "PYTHONPATH": str(Path(capplan.__file__).resolve().parents[1])}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "capplan", *argv], cwd=tmp_path, env=env,
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+                              check=False)  # fmt: skip
+    assert done.returncode == 15, done.stderr
+    (line,) = done.stderr.splitlines()[-1:]
+    assert line.startswith("capplan: error: cannot write the output: No space left on device")
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr
+    assert [x for x in done.stderr.splitlines() if x.startswith("capplan: error")] == [line]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["plan"], ["ci", "github", "--cache", "c"], ["ci", "hydra", "--flake", "github:o/r"],
+     ["export", "wheel-variants", "--package", "torch", "--output", "out"], ["matrix"],
+     ["nixpkgs", "check", "--nixpkgs", "github:o/r"], ["verify", "file", "--variant", "torch-sm86"]],
+)  # fmt: skip
+def test_config_naming_a_folder_is_a_config_error(tmp_path: Path, argv: list[str]) -> None:
+    _setup(tmp_path)
+    for folder in ("folder", "folder/"):
+        result = _run(tmp_path, [*argv, "--config", folder])
+        _check_outcome(result, argv)
+        assert result.exit_code == 5, result.stderr
+        assert "a folder, not a regular file" in result.stderr

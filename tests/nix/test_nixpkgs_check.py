@@ -305,4 +305,47 @@ def test_a_checkout_whose_path_is_no_flake_reference_works(
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
     assert data["agrees"] is True
-    assert data["source"]["path"] == os.fsencode(folder).decode("utf-8", "backslashreplace")
+    # The path whole: a byte that is not UTF-8 is \udcXX in the JSON, as in every JSON output.
+    assert data["source"]["path"] == folder
+
+
+@pytest.mark.parametrize(("arguments", "code"), [(12, 17), (20, 14)], ids=["12MB", "20MB"])
+def test_huge_attribute_names_are_bounded(
+    project: Path, tmp_path: Path, arguments: int, code: int
+) -> None:
+    """Issue 46 "Memory": a checkout whose torch takes arguments named with 1 MiB each. Up to
+    what the check reads from nix (16 MiB) it is one drift line, cut; past it exit 14 in one
+    line. Either way capplan's own peak stays near its size without the answer (60 MB of names
+    took over 500 MB: read, decoded, parsed, joined and escaped whole, each a copy)."""
+    checkout = tmp_path / "huge"
+    checkout.mkdir()
+    names = ", ".join(f"a{i}{'b' * 1024 * 1024} ? null" for i in range(arguments))
+    (checkout / "default.nix").write_text(
+        '{ ... }: { lib = { version = "x"; }; python3Packages = { torch = { override = { '
+        + names
+        + " }: null; }; }; }\n"
+    )
+    wrapper = (
+        "import atexit, resource, sys\n"
+        "atexit.register(lambda: sys.stderr.write("
+        "f'peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n'))\n"
+        "from capplan.cli.main import main\n"
+        "sys.argv = ['capplan', 'nixpkgs', 'check', '--nixpkgs', sys.argv[1]]\n"
+        "main()\n"
+    )
+    import capplan  # the capplan under test, wherever it was imported from
+
+    source = Path(capplan.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(source), "NO_COLOR": "1"}
+    result = subprocess.run([sys.executable, "-c", wrapper, str(checkout)], cwd=project, env=env,
+                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert result.returncode == code, result.stdout[-2000:] + result.stderr[-2000:]
+    *said, peak = result.stderr.splitlines()
+    errors = [line for line in said if line.startswith("capplan: error: ")]
+    assert len(errors) == 1 and len(errors[0]) < 1200, said
+    if code == 14:
+        assert "printed more than 16 MiB" in errors[0]
+    else:
+        (line,) = [x for x in result.stdout.splitlines() if "of python3Packages.torch" in x]
+        assert "its arguments are [a0bbbb" in line and len(line) < 1200
+    assert int(peak.split()[1]) < 200 * 1024, peak  # KiB

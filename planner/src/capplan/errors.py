@@ -29,6 +29,7 @@ __all__ = [
     "StaleError",
     "VerifyError",
     "WriteError",
+    "json_printable",
     "printable",
     "shorten",
 ]
@@ -45,7 +46,10 @@ MESSAGE_LIMIT = 1000
 # text read differently from what it holds. Lone surrogates too: a path's non-UTF-8 byte as
 # Python's surrogateescape holds it (U+DC80-U+DCFF for bytes 0x80-0xFF) would go out raw (0x9B
 # is CSI on an 8-bit terminal) or fail to encode; it is written as the byte, \xNN.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_PAST_C0 = "\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNPRINTABLE = re.compile(f"[\x00-\x1f{_PAST_C0}]")
+# What JSON's own escaping (the C0 controls, '"' and '\\') leaves raw with ensure_ascii=False.
+_JSON_RAW = re.compile(f"[{_PAST_C0}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -64,6 +68,28 @@ def printable(text: str) -> str:
     """``text`` with every control character written as an escape (ESC as ``\\x1b``, a newline
     as ``\\n``): a value echoed to a terminal or a CI log shows what it holds and does nothing."""
     return _UNPRINTABLE.sub(_escaped, text) if _UNPRINTABLE.search(text) else text
+
+
+def json_printable(text: str) -> str:
+    """JSON text (``ensure_ascii=False``) with what :func:`printable` escapes and JSON leaves
+    raw written as ``\\uXXXX`` escapes: DEL, C1 controls, the line and paragraph separators
+    and the bidi overrides, so the text does nothing on a terminal. A file name's byte that is
+    not UTF-8 (surrogateescape's U+DC80-U+DCFF) is ``\\udcXX``, XX the byte, so the name is
+    kept whole (``os.fsencode(json.loads(...))`` gives its bytes back); any other lone
+    surrogate is U+FFFD. The text is then valid UTF-8 whatever a value held. JSON's structure
+    is ASCII, so only the contents of strings change."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    return _JSON_RAW.sub(_json_escaped, text)
+
+
+def _json_escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xD800 <= code <= 0xDFFF and not 0xDC80 <= code <= 0xDCFF:
+        # Not a file name's byte: a "\\ud800" escape would pair with a \\udcXX after it
+        # into another character in every JSON reader.
+        code = 0xFFFD
+    return f"\\u{code:04x}"
 
 
 def shorten(text: str, limit: int = QUOTE_LIMIT) -> str:

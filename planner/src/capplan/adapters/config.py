@@ -47,6 +47,7 @@ CONFIG_ENV: dict[str, tuple[str, str]] = {
 }
 _LISTS = {"CAPPLAN_GPUS", "CAPPLAN_CUDA"}
 _INTS = {"CAPPLAN_RUNNERS"}
+_INT_DIGITS = 18
 # Variables capplan reads that are not config keys.
 OTHER_ENV = (
     "CAPPLAN_CACHE_TOKEN",
@@ -127,6 +128,13 @@ def _parse_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{shown}: invalid TOML: {error}", hint="fix the TOML syntax there"
         ) from None
+    except ValueError:
+        # tomllib's int() of an integer past sys.get_int_max_str_digits() (4,300 digits): no
+        # value capplan reads is that large.
+        raise ConfigError(
+            f"{shown}: invalid TOML: an integer of more than 4,300 digits",
+            hint="write the number with fewer digits",
+        ) from None
     except RecursionError:
         raise ConfigError(
             f"{shown}: invalid TOML: nested too deeply", hint="flatten the nested arrays or tables"
@@ -170,7 +178,15 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
                     f"{name}={_quote(value)} is not a whole number written in ASCII digits",
                     hint=f"e.g. {name}=4",
                 )
-            parsed = int(value.strip())
+            digits = value.strip().lstrip("0") or "0"
+            if len(digits) > _INT_DIGITS:
+                # Past every range a setting has (and past 4,300 digits int() refuses it).
+                raise ConfigError(
+                    f"{name}={_quote(value)} is a number of {len(digits):,} digits, more than "
+                    "any setting takes",
+                    hint=f"e.g. {name}=4",
+                )
+            parsed = int(digits)
         layer.setdefault(section, {})[key] = parsed
     return layer
 

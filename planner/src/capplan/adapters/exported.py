@@ -34,6 +34,7 @@ def write_export(output: str, result: Export, made_by: str) -> None:
 # and only under variants/ (the index files of other versions are an index's own).
 MANIFEST = ".capplan-export.json"
 _MADE = "variants/"
+_VARIANT_FILE = "variant.json"
 _MANIFEST_BYTES = 4 * 1024 * 1024
 
 
@@ -87,8 +88,19 @@ def _forget_stale(folder: Path, made_by: str, written: dict[str, str]) -> None:
 
 
 def _ours(path: object) -> bool:
-    """A path export writes under variants/: relative, plain names, nothing hidden or '..'."""
-    if not isinstance(path, str) or not path.startswith(_MADE):
+    """A path export writes under variants/, and so one a record may name: exactly
+    ``variants/<label>/variant.json``, the label a plain name (nothing hidden, no '..'). A
+    record is a file in the output folder anyone may have written (one committed in a cloned
+    repository): one naming ``variants/old/NOTES.md`` must not remove the user's notes even when
+    their digest matches."""
+    if not isinstance(path, str):
         return False
     parts = path.split("/")
-    return all(part and not part.startswith(".") and "\\" not in part for part in parts)
+    return (
+        len(parts) == 3
+        and f"{parts[0]}/" == _MADE
+        and parts[2] == _VARIANT_FILE
+        and bool(parts[1])
+        and not parts[1].startswith(".")
+        and "\\" not in parts[1]
+    )

@@ -38,7 +38,7 @@ from capplan.core.planning.failures import (
     log_tail,
     parse_record,
 )
-from capplan.errors import DataError, InvalidInputError, WriteError, shorten
+from capplan.errors import DataError, InvalidInputError, WriteError, json_printable, shorten
 
 __all__ = [
     "MAX_LOG_BYTES",
@@ -106,7 +106,8 @@ def read_record(path: Path, *, missing_ok: bool = False) -> FailureRecord:
 
 def record_text(record: FailureRecord) -> str:
     """The file's text: sorted keys, two-space indent, one newline at the end."""
-    return json.dumps(record.to_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    text = json.dumps(record.to_json(), indent=2, sort_keys=True, ensure_ascii=False)
+    return json_printable(text) + "\n"
 
 
 def write_record(path: Path, record: FailureRecord) -> None:

@@ -2,7 +2,8 @@
 
 A ninja log is input from outside (a build folder, a file someone sent): a FIFO, a file past
 :data:`MAX_NINJA_LOG_BYTES`, bytes that are not UTF-8 or a malformed line each give one
-:class:`~capplan.errors.DataError` line (exit 6), never a traceback. The figures are read in
+:class:`~capplan.errors.DataError` line (exit 6), never a traceback; so does a log whose steps
+all took no time, which gives no figure to divide by. The figures are read in
 :mod:`capplan.core.planning.buildlog`.
 """
 
@@ -39,4 +40,12 @@ def read_ninja_log(path: Path, limit: int = MAX_NINJA_LOG_BYTES) -> tuple[Edge, 
             f"ninja log {shorten(name)} line {line}: byte {exc.start} is not UTF-8",
             hint="give the .ninja_log as ninja wrote it, in UTF-8",
         ) from None
-    return parse_ninja_log(text, name)
+    edges = parse_ninja_log(text, name)
+    if edges and not any(edge.end_ms > edge.start_ms for edge in edges):
+        # Every figure of a build is a share of its time (wall, CPU, a unit's growth): a log
+        # whose steps all took 0 ms (or start and end at one 15-digit time) has none to give.
+        raise DataError(
+            f"ninja log {shorten(name)}: every build step took 0 ms, so it gives no build time",
+            hint="give the .ninja_log of a build that ran",
+        )
+    return edges

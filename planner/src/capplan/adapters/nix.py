@@ -139,11 +139,13 @@ def nix_eval_json(
     *,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
+    limit: int = NIX_OUTPUT_LIMIT,
 ) -> Any:
     """Run ``nix eval --json ARGS`` and return the decoded JSON.
 
     Raises NixError with nix's first error line when it fails, or when nix is not installed,
-    or does not finish within ``timeout`` seconds (default: :func:`nix_eval_seconds`).
+    or does not finish within ``timeout`` seconds (default: :func:`nix_eval_seconds`), or prints
+    more than ``limit`` bytes (stdout and stderr together).
     """
     timeout = nix_eval_seconds(os.environ) if timeout is None else timeout
     command = ["nix", "--extra-experimental-features", NIX_FEATURES, "eval", "--json", *args]
@@ -152,7 +154,7 @@ def nix_eval_json(
         cwd=None if cwd is None else str(cwd),
         env=None if env is None else {**os.environ, **env},
         timeout=timeout,
-        limit=NIX_OUTPUT_LIMIT,
+        limit=limit,
     )
     if isinstance(done, Unusable):
         if done.kind == "missing":

@@ -23,6 +23,7 @@ from capplan.errors import DataError, InvalidInputError, NixError
 
 __all__ = [
     "FOLDER_ENV",
+    "NIXPKGS_ANSWER_LIMIT",
     "LockedNixpkgs",
     "evaluate_nixpkgs",
     "locked_nixpkgs",
@@ -31,6 +32,12 @@ __all__ = [
 ]
 
 FOLDER_ENV = "CAPPLAN_NIXPKGS_FOLDER"
+# What the check's nix eval may print (its answer, its warnings): a real nixpkgs answers in tens
+# of KB (each recipe's argument names, the CUDA sets, the ROCm scopes), and a 10 MB value where
+# a list belongs is still one drift line. A checkout whose attribute names run to tens of
+# megabytes was read, decoded and echoed several times over (over 500 MB for a 60 MB answer);
+# past this it is refused like any nix past its output limit.
+NIXPKGS_ANSWER_LIMIT = 16 * 1024 * 1024
 
 # Everything is read through `or` (a missing attribute is not catchable) and tryEval (a throw
 # or meta.broken is): one failing fact never hides the others.
@@ -327,7 +334,9 @@ def evaluate_nixpkgs(
     args = ["--impure", "--expr", _CHECK_EXPR]
     if offline:
         args.insert(0, "--offline")
-    answer = nix_eval_json(args, env={PARAMS_ENV: params, **env}, timeout=timeout)
+    answer = nix_eval_json(
+        args, env={PARAMS_ENV: params, **env}, timeout=timeout, limit=NIXPKGS_ANSWER_LIMIT
+    )
     if not isinstance(answer, dict):
         raise NixError(
             f"nix eval of the nixpkgs check returned {type(answer).__name__}, not an attrset",
@@ -335,5 +344,6 @@ def evaluate_nixpkgs(
         )
     source = answer.get("source")
     if isinstance(source, dict):
-        source["path"] = None if folder is None else _shown(str(folder))
+        # Whole, as every JSON output holds a name: a byte that is not UTF-8 is \udcXX there.
+        source["path"] = None if folder is None else str(folder)
     return answer

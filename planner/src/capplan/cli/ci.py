@@ -20,7 +20,7 @@ import click
 from capplan.adapters.config import CONFIG_ENV
 from capplan.adapters.files import MAX_INPUT_BYTES, atomic_write_text
 from capplan.cli.helpformat import Group
-from capplan.cli.output import check_committed, emit_json, err_console
+from capplan.cli.output import AsciiIntRange, check_committed, emit_json, err_console
 from capplan.cli.planning import config_option, plan_with_settings, planned_matrix
 from capplan.cli.whereami import warn_without_flake
 from capplan.core.planning.config import Config
@@ -51,7 +51,7 @@ from capplan.core.planning.workflow import (
     shard_matrices,
     without_cached,
 )
-from capplan.errors import InfeasibleError, InvalidInputError, StaleError, shorten
+from capplan.errors import InfeasibleError, InvalidInputError, StaleError, json_printable, shorten
 
 __all__ = ["ci", "print_github_matrix"]
 
@@ -63,6 +63,11 @@ _LAYOUT = re.compile(r"none|[1-9][0-9]{0,6}(?:,[1-9][0-9]{0,6})*")
 # smaller; a larger file is stale without reading it.
 _CI_FILE_BYTES = MAX_INPUT_BYTES
 _ONE_LINE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _one_line(value: object) -> str:
+    """A value as one line of compact JSON, escaped as every JSON output is."""
+    return json_printable(_ONE_LINE.encode(value))
 
 
 def _say(text: str) -> None:
@@ -139,7 +144,7 @@ def print_github_matrix(
     # knowledge base, a new fleet) stops its plan job here with the jobs and the runner needed.
     _refuse_unfinishable(full, {str(row["name"]) for row in kept})
     if fmt == "github-output":
-        lines = github_output_lines(layout, kept, _ONE_LINE.encode)
+        lines = github_output_lines(layout, kept, _one_line)
         size = output_bytes(lines)
         if size > GITHUB_OUTPUT_LIMIT_BYTES:
             raise InfeasibleError(
@@ -205,7 +210,7 @@ def ci() -> None:
 )
 @click.option(
     "--max-jobs",
-    type=click.IntRange(1, GITHUB_MAX_JOBS),
+    type=AsciiIntRange(1, GITHUB_MAX_JOBS),
     default=GITHUB_MAX_JOBS,
     show_default=True,
     help="Jobs per shard (GitHub runs at most 256 per matrix).",
@@ -278,7 +283,7 @@ def github(
         "Needs the repository secret CACHIX_AUTH_TOKEN (a cachix auth token that can push).",
     ]
     text = render_yaml(build_workflow(settings, layout), header)
-    problems = over_run_limits(layout, rows, text, _ONE_LINE.encode)
+    problems = over_run_limits(layout, rows, text, _one_line)
     if problems:
         raise InfeasibleError(
             "the plan does not fit one GitHub Actions run: " + "; ".join(problems),
@@ -372,7 +377,7 @@ def _emit(text: str, output: Path | None, check: bool, command: str) -> None:
 )
 @click.option(
     "--check-interval",
-    type=click.IntRange(0, 7 * 24 * 3600),
+    type=AsciiIntRange(0, 7 * 24 * 3600),
     default=3600,
     show_default=True,
     help="Seconds between Hydra's checks of the flake for changes (0: never).",
@@ -453,7 +458,7 @@ _RESULT_WORD = re.compile(r"([A-Za-z0-9_]{1,64})=([a-z]{0,16})")
 @config_option
 @click.option(
     "--max-jobs",
-    type=click.IntRange(1, GITHUB_MAX_JOBS),
+    type=AsciiIntRange(1, GITHUB_MAX_JOBS),
     default=GITHUB_MAX_JOBS,
     show_default=True,
     help="Jobs per shard, as the workflow was generated with.",

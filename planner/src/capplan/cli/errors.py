@@ -7,15 +7,24 @@ raise the errors); this module is the only place that turns them into process ex
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 from typing import NoReturn
 
 import click
 
-from capplan.errors import CapplanError, ExitCode, shorten
+from capplan.errors import CapplanError, ExitCode, WriteError, shorten
 
-__all__ = ["EXIT_CODE_HELP", "fail", "quiet_stdout", "report_unexpected", "usage_error"]
+__all__ = [
+    "EXIT_CODE_HELP",
+    "fail",
+    "finish",
+    "quiet_stdout",
+    "report_unexpected",
+    "unwritable_output",
+    "usage_error",
+]
 
 # A usage error's message quotes the bad value; keep the line readable whatever was typed.
 _MESSAGE_LIMIT = 300
@@ -30,7 +39,8 @@ def fail(error: CapplanError, *, debug: bool) -> NoReturn:
         import traceback  # only when something went wrong
 
         traceback.print_exc()
-    sys.stderr.write(f"capplan: error: {error.one_line()}\n")
+    with contextlib.suppress(OSError):  # a stderr that cannot be written still gets the code
+        sys.stderr.write(f"capplan: error: {error.one_line()}\n")
     raise SystemExit(int(error.exit_code))
 
 
@@ -75,3 +85,45 @@ def quiet_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError, AttributeError):
         pass
+
+
+# What only a write gives: no space left, a quota, past the largest file. Files capplan writes
+# turn these into WriteError where they are written, so one that reaches the CLI came from
+# writing a stream: stdout (``capplan plan > /dev/full``) or stderr.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def unwritable_output(error: OSError) -> WriteError | None:
+    """The error for output that cannot be written (``capplan plan > /dev/full``), or None when
+    ``error`` is not one. stdout is then pointed at /dev/null, so the interpreter's last flush
+    cannot print "Exception ignored" and exit 120."""
+    if error.errno not in _WRITE_ERRNOS:
+        return None
+    quiet_stdout()
+    return WriteError(
+        f"cannot write the output: {error.strerror or error}",
+        hint="free space where it goes, or send it elsewhere",
+    )
+
+
+def finish(code: object) -> NoReturn:
+    """Exit with ``code`` (a SystemExit's) once stdout is flushed: output that cannot be written
+    is exit 15 and one line, never the interpreter's "Exception ignored" and exit 120."""
+    problem = None
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        quiet_stdout()
+    except OSError as error:
+        problem = unwritable_output(error)
+        if problem is None:
+            quiet_stdout()
+            problem = WriteError(f"cannot write the output: {error.strerror or error}")
+    except (ValueError, AttributeError):  # closed, or no stdout at all
+        pass
+    if problem is not None:
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"capplan: error: {problem.one_line()}\n")
+        if code in (None, 0):
+            code = int(problem.exit_code)
+    raise SystemExit(code)

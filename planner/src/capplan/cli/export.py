@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from capplan.cli.planning import config_option, flag_layer, plan_with_settings, policy_options
-from capplan.errors import InvalidInputError, shorten
+from capplan.errors import InvalidInputError, printable, shorten
 
 if TYPE_CHECKING:
     from capplan.core.export import Export
@@ -57,6 +56,14 @@ def _wheel_name(text: str | None, package: str) -> str | None:
             hint="give the non-variant wheel's name, like torch-2.9.0-cp312-cp312-"
             "manylinux_2_28_x86_64.whl",
         ) from None
+    if printable(text) != text:
+        # A control character or bidi override is in no wheel's name, and each line naming
+        # the wheels would echo it.
+        raise InvalidInputError(
+            f"--wheel-name '{shorten(text, 100)}' holds a control character",
+            hint="give the non-variant wheel's name, like torch-2.9.0-cp312-cp312-"
+            "manylinux_2_28_x86_64.whl",
+        )
     if name != canonicalize_name(package):
         raise InvalidInputError(
             f"--wheel-name '{shorten(text, 100)}' is a wheel of '{shorten(name, 100)}', not "
@@ -146,9 +153,8 @@ def export(
     if as_json:
         from capplan.cli.output import emit_json
 
-        # JSON text is UTF-8: a non-UTF-8 byte of the path is written as \xNN.
-        shown = os.fsencode(output).decode("utf-8", "backslashreplace")
-        emit_json({**result.to_json(), "output": shown})
+        # A non-UTF-8 byte of the path is written as \udcXX, as in every JSON output.
+        emit_json({**result.to_json(), "output": output})
         return
     _print(output, result)
 
@@ -210,7 +216,7 @@ def _print(output: str, result: Export) -> None:
 
     shown = shorten(output)
     for item in result.files:
-        click.echo(f"wrote {shown}/{item.path}")
+        click.echo(printable(f"wrote {shown}/{item.path}"))
     for entry in result.entries:
         name = (
             entry.get("label")
@@ -220,7 +226,9 @@ def _print(output: str, result: Export) -> None:
         # A fallback per system (conda's linux-64 and linux-aarch64 configs) says which.
         system = f" for {entry['system']}" if entry.get("system") else ""
         made_from = ", ".join(entry["variants"]) or f"(fat fallback{system})"
-        click.echo(f"{name}: {made_from}" + (f" -> {entry['wheel']}" if "wheel" in entry else ""))
+        wheel = f" -> {entry['wheel']}" if "wheel" in entry else ""
+        # Each value escaped as every echoed value is (a name from --wheel-name, a KB note).
+        click.echo(printable(f"{name}: {made_from}{wheel}"))
         for note in entry["notes"]:
             # Wrapped at the terminal's width between words (a note ran to 276 columns).
             print_wrapped(out_console(), printable(note), indent="  ", label="cannot express: ")

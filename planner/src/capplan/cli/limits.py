@@ -32,7 +32,7 @@ from capplan.cli.output import emit_json, make_table, out_console, print_table
 from capplan.core.families.cuda.compat import device_verdict, is_jetson
 from capplan.core.families.cuda.kb import nvidia
 from capplan.core.families.cuda.torch_limits import TorchLimits, parse_torch_limits
-from capplan.errors import DataError, InvalidInputError
+from capplan.errors import DataError, InvalidInputError, json_printable
 
 __all__ = ["limits", "read", "updated_kb_text"]
 
@@ -88,7 +88,7 @@ def limits() -> None:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=click.FloatRange(min=0.1, max=3600),
     default=DEFAULT_TIMEOUT,
     show_default=True,
     help="Seconds to wait on the network.",
@@ -283,7 +283,7 @@ def updated_kb_text(old_text: str, result: TorchLimits, source: TorchSource) -> 
     kept.sort(key=lambda r: Version(str(r["version"])))
     doc["releases"] = kept
     _validate(doc)
-    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json_printable(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
 
 
 def _validate(doc: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from capplan.adapters.files import read_input_bytes
 from capplan.cli.kb_update import apply_update, validate_kb
 from capplan.cli.output import emit_json, make_table, out_console, print_table
 from capplan.core.families.rocm.magma_limits import MagmaLimits, parse_magma_limits
-from capplan.errors import DataError, InvalidInputError
+from capplan.errors import DataError, InvalidInputError, json_printable
 
 __all__ = ["read_magma", "updated_amd_packages_text"]
 
@@ -107,7 +107,7 @@ def updated_amd_packages_text(
         old if isinstance(old, dict) else None, _source(release, origin)
     )
     _validate(doc)
-    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json_printable(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
 
 
 def _validate(doc: dict[str, Any]) -> None:

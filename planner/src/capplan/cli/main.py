@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -11,7 +12,15 @@ from typing import Any
 import click
 
 from capplan import __version__
-from capplan.cli.errors import EXIT_CODE_HELP, fail, quiet_stdout, report_unexpected, usage_error
+from capplan.cli.errors import (
+    EXIT_CODE_HELP,
+    fail,
+    finish,
+    quiet_stdout,
+    report_unexpected,
+    unwritable_output,
+    usage_error,
+)
 from capplan.errors import CapplanError, DataError, InvalidInputError
 
 __all__ = ["COMMANDS", "SUMMARIES", "cli", "main"]
@@ -168,6 +177,11 @@ class _Group(click.Group):
                 ),
                 debug=debug,
             )
+        except OSError as error:
+            problem = unwritable_output(error)
+            if problem is None:
+                report_unexpected(error, debug=debug)
+            fail(problem, debug=debug)
         except Exception as error:
             report_unexpected(error, debug=debug)
 
@@ -182,6 +196,23 @@ class _Group(click.Group):
         """click's own main, plus the documented last line for usage errors."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            self._standalone(args, prog_name, complete_var, **extra)
+        except SystemExit as done:
+            finish(done.code)
+        except OSError as error:  # --version or --help printed to a full disk
+            problem = unwritable_output(error)
+            if problem is None:
+                report_unexpected(error, debug=False)
+            fail(problem, debug=False)
+
+    def _standalone(
+        self,
+        args: Sequence[str] | None,
+        prog_name: str | None,
+        complete_var: str | None,
+        **extra: Any,
+    ) -> None:
         try:
             result = super().main(args, prog_name, complete_var, False, **extra)
         except click.ClickException as error:
@@ -208,4 +239,12 @@ def cli(debug: bool) -> None:
 
 
 def main() -> None:
+    # The last line of defence of the output layer: every value is escaped before it is
+    # printed (errors.printable, json_printable), and a character stdout's encoding lacks (a
+    # lone surrogate, anything under LANG=C) is written as a backslash escape, never a
+    # UnicodeEncodeError.
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        with contextlib.suppress(ValueError, OSError):
+            reconfigure(errors="backslashreplace")
     cli(prog_name="capplan")

@@ -124,7 +124,7 @@ __all__ = ["matrix", "report_data"]
 )
 @click.option(
     "--stage",
-    type=click.IntRange(0),
+    type=AsciiIntRange(0),
     default=None,
     help="With --format github: only this stage's jobs.",
 )

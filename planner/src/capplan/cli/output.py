@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 from capplan.core.planning.gcpause import gc_paused
-from capplan.errors import printable
+from capplan.errors import json_printable, printable
 
 __all__ = [
     "ACTION_STYLES",
@@ -57,7 +57,7 @@ def _compact_encoder() -> Callable[[Any], str]:
     matrix calls it once per job. Its circular-reference markers are fresh per document."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # no C accelerator: the pure-Python path, same bytes
-        return _COMPACT.encode
+        return lambda value: json_printable(_COMPACT.encode(value))
     c_encode = make(
         {},
         _COMPACT.default,
@@ -71,7 +71,10 @@ def _compact_encoder() -> Callable[[Any], str]:
     )
 
     def encode(value: Any) -> str:
-        return "".join(c_encode(value, 0))
+        # The escapes JSON lacks (C1 controls, bidi overrides, a name's undecodable bytes),
+        # piece by piece: an ASCII piece is let through at once, so a document holding one
+        # non-ASCII value scans that value's piece, not the whole 150 MB.
+        return json_printable("".join(c_encode(value, 0)))
 
     return encode
 
@@ -175,8 +178,22 @@ def _console_class() -> type[Console]:
 
 def _console(stderr: bool) -> Console:
     # NO_COLOR is honoured by rich itself; a fixed COLUMNS gives golden tests a stable width.
-    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
-    return _console_class()(stderr=stderr, width=width, highlight=False, soft_wrap=False)
+    from capplan.cli.plaintable import columns_setting
+
+    width = columns_setting(os.environ)
+    # rich reads COLUMNS and LINES with int() when they are digits by str.isdigit ("\u00b2",
+    # 5,000 digits: a ValueError): it sees only those int() reads.
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in _SIZES or columns_setting({"COLUMNS": v}) is not None
+    }
+    return _console_class()(
+        stderr=stderr, width=width, highlight=False, soft_wrap=False, _environ=environ
+    )
+
+
+_SIZES = ("COLUMNS", "LINES", "JUPYTER_COLUMNS", "JUPYTER_LINES")
 
 
 def out_console() -> Console:
@@ -377,7 +394,24 @@ class AsciiIntRange(click.IntRange):
         if isinstance(value, str) and not re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
             shown = value if len(value) <= 200 else value[:200] + "..."
             self.fail(f"{shown!r} is not a whole number written in ASCII digits", param, ctx)
+        if isinstance(value, str):
+            digits = value.strip().lstrip("+-").lstrip("0")
+            if len(digits) > _FLAG_DIGITS:
+                # Past every range a flag has; past 4,300 digits int() itself refuses it. An
+                # input error (exit 4), as a --version or --wheel-name number of 5,000 digits.
+                from capplan.errors import InvalidInputError
+
+                name = param.get_error_hint(ctx) if param is not None and ctx is not None else ""
+                raise InvalidInputError(
+                    f"{name or 'the value'} is a number of {len(digits):,} digits, more than "
+                    f"it may have (its range: {self._describe_range()})",
+                    hint="give a number in that range",
+                )
         return super().convert(value, param, ctx)
+
+
+# More digits than any range a flag has (and int() reads up to 4,300).
+_FLAG_DIGITS = 18
 
 
 # A committed plan.json or workflow: 20,000 packages give about 60 MB of plan.json.
@@ -484,7 +518,12 @@ def _print_diff(shown: str, committed: bytes, planned: bytes, first_line: int, c
         tofile=f"{shown} (from the plan)",
     )
     for line in diff:
-        click.echo(_HUNK.sub(renumber, line, count=1) if line.startswith("@@") else line, nl=False)
+        if line.startswith("@@"):
+            line = _HUNK.sub(renumber, line, count=1)
+        # The committed side is anyone's bytes: shown escaped like every value (an ESC, a CR, a
+        # "::error::" after a newline in it does nothing), a line at a time.
+        end = "\n" if line.endswith("\n") else ""
+        click.echo(printable(line.removesuffix("\n")) + end, nl=False)
     if cut:
         err_console().print(
             f"capplan: the diff shows {shown} from line {first_line + 1}, at most "

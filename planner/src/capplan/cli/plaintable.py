@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-__all__ = ["fit_widths", "plain_width", "render", "same_rich"]
+__all__ = ["columns_setting", "fit_widths", "plain_width", "render", "same_rich"]
 
 # The layout below is rich 15's (tests/unit/test_plaintable.py compares them): with another rich
 # installed (nixpkgs' own, an older pip install), rich draws, so the bytes never depend on which
@@ -53,6 +53,18 @@ def same_rich() -> bool:
     return any(name.startswith(prefix) and name.endswith(".dist-info") for name in names)
 
 
+def columns_setting(environ: Mapping[str, str]) -> int | None:
+    """``COLUMNS`` as rich's console reads it: digits int() reads, else unset. ``str.isdigit``
+    is true of "\u00b2" and of 5,000 digits, which int() refuses (a ValueError rich catches)."""
+    columns = environ.get("COLUMNS", "")
+    if not columns.isdigit():
+        return None
+    try:
+        return int(columns)
+    except ValueError:
+        return None
+
+
 def plain_width() -> int | None:
     """The width rich's console would draw stdout at when it would draw without colour or
     styles (rich's ``Console.is_terminal`` false, a UTF-8 stream, not Windows), with the rich
@@ -76,10 +88,9 @@ def plain_width() -> int | None:
                 pass
     if not (getattr(sys.stdout, "encoding", None) or "utf-8").lower().startswith("utf"):
         return None  # rich draws an ASCII box then
-    columns = environ.get("COLUMNS", "")
-    if columns.isdigit():
-        return int(columns)
-    width = None
+    width = columns_setting(environ)
+    if width is not None:
+        return width
     for fd in (0, 1, 2):
         try:
             width = os.get_terminal_size(fd).columns

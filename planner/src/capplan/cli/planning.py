@@ -64,7 +64,8 @@ def config_option(func: F) -> F:
     return click.option(
         "--config",
         "config_path",
-        type=click.Path(dir_okay=False, path_type=Path),
+        # A folder is refused where the file is read, as a config error (exit 5) like a FIFO.
+        type=click.Path(path_type=Path),
         default=None,
         help="capplan.toml or pyproject.toml ([tool.capplan]); default: the nearest one.",
     )(func)

@@ -129,7 +129,7 @@ def _wrong_vendor(text: str, found: str, expected: str) -> InvalidInputError:
 )
 @click.option(
     "--config",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(path_type=Path),
     help="capplan.toml to read the variant from.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")

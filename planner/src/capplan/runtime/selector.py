@@ -254,8 +254,10 @@ def _filter(gpus: list[tuple[str, Cap]], visible: list[str] | None, notes: list[
         return [cap for _, cap in gpus]
     chosen: list[Cap] = []
     for entry in visible:
-        if entry.isdigit():
-            index = int(entry)
+        if entry.isascii() and entry.isdigit():
+            # An index of more digits than a machine has GPUs ends the list, as one too large
+            # does ("\u00b2" is no index: isdigit alone is true of it, and int() refuses it).
+            index = int(entry) if len(entry) <= 9 else len(gpus)
             if index >= len(gpus):
                 break
             chosen.append(gpus[index][1])

@@ -9,7 +9,7 @@ from typing import Any
 
 from capplan.core.families.registry import is_cpu_level, is_cpu_side
 from capplan.core.planning.plan import Plan, Variant
-from capplan.errors import InvalidInputError
+from capplan.errors import InvalidInputError, json_printable
 
 __all__ = [
     "Export",
@@ -72,4 +72,5 @@ def export_variants(plan: Plan, package: str) -> tuple[Variant, ...]:
 
 def yaml_string(text: str) -> str:
     """A double-quoted YAML scalar (JSON's string syntax is YAML's double-quoted style)."""
-    return json.dumps(text, ensure_ascii=False)
+    # NEL, U+2028 and U+2029 are line breaks to YAML 1.1: escaped like every JSON output's.
+    return json_printable(json.dumps(text, ensure_ascii=False))

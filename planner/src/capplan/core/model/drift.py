@@ -43,7 +43,19 @@ class Drift:
 
 
 def words(items: Sequence[str]) -> str:
-    return "[" + ", ".join(items) + "]" if items else "none"
+    """``[a, b, c]``; items past what a drift line shows (:data:`MESSAGE_LIMIT`, where
+    :class:`Drift` cuts) are left out, so a nixpkgs naming megabytes is not joined whole."""
+    if not items:
+        return "none"
+    shown: list[str] = []
+    size = 0
+    for item in items:
+        if size > MESSAGE_LIMIT:
+            shown.append("...")
+            break
+        shown.append(item)
+        size += len(item) + 2
+    return "[" + ", ".join(shown) + "]"
 
 
 def mapping(value: Any) -> Mapping[str, Any]:
@@ -63,8 +75,16 @@ def odd(value: Any) -> str:
 
     kinds = {dict: "an attrset", list: "a list", str: "a string", bool: "a boolean"}
     kind = "null" if value is None else kinds.get(type(value), "a number")
+    # Encoded lazily up to what the line shows: a list of megabytes is not copied whole.
+    pieces: list[str] = []
+    size = 0
     try:
-        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        for piece in json.JSONEncoder(sort_keys=True, ensure_ascii=False).iterencode(value):
+            pieces.append(piece)
+            size += len(piece)
+            if size > MESSAGE_LIMIT:
+                break
     except (TypeError, ValueError):  # pragma: no cover - decoded JSON always encodes
-        text = repr(value)
+        pieces = [repr(value)]
+    text = "".join(pieces)
     return f"{shorten(text)} ({kind}, not what this fact is)"

@@ -9,11 +9,22 @@ included), has no surrounding blanks, is not empty and has a bounded length.
 
 from __future__ import annotations
 
+import re
+
 from capplan.errors import InvalidInputError, printable, shorten
 
-__all__ = ["MAX_IDENTIFIER", "check_identifier"]
+__all__ = ["MAX_IDENTIFIER", "MAX_KB_NAME", "check_identifier", "check_kb_attr", "check_kb_name"]
 
 MAX_IDENTIFIER = 500
+MAX_KB_NAME = 100
+# A knowledge base's package names become variant names (torch-sm86), Nix attribute names, YAML
+# keys and values of recipe.yaml and variants.yaml, and lines of `plan --print-identifiers`;
+# their attributes are Nix attribute paths. A knowledge base is user input (CAPPLAN_KB_DIR):
+# a name is checked where it is loaded, so none can break a generated file or start a line
+# with "::error::". Every name nixpkgs and the packaged knowledge base use fits these.
+_KB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+_ATTR_PART = r"[A-Za-z_][A-Za-z0-9_-]*"
+_KB_ATTR = re.compile(rf"{_ATTR_PART}(?:\.{_ATTR_PART})*")
 
 
 def check_identifier(value: str, what: str, *, example: str, limit: int = MAX_IDENTIFIER) -> str:
@@ -33,3 +44,24 @@ def check_identifier(value: str, what: str, *, example: str, limit: int = MAX_ID
     raise InvalidInputError(
         f"invalid {what} '{shorten(value)}': {why}", hint=f"give it as, e.g., {example}"
     )
+
+
+def check_kb_name(value: str, what: str) -> None:
+    """ValueError unless ``value`` is a knowledge-base name capplan may write into generated
+    files: ASCII letters, digits, ``_``, ``.``, ``+`` and ``-``, not starting with one of the
+    last three, at most :data:`MAX_KB_NAME` characters."""
+    if len(value) > MAX_KB_NAME or not _KB_NAME.fullmatch(value):
+        raise ValueError(
+            f"{what} '{shorten(value)}' is not a name capplan writes into generated files "
+            f"(letters, digits, '_', '.', '+', '-'; at most {MAX_KB_NAME} characters)"
+        )
+
+
+def check_kb_attr(value: str, what: str) -> None:
+    """ValueError unless ``value`` is a Nix attribute path of plain identifiers
+    (``python3Packages.torch``)."""
+    if len(value) > MAX_IDENTIFIER or not _KB_ATTR.fullmatch(value):
+        raise ValueError(
+            f"{what} '{shorten(value)}' is not a Nix attribute path of plain names "
+            "(like python3Packages.torch)"
+        )

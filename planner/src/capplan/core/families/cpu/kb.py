@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import TYPE_CHECKING, Literal
 
+from capplan.core.model.identifiers import check_kb_attr, check_kb_name
 from capplan.core.model.records import Record, check_costs, record
 
 if TYPE_CHECKING:
@@ -103,6 +104,8 @@ class CpuPackagesFile(Record):
         _non_empty(self, "source")
         seen: set[str] = set()
         for entry in self.packages:
+            check_kb_name(entry.package, "package")
+            check_kb_attr(entry.attr, f"package {entry.package}'s attr")
             if entry.package in seen:
                 raise ValueError(f"package '{entry.package}' is listed twice")
             seen.add(entry.package)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from capplan.core.families.cuda.capability import ACCEPTED_SPELLINGS, Capability, Target
 from capplan.core.families.cuda.version import CudaVersion
+from capplan.core.model.identifiers import check_kb_attr, check_kb_name
 from capplan.core.model.kb import Cost, KnowledgeBase, PackageKind, PtxMode
 from capplan.core.model.records import Record, record
 from capplan.errors import DataError, InvalidInputError
@@ -234,6 +235,11 @@ class CudaPackageInfo(Record):
 class PackagesFile(Record):
     source: str
     packages: dict[str, CudaPackageInfo]
+
+    def __post_init__(self) -> None:
+        for name, info in self.packages.items():
+            check_kb_name(name, "package")
+            check_kb_attr(info.attr, f"package {name}'s attr")
 
 
 @record

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from capplan.core.families.rocm.target import AmdTarget
+from capplan.core.model.identifiers import check_kb_attr, check_kb_name
 from capplan.core.model.records import Record, check_costs, record
 from capplan.errors import DataError, InvalidInputError, shorten
 
@@ -302,6 +303,15 @@ class AmdPackagesFile(Record):
     stack_libraries: dict[str, StackLibrary] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for section in (self.packages, self.builds, self.stack_libraries):
+            for name in section:
+                check_kb_name(name, "package")
+        for name, build in self.builds.items():
+            check_kb_attr(build.attr, f"builds.{name}.attr")
+            if build.override is not None:
+                check_kb_name(build.override, f"builds.{name}.override")
+        for name, library in self.stack_libraries.items():
+            check_kb_attr(library.attr, f"stack_libraries.{name}.attr")
         for name, build in self.builds.items():
             if build.targets is not None and build.targets not in self.packages:
                 raise ValueError(f"builds.{name}.targets names unknown list {build.targets!r}")
