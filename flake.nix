@@ -56,6 +56,7 @@
           checkPlan
           ;
         inherit (fleetLib) mkFleetFlake;
+        inherit (fleet.lib) overlayFor;
         inherit plan;
       };
 

@@ -3,6 +3,7 @@
 # `capplan init`).  builtins only, and from nixpkgs only what variant.nix and capplan.nix use.
 let
   variantLib = import ./variant.nix;
+  machineLib = import ./machine.nix;
 
   genAttrs =
     names: f:
@@ -24,7 +25,8 @@ let
 
   /**
     The outputs of a fleet flake: `legacyPackages.<system>.<variant>` (and `<package>-dispatch`),
-    `overlays.default`, `hydraJobs`, `checks`, and the capplan tool as `packages.<system>.capplan`
+    `overlays.default`, `nixosModules.default`, `homeModules.default` (and
+    `homeManagerModules.default`, the same module), `lib.overlayFor`, `hydraJobs`, `checks`, and the capplan tool as `packages.<system>.capplan`
     and `apps.<system>.capplan`, so every `nix run .#capplan` of a workflow `capplan ci github`
     wrote resolves in the fleet's own flake.
 
@@ -214,9 +216,38 @@ let
           HOME = "/homeless-shelter";
         };
       withPlanCurrent = self != null && isPath && builtins.pathExists plan;
+
+      # The machine side (machine.nix): a machine's variants are this flake's own, so the
+      # path it gets is the path the build matrix fills.
+      machineVariants = system: if planned ? ${system} then planned.${system}.packages else { };
+      machineModule = import ./module.nix {
+        plan = checked;
+        variantsFor = machineVariants;
+      };
+      overlayFor =
+        {
+          gpus ? [ ],
+          facterReport ? null,
+          onUnserved ? "error",
+        }:
+        machineLib.overlay {
+          plan = checked;
+          variantsFor = machineVariants;
+          inherit gpus facterReport onUnserved;
+        };
     in
     {
       overlays.default = variantLib.mkOverlay checked;
+
+      # `capplan.enable = true; capplan.gpus = [ "RTX 3090" ];` on a NixOS machine or in a
+      # home-manager configuration; `lib.overlayFor { gpus = [ "8.6" ]; }` for a plain
+      # `import nixpkgs { overlays = [ ... ]; }` or a devShell.
+      nixosModules.default = machineModule;
+      homeModules.default = machineModule;
+      homeManagerModules.default = machineModule;
+      lib = {
+        inherit overlayFor;
+      };
 
       legacyPackages = genAttrs systems variantsFor;
 

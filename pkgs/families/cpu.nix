@@ -156,7 +156,26 @@ let
     };
 in
 {
+  # The family's name in plan.json's `machine.families` (the planner's: core/families/cpu).
+  name = "cpu";
   vendor = null;
+
+  # How a machine's CPU level is found (../machine.nix): a capplan.gpus entry naming one of the
+  # CPU targets the exported table lists for the machine's system (the plan's levels, and the
+  # x86-64 psABI levels). A facter report's PCI ids name no CPU.
+  machine = {
+    target =
+      { lower, section, system, ... }:
+      if ((section.targets or { }).${system} or { }) ? ${lower} then
+        {
+          target = lower;
+          name = lower;
+        }
+      else
+        null;
+    pciVendor = null;
+    fromPci = _section: _gpu: null;
+  };
   # Its place among the families (./default.nix `all`): the registry's order.
   rank = 2;
   vendorText = "null (CPU-side)";

@@ -10,6 +10,11 @@
 #   instanceKey   variant: a string; variants with one key share one nixpkgs instance
 #   packageSet    pkgs: variant: the package set of the instance the variant is taken from
 #   package       { name, variant, pkgs, packages, selected }: the variant's derivation
+#   name          the family's name in plan.json's `machine` section ("cuda", "rocm", "cpu")
+#   machine       how a machine's targets are found (../machine.nix): `target` (an exact
+#                 capplan.gpus entry), `loose` (a loose name; optional), `pciVendor` and
+#                 `fromPci` (a nixos-facter PCI id), `keyDrops` (words exact keys leave out);
+#                 optional: a family without it gives machines nothing
 #   dispatch      name: name, or a refusal when the family's variants have no dispatch wrapper
 #   ownOutputs    variant: the output names when the family builds the variant with a builder of
 #                 its own (builtins.derivation: [ "out" ]), or null when it is nixpkgs' package

@@ -8,6 +8,23 @@ in
 {
   inherit toJSON;
 
+  # ASCII lower case (GPU names, as the knowledge base writes them, are ASCII).
+  toLower = builtins.replaceStrings
+    [ "A" "B" "C" "D" "E" "F" "G" "H" "I" "J" "K" "L" "M" "N" "O" "P" "Q" "R" "S" "T" "U" "V" "W" "X" "Y" "Z" ]
+    [ "a" "b" "c" "d" "e" "f" "g" "h" "i" "j" "k" "l" "m" "n" "o" "p" "q" "r" "s" "t" "u" "v" "w" "x" "y" "z" ];
+
+  # Every match of the POSIX regex `re` in `text` replaced by `f groups` (Python's re.sub).
+  replaceRe =
+    re: f: text:
+    builtins.concatStringsSep "" (
+      map (x: if builtins.isList x then f x else x) (builtins.split re text)
+    );
+
+  # The non-empty pieces of `text` between matches of `re` (Python's re.split, empties
+  # dropped).
+  splitWords =
+    re: text: builtins.filter (w: builtins.isString w && w != "") (builtins.split re text);
+
   /**
     A variant's plan.json data this code does not understand: one clear line naming the
     variant (the planner writes valid data; a hand-edited or newer plan.json may not).

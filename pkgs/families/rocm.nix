@@ -10,6 +10,56 @@ let
   inherit (builtins) attrNames foldl';
   inherit (common) toJSON isStringList;
 
+  # core/families/rocm/kb.py normalise_amd_name: letters and digits, the leading vendor and
+  # line words dropped ("AMD Instinct MI300X" -> "mi300x").
+  normaliseAmd =
+    text:
+    let
+      drop =
+        ws:
+        if ws != [ ] && builtins.elem (builtins.head ws) [ "amd" "radeon" "instinct" ] then
+          drop (builtins.tail ws)
+        else
+          ws;
+    in
+    builtins.concatStringsSep "" (drop (common.splitWords "[^a-z0-9]+" (common.toLower text)));
+
+  /**
+    A loose AMD name, as the CLI's lookup_gpu answers it (the NVIDIA family is asked first, as
+    claim.amd_entry does): an exact normalised name or alias, else every model whose name holds
+    the name given; models of several targets make it ambiguous.
+  */
+  loose =
+    {
+      text,
+      shown,
+      section,
+      ...
+    }:
+    let
+      key = normaliseAmd text;
+      models = section.models or [ ];
+      exact = builtins.filter (m: builtins.elem key m.keys) models;
+      partial = builtins.filter (m: builtins.match ".*${key}.*" m.name_key != null) models;
+      picked = if exact != [ ] then [ (builtins.head exact) ] else partial;
+      targets = foldl' (acc: m: if builtins.elem m.target acc then acc else acc ++ [ m.target ]) [ ] picked;
+      listed = builtins.genList (builtins.elemAt picked) (
+        if builtins.length picked < 4 then builtins.length picked else 4
+      );
+    in
+    if key == "" || picked == [ ] then
+      null
+    else if builtins.length targets > 1 then
+      {
+        error = "GPU name '${shown}' is ambiguous: ${
+          builtins.concatStringsSep ", " (map (m: "${m.name} (${m.shown})") listed)
+        } (give the full model name or its gfx target)";
+      }
+    else
+      {
+        inherit (builtins.head picked) target name;
+      };
+
   # lib.functionArgs (lib/trivial.nix), written with builtins: a package's `.override` is a
   # functor made by lib.mirrorFunctionArgs that carries the recipe's arguments, which plain
   # builtins.functionArgs refuses ("value is a set while a lambda was expected").
@@ -167,7 +217,40 @@ let
     ) true (attrNames variant.rocm.overrides);
 in
 {
+  # The family's name in plan.json's `machine.families` (the planner's: core/families/rocm).
+  name = "rocm";
   vendor = "amd";
+
+  # How a machine's AMD GPUs are found (../machine.nix): a capplan.gpus entry the exported
+  # names table gives an AMD answer (a gfx processor, a model's name or alias). The knowledge
+  # base has no AMD PCI ids yet, so a facter report's AMD GPU asks for its gfx target.
+  machine = {
+    target =
+      { names, key, ... }:
+      let
+        found = names.${key} or null;
+      in
+      if found != null && (found.vendor or null) == "amd" then
+        { inherit (found) target name; }
+      else
+        null;
+    inherit loose;
+    pciVendor = "1002";
+    fromPci =
+      section: gpu:
+      let
+        target = ((section.pci or { }).devices or { }).${gpu.device} or null;
+      in
+      if target == null then
+        {
+          error = "capplan: the facter report's AMD GPU 1002:${gpu.device} (${gpu.model}) is not in capplan's PCI table (it has no AMD ids yet): name its gfx target in capplan.gpus, e.g. \"gfx1100\" (`rocminfo` or `capplan detect` prints it)";
+        }
+      else
+        {
+          inherit target;
+          name = gpu.model;
+        };
+  };
   # Its place among the families (./default.nix `all`): the registry's order.
   rank = 1;
   vendorText = ''"amd"'';

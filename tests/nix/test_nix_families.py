@@ -24,6 +24,8 @@ INTERFACE = [
     "config",
     "dispatch",
     "instanceKey",
+    "machine",
+    "name",
     "overlays",
     "ownOutputs",
     "package",

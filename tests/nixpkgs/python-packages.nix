@@ -112,6 +112,8 @@ let
       };
       torchvision = callPackage ./torchvision.nix { };
       cupy = callPackage ./cupy.nix { };
+      # A dependant of torch (as transformers' torch extra is): built against the set's torch.
+      accelerate = callPackage ./accelerate.nix { };
 
       setuptools = leaf "setuptools" "80.9.0";
       click = leaf "click" "8.2.1";

@@ -177,6 +177,9 @@ let
       openblas = callPackage ./openblas.nix { };
       onednn = callPackage ./onednn.nix { };
       ollama = callPackage ./ollama.nix { };
+      # A package no fleet plans whose store path `cudaSupport`/`rocmSupport` change (the
+      # machine module must leave its path alone).
+      blender = callPackage ./blender.nix { };
 
       python3Packages = import ./python-packages.nix {
         inherit lib callPackageWith;

@@ -105,6 +105,8 @@ FAMILY_MODULES = {
     "core/families/cpu/keys.py",
     "core/families/rocm/planning.py",
     "core/families/rocm/select.py",
+    "core/families/rocm/machine.py",  # ROCm's names: another family's spelling is its
+    "core/families/cpu/machine.py",  # CPU-side builds: no GPU vendor
     "adapters/detect/amd.py",
     "adapters/detect/cpu.py",  # archspec's CPU vendors ("generic", "GenuineIntel")
     "adapters/detect/nvidia.py",

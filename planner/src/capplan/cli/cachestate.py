@@ -153,10 +153,9 @@ def read_failure_record(path: Path | None) -> FailureRecord | None:
 
 def module_lines(gpu_labels: Sequence[str]) -> list[str]:
     """The NixOS module lines that reach the planned variants (capplan's nixosModules.default)."""
-    import json
+    from capplan.cli.machine_lines import nix_string
 
-    # A Nix string as JSON writes it, "${" escaped so a pasted name interpolates nothing.
-    gpus = " ".join(json.dumps(label).replace("${", "\\${") for label in gpu_labels)
+    gpus = " ".join(nix_string(label) for label in gpu_labels)
     return [
         "imports = [ capplan.nixosModules.default ];",
         "capplan.enable = true;",

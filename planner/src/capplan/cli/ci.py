@@ -236,14 +236,10 @@ def github(
     output: Path | None,
     check: bool,
 ) -> None:
-    """Write the GitHub Actions workflow that builds what the cache lacks, stage after stage."""
-    if cache_name is None:
-        raise InvalidInputError(
-            "no cache to push to"
-            + (f" (--cache-url {cache_url} is only queried)" if cache_url else ""),
-            hint="pass --cache NAME, your cachix cache (create one at https://app.cachix.org)",
-        )
-    check_cache_name(cache_name)
+    """Write the GitHub Actions workflow that builds what the cache lacks, stage after stage.
+    The cache is --cache, else capplan.toml's [cache] cachix."""
+    if cache_name is not None:
+        check_cache_name(cache_name)
     if cache_url is not None:
         cache_url = check_cache_url(cache_url)
     check_ref_name(branch)
@@ -258,6 +254,16 @@ def github(
         check_named_path(output.as_posix(), "--output")
 
     planned = plan_with_settings(config_path)
+    if cache_name is None:
+        # The flag wins; without it, the fleet's own cache (validated with the config).
+        cache_name = planned.config.cache.cachix
+    if cache_name is None:
+        raise InvalidInputError(
+            "no cache to push to"
+            + (f" (--cache-url {cache_url} is only queried)" if cache_url else ""),
+            hint='pass --cache NAME or set [cache] cachix = "NAME" in capplan.toml, your '
+            "cachix cache (create one at https://app.cachix.org)",
+        )
     matrix = planned_matrix(planned)
     runners_os = planned.config.policy.runners_os
     rows = github_rows(matrix.jobs(), runners_os)

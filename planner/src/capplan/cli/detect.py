@@ -23,11 +23,20 @@ __all__ = ["detect"]
 @click.command()
 @config_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def detect(config_path: Path | None, as_json: bool) -> None:
+@click.option(
+    "--nix",
+    "as_nix",
+    is_flag=True,
+    help="Print the NixOS / home-manager lines that give this machine its cached builds.",
+)
+def detect(config_path: Path | None, as_json: bool, as_nix: bool) -> None:
     """Detect local GPUs and name the planned variant to use for each package."""
     from capplan.adapters.detect.system import SYSTEM_ENV, host_system
     from capplan.adapters.families import find_gpus
-    from capplan.errors import NoGpuError
+    from capplan.errors import InvalidInputError, NoGpuError
+
+    if as_json and as_nix:
+        raise InvalidInputError("--json and --nix both ask for the output", hint="give one of them")
 
     kb = current_kb()
     system = host_system(os.environ)
@@ -67,6 +76,12 @@ def detect(config_path: Path | None, as_json: bool) -> None:
         report.append(entry)
     if as_json:
         emit_json({"gpus": report, "notes": notes, "cpu": cpu})
+        return
+    if as_nix:
+        from capplan.cli.machine_lines import nix_lines
+
+        levels = any(is_cpu_level(v) for v in plan.variants)
+        click.echo(nix_lines(report, cpu if levels else None), nl=False)
         return
     _print(report)
     _print_cpu(cpu, levels=any(is_cpu_level(v) for v in plan.variants))

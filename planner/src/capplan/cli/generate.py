@@ -18,11 +18,12 @@ from capplan.cli.planning import (
     plan_with_settings,
 )
 from capplan.cli.whereami import warn_without_flake
-from capplan.core.families.registry import dispatcher
+from capplan.core.families.registry import dispatcher, is_cpu_level, machine_section
+from capplan.core.planning.config import CacheConfig
 from capplan.core.planning.matrix import plan_json
 from capplan.errors import CapplanError, NixError, NixpkgsDriftError
 
-__all__ = ["generate", "nixpkgs_stamp"]
+__all__ = ["cache_json", "generate", "nixpkgs_stamp"]
 
 
 def _committed_stamp(output: Path) -> Any:
@@ -96,6 +97,29 @@ def nixpkgs_stamp(
     return stamp
 
 
+def _cpu_model(plan: Any) -> Any:
+    """The CPU model (archspec's) when the plan has per-level builds: the machine section's
+    CPU targets need it; other plans do not load archspec."""
+    if not any(is_cpu_level(v) for v in plan.variants):
+        return None
+    from capplan.adapters.families import cpu_model
+
+    return cpu_model(packages=False)
+
+
+def cache_json(cache: CacheConfig) -> dict[str, Any]:
+    """plan.json's ``cache``: capplan.toml's ``[cache]`` as the NixOS and home-manager modules
+    add it to ``nix.settings`` (empty: no key, plan.json's bytes unchanged)."""
+    found: dict[str, Any] = {}
+    if cache.substituters:
+        found["substituters"] = list(cache.substituters)
+    if cache.public_keys:
+        found["public_keys"] = list(cache.public_keys)
+    if cache.cachix is not None:
+        found["cachix"] = cache.cachix
+    return found
+
+
 def _refuse_outside_a_fleet() -> None:
     """No capplan.toml here or above: the embedded default plan would land in
     ./overlays/plan.json of a folder that is no fleet (the README tour ran `capplan init
@@ -143,7 +167,12 @@ def generate(
     planned = plan_with_settings(config_path)
     plan = planned.plan
     dispatch = dispatcher(current_kb()).section(plan, fallback=planned.config.dispatch.fallback)
-    data = plan_json(plan, dispatch)
+    data = plan_json(
+        plan,
+        dispatch,
+        machine=machine_section(current_kb(), plan, _cpu_model(plan)),
+        cache=cache_json(planned.config.cache),
+    )
     found = planned.config_file
     root = found.parent if found is not None else Path.cwd()
     default = output is None

@@ -80,6 +80,7 @@ def _next_steps(directory: str) -> list[str]:
         "capplan generate",
         "git add flake.nix capplan.toml README.md overlays/plan.json"
         " (git init first in a new folder)",
-        "nix build .#torch-sm86   (README.md has the rest)",
+        "nix build .#torch-sm86",
+        "on your machines: nixosModules.default or lib.overlayFor   (README.md has the rest)",
     ]
     return ["next:"] + [f"  {n}. {step}" for n, step in enumerate(steps, 1)]

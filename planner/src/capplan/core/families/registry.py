@@ -72,6 +72,8 @@ __all__ = [
     "is_cpu_side",
     "is_driver_version",
     "job_keys",
+    "machine_names",
+    "machine_section",
     "nix_keys",
     "nixpkgs_checks",
     "nvidia_kb",
@@ -458,3 +460,50 @@ def verify_targets(
         if found is not None:
             return found
     return None
+
+
+def machine_section(kb: KnowledgeBase, plan: Plan, cpu: CpuModel | None) -> dict[str, Any]:
+    """plan.json's ``machine`` section (pkgs/machine.nix reads it): per family, the variants
+    that run on each target it knows (``core/families/<family>/machine.py``), how a
+    nixos-facter report's PCI ids name its GPUs, and every GPU spelling the families know
+    exactly, each resolved by the one rule of the CLI (:func:`doctor_gpu`: a name matching
+    models of several targets keeps the CLI's own "ambiguous" line), keyed by the exact key
+    Nix computes the same way (``exact_key``: case, spacing, punctuation and "NVIDIA" aside).
+    ``cpu``: the CPU model (archspec's) when the plan has per-level builds, else None; tests/kb
+    checks every name against :func:`doctor_gpu`."""
+    families: dict[str, Any] = {}
+    for package in _machine_families():
+        name = package.rpartition(".")[2]
+        module = import_module(f"{package}.machine")
+        families[name] = module.machine_targets(plan, kb, cpu)
+        if hasattr(module, "machine_pci"):
+            families[name]["pci"] = module.machine_pci(kb)
+        if hasattr(module, "machine_models"):
+            families[name]["models"] = module.machine_models(kb)
+    found = machine_names(kb)
+    return {"version": 1, "families": families, "names": found}
+
+
+def machine_names(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
+    """Every GPU spelling the families know exactly, by exact key, each answered as
+    :func:`doctor_gpu` answers it (``{"vendor", "target", "name"}``, or ``{"error"}`` for a
+    key two spellings give different answers): plan.json's ``machine.names``."""
+    # The exact key of a GPU name (case, spacing, punctuation and "NVIDIA" aside), the
+    # rule every family's exact names follow and pkgs/machine.nix's exactKey computes.
+    from capplan.core.families.cuda.gpus import exact_key
+
+    names: dict[str, dict[str, str]] = {}
+    for package in _machine_families():
+        module = import_module(f"{package}.machine")
+        if hasattr(module, "machine_names"):
+            theirs = module.machine_names(kb, exact_key)
+            # A gfx processor is ROCm's whoever else spells it; any other key the family
+            # before claims (the CLI asks NVIDIA's names before AMD's) stays its.
+            names.update({k: v for k, v in theirs.items() if k not in names or k.startswith("gfx")})
+    return dict(sorted(names.items()))
+
+
+def _machine_families() -> tuple[str, ...]:
+    # The families with a machine side (core/families/<family>/machine.py): a family without
+    # one plans and builds as before, and no machine is given its variants.
+    return tuple(p for p in _FAMILIES if find_spec(f"{p}.machine") is not None)

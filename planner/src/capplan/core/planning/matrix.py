@@ -236,11 +236,25 @@ def github_matrices(
 
 
 @gc_paused
-def plan_json(plan: Plan, dispatch: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_json(
+    plan: Plan,
+    dispatch: dict[str, Any] | None = None,
+    *,
+    machine: dict[str, Any] | None = None,
+    cache: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """overlays/plan.json: the data overlays/default.nix reads with builtins.fromJSON;
     ``dispatch`` is the dispatch outputs' part (the ``section`` of
-    :func:`capplan.core.families.registry.dispatcher`)."""
-    extra = {} if dispatch is None else {"dispatch": dispatch}
+    :func:`capplan.core.families.registry.dispatcher`), ``machine`` what pkgs/machine.nix
+    picks a machine's variants from (:func:`capplan.core.families.registry.machine_section`),
+    ``cache`` capplan.toml's ``[cache]`` substituters and keys (left out when empty, so a
+    plan without one keeps its bytes). Both are additions a version-1 reader ignores: the
+    version stays 1."""
+    extra: dict[str, Any] = {} if dispatch is None else {"dispatch": dispatch}
+    if machine is not None:
+        extra["machine"] = machine
+    if cache:
+        extra["cache"] = cache
     return {
         **extra,
         "version": 1,

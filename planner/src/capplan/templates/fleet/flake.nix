@@ -16,6 +16,10 @@
     }:
     # legacyPackages (the variants: torch-sm86, ...), overlays.default, hydraJobs, checks, and
     # the capplan tool (packages/apps capplan), which the CI workflow runs as `nix run .#capplan`.
+    # Your machines use the cache through three outputs (docs/machines.md):
+    #   nixosModules.default          NixOS: capplan.enable = true; capplan.gpus = [ "RTX 3090" ];
+    #   homeModules.default           home-manager (also homeManagerModules.default): the same
+    #   lib.overlayFor { gpus = [ "8.6" ]; }   a plain `import nixpkgs { overlays = [ ... ]; }`
     capplan.lib.mkFleetFlake {
       inherit nixpkgs self;
       plan = ./overlays/plan.json;

@@ -74,7 +74,8 @@ def _words_with_noise(name: str) -> frozenset[str]:
 @lru_cache(maxsize=16384)
 def exact_key(name: str) -> str:
     """A name as typed, with "NVIDIA", case, spacing and punctuation aside: "rtx3090",
-    "RTX 3090" and "NVIDIA RTX-3090" are one key; "Quadro RTX 6000" keeps its "quadro"."""
+    "RTX 3090" and "NVIDIA RTX-3090" are one key; "Quadro RTX 6000" keeps its "quadro". Also
+    the key of plan.json's ``machine.names`` (pkgs/machine.nix ``exactKey`` is the same)."""
     return "".join(w for w in _KEY_SEPARATORS.split(name.lower()) if w and w != "nvidia")
 
 
@@ -111,6 +112,12 @@ def find_gpus(query: str, models: Sequence[GpuModel]) -> list[GpuMatch]:
     wanted_set = _words_with_noise(_CHIP_QUALIFIER.sub(" ", query)) if noise_only else set(wanted)
     if not wanted_set:
         return []
+    index = _label_index(models)
+    if index is not None and key not in index[0] and not all(w in index[1] for w in wanted_set):
+        # No label has this exact key, and some word is in no label: nothing can match (a
+        # loose match needs every word in one label). Asked of every AMD spelling when
+        # plan.json's GPU names are written, so a miss costs no pass over the models.
+        return []
     chips = {m.group(0)[1:-1].upper() for m in _CHIP_QUALIFIER.finditer(query)}
     results: list[GpuMatch] = []
     for model in models:
@@ -137,6 +144,27 @@ def find_gpus(query: str, models: Sequence[GpuModel]) -> list[GpuMatch]:
             results.append(best)
     results.sort(key=lambda m: (-m.score, m.model.capability.sort_key, m.model.name))
     return results
+
+
+_SEEN: dict[int, Sequence[GpuModel]] = {}
+_INDEX: dict[int, tuple[Sequence[GpuModel], frozenset[str], str]] = {}
+
+
+def _label_index(models: Sequence[GpuModel]) -> tuple[frozenset[str], str] | None:
+    """The exact keys of every label of ``models`` and their lower-cased labels as one text,
+    made on the second lookup in one model list (the knowledge base's lists live as long as
+    the process); None on the first, so a command that looks one GPU up pays nothing for it."""
+    found = _INDEX.get(id(models))
+    if found is not None and found[0] is models:
+        return found[1], found[2]
+    if _SEEN.get(id(models)) is not models:
+        _SEEN[id(models)] = models
+        return None
+    labels = [label for m in models for label in (m.name, *m.aliases)]
+    keys = frozenset(exact_key(label) for label in labels)
+    text = "\n".join(label.lower() for label in labels)
+    _INDEX[id(models)] = (models, keys, text)
+    return keys, text
 
 
 def partial_matches(query: str, models: Sequence[GpuModel]) -> list[GpuModel]:
