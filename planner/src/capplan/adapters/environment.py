@@ -34,7 +34,14 @@ from typing import Any
 from capplan.adapters.files import open_regular, read_bounded, special_kind
 from capplan.adapters.pool import map_files
 from capplan.adapters.zipmembers import ZIP_ERRORS, open_member
-from capplan.core.binaries.cubin import cubin_has_kernel, cubin_toolkit, lz4_block, ptx_has_code
+from capplan.core.binaries.cubin import (
+    CubinError,
+    cubin_has_kernel,
+    cubin_header_problem,
+    cubin_toolkit,
+    lz4_block,
+    ptx_has_code,
+)
 from capplan.core.binaries.doctor import (
     Group,
     Library,
@@ -519,6 +526,27 @@ _STUB_PLAIN_MAX = 16 << 10
 _CONTAINER_READ = 1 << 20
 # The toolkit note is read from the smallest cubin of a library, if it is at most this big.
 _NOTE_MAX = 4 << 20
+# What the compressed entries of one file may decode to, all together (docs/limits.md): stubs
+# are read up to 16 KiB each and one cubin for its toolkit note, so a real library needs a few
+# MiB; a file of LZ4 bombs stops here, and its further compressed entries count as code.
+DECODE_MAX = 64 << 20
+
+
+class _Budget:
+    """The bytes one file's compressed entries may still decode to (:data:`DECODE_MAX`)."""
+
+    __slots__ = ("left", "spent")
+
+    def __init__(self, total: int) -> None:
+        self.left = total
+        self.spent = 0
+
+    def take(self, size: int) -> bool:
+        if size > self.left:
+            return False
+        self.left -= size
+        self.spent += size
+        return True
 
 
 @functools.cache
@@ -542,11 +570,15 @@ def _zstd() -> Callable[[bytes, int], bytes] | None:
 
 
 def _payload(
-    read: Callable[[int, int], bytes], entry: Any, at: int, limit: int = 64 << 20
+    read: Callable[[int, int], bytes],
+    entry: Any,
+    at: int,
+    limit: int = 64 << 20,
+    budget: _Budget | None = None,
 ) -> bytes | None:
     """The plain bytes of the entry whose header is at file offset ``at`` (``read(offset,
     size)``); None when they cannot be had (an unknown compression, no zstd decoder, damaged
-    data) or are bigger than ``limit``."""
+    data), are bigger than ``limit``, or would decode past what ``budget`` has left."""
     data = read(at, entry.header_size + entry.payload_size)
     if len(data) < entry.header_size + entry.payload_size:
         return None
@@ -556,6 +588,8 @@ def _payload(
     (full,) = struct.unpack_from("<Q", data, 0x38) if entry.header_size >= 0x40 else (0,)
     if not 0 < full <= limit:
         return None
+    if entry.compression in ("lz4", "zstd") and budget is not None and not budget.take(full):
+        return None  # the file has decoded what one file may: no claim about the rest
     try:
         if entry.compression == "lz4":
             return lz4_block(payload, full)
@@ -574,9 +608,14 @@ class _Device:
     stubs: int
     toolkit: str | None
     groups: tuple[Group, ...]
+    unreadable: tuple[str, ...] = ()
 
 
-def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
+def _unreadable_cubin(entry: Any, why: str) -> str:
+    return f"{entry.capability.sm} entry: not a readable cubin ({why})"
+
+
+def _device_details(fd: int, reports: Sequence[Any], budget: _Budget | None = None) -> _Device:
     """The device code of a library as doctor judges it: entries with nothing to launch left
     out (counted in ``stubs``), PTX with ISA version and size (two 16-bit fields of the PTX
     entry header at 0x18 minor and 0x1A major; the decompressed size at 0x38), the toolkit the
@@ -587,6 +626,8 @@ def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
     stubs = 0
     smallest: tuple[int, Any, int] | None = None  # (payload size, entry, file offset)
     toolkit: str | None = None
+    unreadable: list[str] = []
+    budget = _Budget(DECODE_MAX) if budget is None else budget
     for report in reports:
         # The fatbin containers of each file's CUDA code (the registry's readers' codes).
         for loc in [x for code in report.code for x in getattr(code, "located", ())]:
@@ -600,17 +641,26 @@ def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
                 if kind not in ("sass", "ptx"):
                     continue
                 plain = (
-                    _payload(read, entry, at, _STUB_PLAIN_MAX)
+                    _payload(read, entry, at, _STUB_PLAIN_MAX, budget)
                     if entry.payload_size <= _STUB_MAX
                     else None
                 )
                 if kind == "sass":
                     if plain is not None:
                         toolkit = _newer(toolkit, cubin_toolkit(plain))
-                        if not cubin_has_kernel(plain):
-                            stubs += 1
+                        try:
+                            if not cubin_has_kernel(plain):
+                                stubs += 1
+                                continue
+                        except CubinError as error:
+                            unreadable.append(_unreadable_cubin(entry, str(error)))
                             continue
-                    elif smallest is None or entry.payload_size < smallest[0]:
+                    else:
+                        why = _stored_cubin_problem(read, entry, at)
+                        if why is not None:
+                            unreadable.append(_unreadable_cubin(entry, why))
+                            continue
+                    if plain is None and (smallest is None or entry.payload_size < smallest[0]):
                         smallest = (entry.payload_size, entry, at)
                     c_sass.add(entry.capability)
                     sass.add(entry.capability)
@@ -638,7 +688,8 @@ def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
             if len(c_sass | c_ptx) > 1:
                 groups.append((tuple(sorted(c_sass)), tuple(sorted(c_ptx))))
     if toolkit is None and smallest is not None and smallest[0] <= _NOTE_MAX:
-        plain = _payload(lambda at, size: _pread(fd, size, at), smallest[1], smallest[2])
+        read_all = functools.partial(_pread_at, fd)
+        plain = _payload(read_all, smallest[1], smallest[2], budget=budget)
         toolkit = cubin_toolkit(plain) if plain is not None else None
     caps = {p.capability for p in ptx.values()}
     for code in (code for report in reports for code in report.code):
@@ -651,7 +702,24 @@ def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
         stubs,
         toolkit,
         tuple(sorted(groups)),
+        tuple(unreadable),
     )
+
+
+def _pread_at(fd: int, at: int, size: int) -> bytes:
+    return _pread(fd, size, at)
+
+
+def _stored_cubin_problem(read: Callable[[int, int], bytes], entry: Any, at: int) -> str | None:
+    """Why a cubin stored uncompressed, too big to read whole, cannot be read, from its ELF
+    header alone (its section table must lie inside the entry); None when it can, or when it is
+    no 64-bit little-endian ELF file (no claim)."""
+    if entry.compression != "none":
+        return None
+    head = read(at + entry.header_size, 64)
+    if head[:6] != b"\x7fELF\x02\x01":
+        return None
+    return cubin_header_problem(head, min(entry.payload_size, 1 << 62))
 
 
 def _container_reader(fd: int, container: Any, base: int) -> Callable[[int, int], bytes]:
@@ -799,7 +867,9 @@ def _library(path: str, shown: str, package: str, size: int) -> Library:
         device = _device_details(fd, reports)
         # Without device code of its own, a library may still hold cudart linked statically
         # (cupy-cuda13x's runtime module): its symbol table says so, its package the major.
-        static = not (device.sass or device.ptx or device.stubs) and _static_cudart(fd, size)
+        static = not (device.sass or device.ptx or device.stubs or device.unreadable) and (
+            _static_cudart(fd, size)
+        )
         if not (uses_cuda or static or device.sass or device.ptx or device.stubs):
             hint = None
         amd = tuple(sorted({t for r in reports for c in r.code for t in getattr(c, "targets", ())}))
@@ -807,7 +877,8 @@ def _library(path: str, shown: str, package: str, size: int) -> Library:
         return Library(shown, package, device.sass, device.ptx, amd, needed, soname, size,
                        problems, major_hint=hint, cpu_level=level, unloadable=unloadable,
                        machine=machine, stubs=device.stubs, toolkit=device.toolkit,
-                       groups=device.groups, static_cudart=static)  # fmt: skip
+                       groups=device.groups, static_cudart=static,
+                       unreadable=device.unreadable)  # fmt: skip
     finally:
         os.close(fd)
 

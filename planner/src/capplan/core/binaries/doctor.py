@@ -193,6 +193,9 @@ class Library:
     # cudart linked statically (``libcudart_static_*`` symbols): it needs its CUDA major's
     # driver though no DT_NEEDED says which; its package name (cupy-cuda13x) may.
     static_cudart: bool = False
+    # Device-code entries that cannot be read ("sm_90 entry: not a readable cubin (...)"): a
+    # damaged file, whose module the CUDA driver refuses to load; such a library never runs.
+    unreadable: tuple[str, ...] = ()
 
     @property
     def has_cuda_code(self) -> bool:
@@ -309,6 +312,14 @@ def _unloadable_cell(lib: Library) -> Cell:
     """A library the dynamic loader refuses runs on no GPU: dlopen fails before any kernel."""
     name = lib.path.rsplit("/", 1)[-1]
     return Cell("cannot-run", None, f"the loader cannot load {name}: {lib.unloadable}",
+                "reinstall the package (the file is damaged)", "unloadable")  # fmt: skip
+
+
+def _unreadable_cell(lib: Library) -> Cell:
+    """A library with a damaged device-code entry: the driver refuses its module (the file is
+    damaged), whatever the GPU."""
+    name = lib.path.rsplit("/", 1)[-1]
+    return Cell("cannot-run", None, f"{name} is damaged: {'; '.join(lib.unreadable)}",
                 "reinstall the package (the file is damaged)", "unloadable")  # fmt: skip
 
 
@@ -489,6 +500,7 @@ def diagnose(
         or lib.amd
         or lib.cuda_majors
         or lib.unloadable is not None
+        or lib.unreadable
     ]
     by_package: dict[str, list[Library]] = {}
     for lib in relevant:
@@ -510,6 +522,8 @@ def diagnose(
                 row.append(gpu.cell(lib, driver))
             if lib.unloadable is not None:
                 row = [_unloadable_cell(lib) for _ in gpus]
+            elif lib.unreadable:
+                row = [_unreadable_cell(lib) for _ in gpus]
             elif row and all(c.level == "other-vendor" for c in row):
                 row = [_no_gpu_of_its_vendor(lib, c) for c in row]
             cells[lib.path] = tuple(row)
