@@ -79,6 +79,9 @@ _MACHINES = {62: "x86_64", 183: "aarch64", 3: "i386", 40: "arm", 21: "ppc64"}
 _PT_LOAD, _PT_DYNAMIC = 1, 2
 _MAX_DYNAMIC = 1 << 20  # a dynamic section is a few hundred entries
 _MAX_STRTAB = 16 << 20
+# A DT_NEEDED name or RPATH string is cut here (PATH_MAX), and at most this many of each read.
+_MAX_NAME = 4096
+_MAX_NEEDED = 1024
 _STORE = "/nix/store/"
 _STORE_NAME = re.compile(r"^[0-9a-df-np-sv-z]{32}-(.+)$")
 _PTX_KIND = 1
@@ -242,14 +245,26 @@ def _elf_dynamic(fd: int, found: _Headers) -> tuple[tuple[str, ...], str | None,
         return (), None, ()
     strings = _pread(fd, min(strsz, _MAX_STRTAB), file_off)
 
-    def text(index: int) -> str | None:
-        if not 0 <= index < len(strings):
-            return None
-        stop = strings.find(b"\0", index)
-        return strings[index : stop if stop >= 0 else len(strings)].decode("utf-8", "replace")
+    known: dict[int, str | None] = {}
 
-    names = tuple(n for n in (text(i) for i in needed) if n)
-    rpaths = tuple(p for t in (text(i) for i in paths) if t for p in t.split(":") if p)
+    def text(index: int) -> str | None:
+        # Each string once, and its NUL looked for within a bound: entries naming the same
+        # or overlapping 16 MiB without a NUL must not copy it each.
+        if index in known:
+            return known[index]
+        found = None
+        if 0 <= index < len(strings):
+            stop = strings.find(b"\0", index, index + _MAX_NAME)
+            raw = strings[index : stop if stop >= 0 else index + _MAX_NAME]
+            found = raw.decode("utf-8", "replace")
+        known[index] = found
+        return found
+
+    # A library links some tens of libraries: the rest of a longer list is not read.
+    names = tuple(n for n in (text(i) for i in needed[:_MAX_NEEDED]) if n)
+    rpaths = tuple(
+        p for t in (text(i) for i in paths[:_MAX_NEEDED]) if t for p in t.split(":") if p
+    )
     return names, text(soname) if soname is not None else None, rpaths
 
 
@@ -263,6 +278,9 @@ _NT_GNU_PROPERTY_TYPE_0 = 5
 _GNU_PROPERTY_X86_ISA_1_NEEDED = 0xC0008002
 _ISA_LEVELS = ((8, "x86-64-v4"), (4, "x86-64-v3"), (2, "x86-64-v2"), (1, "x86-64"))
 _MAX_NOTES = 64 << 10
+# Notes walked in one file, all its note segments together: a real library has a handful
+# (build id, ABI tag, GNU properties); the x86-64 level is in the first GNU property note.
+_MAX_NOTES_PER_FILE = 4096
 
 
 def elf_x86_isa_needed(fd: int) -> str | None:
@@ -274,16 +292,32 @@ def elf_x86_isa_needed(fd: int) -> str | None:
 
 
 def _elf_x86_isa_needed(fd: int, found: _Headers) -> str | None:
+    bits, _ = _note_bits(fd, found)
+    return next((name for bit, name in _ISA_LEVELS if bits & bit), None)
+
+
+def _note_bits(fd: int, found: _Headers) -> tuple[int, int]:
+    """(GNU_PROPERTY_X86_ISA_1_NEEDED's bits, the notes walked) of the ELF's note segments.
+    Each region (offset, size) is read and walked once however many program headers name it,
+    64 KiB of notes a region, 64 KiB read in all, and :data:`_MAX_NOTES_PER_FILE` notes walked in
+    all: 4,096 headers
+    pointing at one 64 KiB region were 16.7 M notes walked."""
     end, wide, headers, _ = found
     segments = [h for h in headers if h[0] == _PT_GNU_PROPERTY] or [
         h for h in headers if h[0] == _PT_NOTE
     ]
     align = 8 if wide else 4
     bits = 0
-    for _, offset, _, size in segments:
-        data = _pread(fd, min(size, _MAX_NOTES), offset)
+    walked = 0
+    left = _MAX_NOTES_PER_FILE * 16  # bytes read, all regions together
+    for offset, size in sorted({(h[1], min(h[3], _MAX_NOTES)) for h in segments}):
+        if walked >= _MAX_NOTES_PER_FILE or left <= 0:
+            break
+        data = _pread(fd, min(size, left), offset)
+        left -= len(data) or 1
         pos = 0
-        while pos + 12 <= len(data):
+        while pos + 12 <= len(data) and walked < _MAX_NOTES_PER_FILE:
+            walked += 1
             namesz, descsz, kind = struct.unpack_from(end + "III", data, pos)
             name_at = pos + 12
             # The descriptor and the next note start at the segment's alignment, counted from
@@ -295,7 +329,7 @@ def _elf_x86_isa_needed(fd: int, found: _Headers) -> str | None:
             if kind == _NT_GNU_PROPERTY_TYPE_0 and data[name_at : name_at + namesz] == b"GNU\0":
                 bits |= _isa_bits(data[desc_at : desc_at + descsz], end, align)
             pos = next_note
-    return next((name for bit, name in _ISA_LEVELS if bits & bit), None)
+    return bits, walked
 
 
 def _align(n: int, align: int) -> int:
@@ -857,6 +891,12 @@ def _library(path: str, shown: str, package: str, size: int) -> Library:
         # library among its DT_NEEDED): torch sets that RPATH on libgomp too.
         hint = next((m for m in map(cuda_major_of_name, rpaths) if m is not None), None)
         uses_cuda = any(n.startswith(_CUDA_LIBS) for n in needed)
+        if unloadable is not None:
+            # The loader refuses it: it runs nowhere, whatever device code it holds, so its
+            # bytes are not searched (a sparse 64 GiB file of zeros took minutes).
+            return Library(shown, package, needed=needed, soname=soname, size=size,
+                           cpu_level=level, unloadable=unloadable, machine=machine,
+                           major_hint=hint)  # fmt: skip
         try:
             reports = inspect_paths([Path(path)])
         except BinaryFormatError as error:

@@ -89,7 +89,7 @@ def _file_report(
 def _mapped(handle: BinaryIO) -> Iterator[tuple[mmap.mmap, Access]]:
     """The file ``handle`` has open, mapped, with how to search it, read its headers and
     release the pages a scan is done with."""
-    with map_file(handle) as mapped, finder(mapped) as find:
+    with map_file(handle) as mapped, finder(mapped, handle.fileno()) as find:
         yield mapped, Access(find, _header_reader(handle), _release_for(mapped))
 
 

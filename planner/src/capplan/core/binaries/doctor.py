@@ -72,7 +72,9 @@ PTX_ISA_CUDA: Mapping[tuple[int, int], str] = {
 # another cannot (torch on a T4: libtorch_cuda_linalg.so's MAGMA kernels start at sm_80).
 LEVELS = ("runs", "native", "compatible", "ptx-jit", "other-vendor", "partly", "cannot-run")
 
-_CUDART = re.compile(r"^libcudart\.so\.([0-9]+)(?:\.|$)")
+# A major of at most 4 digits: a ``libcudart.so.<5,000 digits>`` is no CUDA runtime (and past
+# Python's 4,300-digit limit for int()).
+_CUDART = re.compile(r"^libcudart\.so\.([0-9]{1,4})(?:\.|$)")
 # cuNN in a path or distribution name (nvidia/cu13/lib, nvidia-cudnn-cu13), and the cudaNNx of
 # CuPy's distributions (cupy-cuda13x, cupy-cuda12x: PyPI project names).
 _CU_NAME = re.compile(r"(?:^|[-_/])cu(?:da)?([0-9]{2})x?(?:$|[-_./])")
