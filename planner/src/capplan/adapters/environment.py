@@ -383,7 +383,7 @@ def _conda_packages(prefix: Path, owners: dict[str, str], packages: dict[str, Pa
     for name in names:
         try:
             data = json.loads(read_bounded(meta / name, MAX_METADATA_BYTES).decode("utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # nested too deeply: unreadable too
             continue
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
             continue
@@ -495,7 +495,7 @@ def default_sources(environ: Mapping[str, str]) -> list[Source]:
         done = run_bounded([python, "-c", script], timeout=30, limit=64 << 10)
         dirs: object = []
         if not isinstance(done, str) and done.returncode == 0:
-            with contextlib.suppress(ValueError):  # not JSON, or not UTF-8
+            with contextlib.suppress(ValueError, RecursionError):  # not JSON, not UTF-8, too deep
                 dirs = json.loads(done.stdout)
         for entry in dirs if isinstance(dirs, list) else []:
             if isinstance(entry, str) and os.path.isdir(entry):
