@@ -522,17 +522,29 @@ def default_sources(environ: Mapping[str, str]) -> list[Source]:
 # --- scanning ---------------------------------------------------------------------------------
 
 
+_PSEUDO_DIRS = frozenset({"/proc", "/sys", "/dev", "/run"})
+
+
 def _candidates(root: Path) -> Iterator[tuple[str, int]]:
     """Library-like regular files under ``root`` (sorted walk, each inode once): names ending in
     ``.so``/``.so.N``, or executable files of 64 bytes or more; directory symlinks are not
     followed."""
     seen: set[tuple[int, int]] = set()
+    inside = os.path.join(os.path.realpath(root), "")
     for directory, dirs, files in os.walk(root, followlinks=False):
-        dirs.sort()
+        # The kernel's file systems hold no libraries, and reading their files can fail
+        # (EIO) or never end: ``doctor /`` does not walk them.
+        dirs[:] = sorted(
+            d for d in dirs if os.path.normpath(os.path.join(directory, d)) not in _PSEUDO_DIRS
+        )
         for name in sorted(files):
             path = os.path.join(directory, name)
             try:
                 info = os.stat(path)
+                # A link to a file outside the environment (a venv's bin/python3 -> /usr/bin)
+                # is not the environment's: not read, not counted.
+                if os.path.islink(path) and not os.path.realpath(path).startswith(inside):
+                    continue
             except OSError:
                 continue
             if not stat.S_ISREG(info.st_mode):
@@ -867,60 +879,66 @@ def _machine(head: bytes) -> str | None:
 
 
 def _library(path: str, shown: str, package: str, size: int) -> Library:
-    from capplan.adapters.fatbin import inspect_paths
-
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as error:
         return Library(shown, package, size=size, problems=(f"cannot read: {error.strerror}",))
     try:
-        if _pread(fd, 4, 0) != _ELF:
-            # A file named as a library that is neither ELF nor a linker script: the loader
-            # refuses it ("invalid ELF header"); other non-ELF executables are scripts.
-            named = _LIB_NAME.search(os.path.basename(path))
-            if not named or _LD_SCRIPT.match(_pread(fd, 4096, 0)):
-                return Library(shown, package, size=size)
-            return Library(shown, package, size=size, unloadable=loader_problem(fd, size))
-        # The program headers are read once, for the loader's verdict and the ELF facts alike.
-        found = _read_headers(fd)
-        unloadable = _loader_problem(fd, size, found)
-        needed, soname, level, rpaths = _all_facts(fd, found)
-        machine = _machine(_pread(fd, 20, 0))
-        # A cuNN folder on its RPATH/RUNPATH ($ORIGIN/../nvidia/cu13/lib): the CUDA libraries
-        # it loads come from there. Only for a library that uses CUDA (device code, or a CUDA
-        # library among its DT_NEEDED): torch sets that RPATH on libgomp too.
-        hint = next((m for m in map(cuda_major_of_name, rpaths) if m is not None), None)
-        uses_cuda = any(n.startswith(_CUDA_LIBS) for n in needed)
-        if unloadable is not None:
-            # The loader refuses it: it runs nowhere, whatever device code it holds, so its
-            # bytes are not searched (a sparse 64 GiB file of zeros took minutes).
-            return Library(shown, package, needed=needed, soname=soname, size=size,
-                           cpu_level=level, unloadable=unloadable, machine=machine,
-                           major_hint=hint)  # fmt: skip
-        try:
-            reports = inspect_paths([Path(path)])
-        except BinaryFormatError as error:
-            return Library(shown, package, needed=needed, soname=soname, size=size,
-                           problems=(error.one_line(),), cpu_level=level,
-                           unloadable=unloadable, machine=machine,
-                           major_hint=hint)  # fmt: skip
-        device = _device_details(fd, reports)
-        # Without device code of its own, a library may still hold cudart linked statically
-        # (cupy-cuda13x's runtime module): its symbol table says so, its package the major.
-        static = not (device.sass or device.ptx or device.stubs or device.unreadable) and (
-            _static_cudart(fd, size)
-        )
-        if not (uses_cuda or static or device.sass or device.ptx or device.stubs):
-            hint = None
-        amd = tuple(sorted({t for r in reports for c in r.code for t in getattr(c, "targets", ())}))
-        problems = tuple(p for r in reports for p in r.problems)
-        return Library(shown, package, device.sass, device.ptx, amd, needed, soname, size,
-                       problems, major_hint=hint, cpu_level=level, unloadable=unloadable,
-                       machine=machine, stubs=device.stubs, toolkit=device.toolkit,
-                       groups=device.groups, static_cudart=static,
-                       unreadable=device.unreadable)  # fmt: skip
+        return _read_library(fd, path, shown, package, size)
+    except OSError as error:  # EIO from a failing disk, or a kernel file linked in
+        return Library(shown, package, size=size, problems=(f"cannot read: {error.strerror}",))
     finally:
         os.close(fd)
+
+
+def _read_library(fd: int, path: str, shown: str, package: str, size: int) -> Library:
+    from capplan.adapters.fatbin import inspect_paths
+
+    if _pread(fd, 4, 0) != _ELF:
+        # A file named as a library that is neither ELF nor a linker script: the loader
+        # refuses it ("invalid ELF header"); other non-ELF executables are scripts.
+        named = _LIB_NAME.search(os.path.basename(path))
+        if not named or _LD_SCRIPT.match(_pread(fd, 4096, 0)):
+            return Library(shown, package, size=size)
+        return Library(shown, package, size=size, unloadable=loader_problem(fd, size))
+    # The program headers are read once, for the loader's verdict and the ELF facts alike.
+    found = _read_headers(fd)
+    unloadable = _loader_problem(fd, size, found)
+    needed, soname, level, rpaths = _all_facts(fd, found)
+    machine = _machine(_pread(fd, 20, 0))
+    # A cuNN folder on its RPATH/RUNPATH ($ORIGIN/../nvidia/cu13/lib): the CUDA libraries
+    # it loads come from there. Only for a library that uses CUDA (device code, or a CUDA
+    # library among its DT_NEEDED): torch sets that RPATH on libgomp too.
+    hint = next((m for m in map(cuda_major_of_name, rpaths) if m is not None), None)
+    uses_cuda = any(n.startswith(_CUDA_LIBS) for n in needed)
+    if unloadable is not None:
+        # The loader refuses it: it runs nowhere, whatever device code it holds, so its
+        # bytes are not searched (a sparse 64 GiB file of zeros took minutes).
+        return Library(shown, package, needed=needed, soname=soname, size=size,
+                       cpu_level=level, unloadable=unloadable, machine=machine,
+                       major_hint=hint if uses_cuda else None)  # fmt: skip
+    try:
+        reports = inspect_paths([Path(path)])
+    except BinaryFormatError as error:
+        return Library(shown, package, needed=needed, soname=soname, size=size,
+                       problems=(error.one_line(),), cpu_level=level,
+                       unloadable=unloadable, machine=machine,
+                       major_hint=hint)  # fmt: skip
+    device = _device_details(fd, reports)
+    # Without device code of its own, a library may still hold cudart linked statically
+    # (cupy-cuda13x's runtime module): its symbol table says so, its package the major.
+    static = not (device.sass or device.ptx or device.stubs or device.unreadable) and (
+        _static_cudart(fd, size)
+    )
+    if not (uses_cuda or static or device.sass or device.ptx or device.stubs):
+        hint = None
+    amd = tuple(sorted({t for r in reports for c in r.code for t in getattr(c, "targets", ())}))
+    problems = tuple(p for r in reports for p in r.problems)
+    return Library(shown, package, device.sass, device.ptx, amd, needed, soname, size,
+                   problems, major_hint=hint, cpu_level=level, unloadable=unloadable,
+                   machine=machine, stubs=device.stubs, toolkit=device.toolkit,
+                   groups=device.groups, static_cudart=static,
+                   unreadable=device.unreadable)  # fmt: skip
 
 
 def _owner_maps(root: Path) -> tuple[dict[str, str], dict[str, Package]]:

@@ -24,8 +24,9 @@ from capplan.core.binaries.doctor import (
     Gpu,
     Package,
     diagnose,
+    judged,
 )
-from capplan.errors import ExitCode, InvalidInputError, NoGpuError, shorten
+from capplan.errors import ExitCode, InvalidInputError, NoGpuError, NothingToDo, shorten
 
 if TYPE_CHECKING:
     from capplan.adapters.environment import Scan, Source
@@ -110,10 +111,22 @@ def doctor(
                                 highlight=False, soft_wrap=True)  # fmt: skip
     kb = current_kb()
     cpu_facts, cpu_note = _cpu_facts(cpu)
-    gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
+    if devices:  # checked before the scan: a GPU capplan does not know is exit 4 at once
+        gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
+    scan = _scan(sources, jobs)
+    if not any(judged(lib) for lib in scan.libraries):
+        # Whatever the machine's GPUs (none, too: exit 3 before "no GPU found", exit 10).
+        where = ", ".join(shorten(str(source.path)) for source in sources)
+        raise NothingToDo(
+            f"{where} holds no GPU code, nothing to check ({scan.files} ELF files read: no "
+            "device code, no CUDA or ROCm runtime linked)",
+            hint="give the environment that holds the GPU packages (a virtualenv, conda prefix, "
+            "store path or wheel)",
+        )
+    if not devices:
+        gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
     version = driver if driver is not None else detected_driver
     facts = doctor_driver(kb, version)
-    scan = _scan(sources, jobs)
     report = diagnose(scan.libraries, scan.packages, gpus, facts, cpu_facts)
     fixes = _plan_fixes(report, kb, facts)
     data = _json(
@@ -287,7 +300,7 @@ def _plan_fixes(
     from capplan.adapters.nix import current_system
     from capplan.cli.planning import plan_with_settings
 
-    planned_config = plan_with_settings(None)
+    planned_config = plan_with_settings(None, quiet=True)
     plan = planned_config.plan
     system = os.environ.get("CAPPLAN_SYSTEM", "").strip() or current_system()
     picks = _cuda_picks(kb, system, driver)

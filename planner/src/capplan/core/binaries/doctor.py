@@ -46,6 +46,7 @@ __all__ = [
     "diagnose",
     "isa_cuda",
     "isa_major",
+    "judged",
 ]
 
 # PTX ISA version -> the first CUDA release that emits it (NVIDIA, PTX ISA "Release Notes" table:
@@ -480,6 +481,21 @@ class DoctorReport:
         return tuple(sorted(majors))
 
 
+def judged(lib: Library) -> bool:
+    """Whether doctor judges ``lib`` on the GPUs: it holds device code (stubs included: judged,
+    and said to run), links or embeds a CUDA runtime, or cannot be loaded or read at all. An
+    environment with none such holds no GPU code: nothing to check."""
+    return bool(
+        lib.has_cuda_code
+        or lib.stubs
+        or lib.static_cudart
+        or lib.amd
+        or lib.cuda_majors
+        or lib.unloadable is not None
+        or lib.unreadable
+    )
+
+
 def diagnose(
     libraries: Sequence[Library],
     packages: Mapping[str, Package],
@@ -493,17 +509,7 @@ def diagnose(
     ``packages`` maps each library's ``package`` key to the package; the report keeps packages
     in name order and libraries in path order.
     """
-    relevant = [
-        lib
-        for lib in libraries
-        if lib.has_cuda_code
-        or lib.stubs  # device code with nothing to launch: judged, and said to run
-        or lib.static_cudart
-        or lib.amd
-        or lib.cuda_majors
-        or lib.unloadable is not None
-        or lib.unreadable
-    ]
+    relevant = [lib for lib in libraries if judged(lib)]
     by_package: dict[str, list[Library]] = {}
     for lib in relevant:
         pkg = packages.get(lib.package)
