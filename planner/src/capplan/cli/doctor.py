@@ -114,8 +114,12 @@ def doctor(
     if devices:  # checked before the scan: a GPU capplan does not know is exit 4 at once
         gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
     scan = _scan(sources, jobs)
-    if not any(judged(lib) for lib in scan.libraries):
-        # Whatever the machine's GPUs (none, too: exit 3 before "no GPU found", exit 10).
+    from capplan.adapters.variant_wheels import installed_variants
+
+    variants = installed_variants(sources)
+    if not any(judged(lib) or lib.cpu_level for lib in scan.libraries) and not any(variants):
+        # No library to judge on a GPU, none that records its x86-64 level, no variant wheel:
+        # whatever the machine's GPUs (none, too: exit 3 before "no GPU found", exit 10).
         where = ", ".join(shorten(str(source.path)) for source in sources)
         raise NothingToDo(
             f"{where} holds no GPU code, nothing to check ({scan.files} ELF files read: no "
@@ -138,7 +142,7 @@ def doctor(
         scan,
     )
     data["cpu"] = _cpu_json(report, scan, cpu_note)
-    data["variants"] = _variants_json(sources, report.gpus)
+    data["variants"] = _variants_json(variants, report.gpus)
     if as_json:
         emit_json(data)
     else:
@@ -484,12 +488,12 @@ def _print_cpu(data: dict[str, Any]) -> None:
         console.print(f"  fix: {escape(lib['fix'])}", highlight=False)
 
 
-def _variants_json(sources: Sequence[Source], gpus: Sequence[Gpu]) -> dict[str, Any]:
-    """PEP 825 variant wheels among the sources, each judged against every GPU (issue 35)."""
-    from capplan.adapters.variant_wheels import installed_variants
+def _variants_json(variants: tuple[Sequence[Any], Any], gpus: Sequence[Gpu]) -> dict[str, Any]:
+    """PEP 825 variant wheels among the sources (``installed_variants``: the wheels and the
+    problems), each judged against every GPU (issue 35)."""
     from capplan.core.binaries.variants import judge_variant
 
-    found, problems = installed_variants(sources)
+    found, problems = variants
     return {
         "installed": [
             {
