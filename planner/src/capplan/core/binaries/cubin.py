@@ -32,6 +32,7 @@ _TOOLKIT = re.compile(rb"Cuda compilation tools, release ([0-9]{1,2})\.([0-9]{1,
 _SECTIONS_MAX = 1 << 16
 # sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size (the ELF gABI, 64-bit).
 _ROW = struct.Struct("<IIQQQQ")
+_SHT_NOBITS = 8  # .bss-like: no bytes in the file
 
 
 class CubinError(ValueError):
@@ -41,7 +42,8 @@ class CubinError(ValueError):
 
 def cubin_header_problem(head: bytes, size: int) -> str | None:
     """Why the 64-bit little-endian ELF header ``head`` (the first 64 bytes or more of a cubin of
-    ``size`` bytes) cannot be a readable cubin's; None when its section table fits the cubin.
+    ``size`` bytes) cannot be a readable cubin's; None when its section and program header tables
+    fit the cubin.
     Reads nothing past the header, so it checks entries too big to read whole."""
     if len(head) < 64 or size < 64:
         return f"{size} bytes, shorter than an ELF header"
@@ -57,13 +59,17 @@ def cubin_header_problem(head: bytes, size: int) -> str | None:
         return f"section-name table index {shstrndx} of {shnum} sections"
     if shoff > size or shnum * shentsize > size - shoff:
         return "its section table lies past its end"
+    (phoff,) = struct.unpack_from("<Q", head, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+    if phnum and (phoff > size or phnum * phentsize > size - phoff):
+        return "its program header table lies past its end"
     return None
 
 
 def cubin_has_kernel(cubin: bytes) -> bool:
     """Whether the cubin has a kernel: a ``.text.*`` section with bytes. A payload that is no
     64-bit little-endian ELF file is taken to hold code (no claim is made about it); one that is,
-    but whose header, section table or section names do not fit its bytes, raises
+    but whose header tables, sections or section names do not fit its bytes, raises
     :class:`CubinError`. Every offset and count is checked against the cubin's length before
     use, and no name is copied."""
     if cubin[:4] != _ELF or len(cubin) < 6 or cubin[4] != 2 or cubin[5] != 1:
@@ -81,14 +87,17 @@ def cubin_has_kernel(cubin: bytes) -> bool:
         raise CubinError("its section-name table lies past its end")
     if names_size == 0 or cubin[names_at + names_size - 1] != 0:
         raise CubinError("its section-name table does not end in NUL")
+    kernel = False
     for index in range(shnum):
-        name_off, _, _, _, _, length = _ROW.unpack_from(cubin, shoff + index * shentsize)
+        name_off, kind, _, _, offset, length = _ROW.unpack_from(cubin, shoff + index * shentsize)
         if name_off >= names_size:
             raise CubinError(f"section {index}'s name lies past the section-name table")
+        if kind != _SHT_NOBITS and (offset > size or length > size - offset):
+            raise CubinError(f"section {index} lies past its end (truncated?)")
         # The table ends in NUL, so ".text." found at the name's start is that name's prefix.
         if length > 0 and cubin.startswith(b".text.", names_at + name_off):
-            return True
-    return False
+            kernel = True
+    return kernel
 
 
 def cubin_toolkit(cubin: bytes) -> str | None:
