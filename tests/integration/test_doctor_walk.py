@@ -193,9 +193,7 @@ def test_an_interpreter_that_forks_into_the_background(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     fake = tmp_path / "bin" / "python3"
     fake.parent.mkdir()
-    fake.write_text(
-        f"#!/bin/sh\necho '[\"{site}\"]'\nsleep 120 &\necho $! > {pid_file}\nexit 0\n"
-    )
+    fake.write_text(f"#!/bin/sh\necho '[\"{site}\"]'\nsleep 120 &\necho $! > {pid_file}\nexit 0\n")
     fake.chmod(0o755)
     with at_most(20, "the interpreter query"):
         sources = environment.default_sources({"PATH": str(fake.parent), "HOME": str(tmp_path)})

@@ -63,9 +63,7 @@ def library(base: bytes, entries: list[tuple[int, bytes]]) -> bytes:
 
 
 def _clean(result: Any, allowed: tuple[int, ...]) -> None:
-    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, (
-        result.stderr
-    )
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
     assert result.exit_code in allowed, (result.exit_code, result.stderr)
     if result.exit_code not in (0, int(ExitCode.VERIFY_FAILED), int(ExitCode.WONT_RUN)):
         assert result.stderr.strip().splitlines()[-1].startswith("capplan: error: ")
@@ -173,9 +171,7 @@ def _mutate(data: Any, whole: bytes) -> bytes:
         return bytes(cubin)
     if kind == "section":
         row = shoff + data.draw(st.integers(0, shnum - 1), label="section") * shentsize
-        at, fmt = data.draw(
-            st.sampled_from([(0, "<I"), (0x18, "<Q"), (0x20, "<Q")]), label="field"
-        )
+        at, fmt = data.draw(st.sampled_from([(0, "<I"), (0x18, "<Q"), (0x20, "<Q")]), label="field")
         top = (1 << (struct.calcsize(fmt) * 8)) - 1
         value = data.draw(
             st.one_of(st.sampled_from([len(whole), top, top >> 1]), st.integers(0, top)),

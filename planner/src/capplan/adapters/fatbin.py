@@ -180,8 +180,8 @@ def _archive_members(
             if length > size:
                 raise _corrupt_member(f"name length {length} past its member at {pos - start:#x}",
                                       name)  # fmt: skip
-            member = bytes(buf[data : data + min(length, _AR_NAME_MAX)])
-            member = member.decode("utf-8", "replace").rstrip("\0")
+            named = bytes(buf[data : data + min(length, _AR_NAME_MAX)])
+            member = named.decode("utf-8", "replace").rstrip("\0")
             data += length
         elif raw_name.startswith("/") and raw_name[1:].isascii() and raw_name[1:].isdigit():
             index = int(raw_name[1:])  # at most 15 ASCII digits

@@ -123,8 +123,8 @@ def finder(buf: Buffer, fd: int | None = None) -> Iterator[Finder]:
     if fd is not None:
         extents = data_extents(fd, len(buf))
         if extents != [(0, len(buf))]:
-            with finder(buf) as find:
-                yield _skipping_holes(find, extents)
+            with finder(buf) as whole:
+                yield _skipping_holes(whole, extents)
             return
     memmem: Any = _lookup_memmem() if len(buf) else False
     if not memmem:
