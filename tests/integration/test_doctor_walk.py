@@ -204,3 +204,18 @@ def test_an_interpreter_that_forks_into_the_background(tmp_path: Path) -> None:
             break
         time.sleep(0.1)
     assert not _alive(child)
+
+
+def test_a_nix_environment_reads_its_links_into_the_store(tmp_path: Path) -> None:
+    # A profile or buildEnv is a symlink forest into /nix/store: those links are the
+    # environment's; in a plain folder they are not.
+    store = Path("/nix/store")
+    target = next(iter(sorted(store.glob("*/lib/*.so"))), None) if store.is_dir() else None
+    if target is None:
+        pytest.skip("no library under /nix/store on this machine")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libk.so").symlink_to(target)
+    assert [p for p, _ in environment._candidates(tmp_path, store=True)] == [
+        str(tmp_path / "lib" / "libk.so")
+    ]
+    assert list(environment._candidates(tmp_path)) == []

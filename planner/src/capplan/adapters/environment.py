@@ -525,10 +525,11 @@ def default_sources(environ: Mapping[str, str]) -> list[Source]:
 _PSEUDO_DIRS = frozenset({"/proc", "/sys", "/dev", "/run"})
 
 
-def _candidates(root: Path) -> Iterator[tuple[str, int]]:
+def _candidates(root: Path, store: bool = False) -> Iterator[tuple[str, int]]:
     """Library-like regular files under ``root`` (sorted walk, each inode once): names ending in
     ``.so``/``.so.N``, or executable files of 64 bytes or more; directory symlinks are not
-    followed."""
+    followed, file symlinks only to files under ``root`` (with ``store``, a Nix environment,
+    under /nix/store too)."""
     seen: set[tuple[int, int]] = set()
     inside = os.path.join(os.path.realpath(root), "")
     for directory, dirs, files in os.walk(root, followlinks=False):
@@ -542,9 +543,12 @@ def _candidates(root: Path) -> Iterator[tuple[str, int]]:
             try:
                 info = os.stat(path)
                 # A link to a file outside the environment (a venv's bin/python3 -> /usr/bin)
-                # is not the environment's: not read, not counted.
-                if os.path.islink(path) and not os.path.realpath(path).startswith(inside):
-                    continue
+                # is not the environment's: not read, not counted. In a Nix environment (a
+                # profile, a buildEnv: symlink forests) the store it links into is.
+                if os.path.islink(path):
+                    real = os.path.realpath(path)
+                    if not real.startswith(inside) and not (store and real.startswith(_STORE)):
+                        continue
             except OSError:
                 continue
             if not stat.S_ISREG(info.st_mode):
@@ -999,7 +1003,7 @@ def scan_sources(
                 owners, found = _owner_maps(root) if source.kind != "nix" else ({}, {})
                 packages.update(found)
                 shown_root = str(source.path) if root == source.path else str(root)
-                for path, size in _candidates(root):
+                for path, size in _candidates(root, source.kind == "nix"):
                     owner = owners.get(os.path.normpath(path))
                     if owner is None:
                         owner, package = _fallback_package(root, path, source.kind)
