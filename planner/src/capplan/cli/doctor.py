@@ -124,8 +124,8 @@ def doctor(
         raise NothingToDo(
             f"{where} holds no GPU code, nothing to check ({scan.files} ELF files read: no "
             "device code, no CUDA or ROCm runtime linked)",
-            hint="give the environment that holds the GPU packages (a virtualenv, conda prefix, "
-            "store path or wheel)",
+            hint="give the environment that holds the GPU packages: a virtualenv, conda prefix, "
+            "store path or wheel",
         )
     if not devices:
         gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
