@@ -82,8 +82,8 @@ def map_files(
                     found[index] = future.result()
                     if on_done is not None:
                         on_done(sizes[index])
-            except _Stopped as signal:
-                stops.pending = signal.signum
+            except _Stopped as stop:
+                stops.pending = stop.signum
                 stopped = True
                 _end_workers(pool)
     finally:
