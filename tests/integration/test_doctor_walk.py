@@ -219,3 +219,25 @@ def test_a_nix_environment_reads_its_links_into_the_store(tmp_path: Path) -> Non
         str(tmp_path / "lib" / "libk.so")
     ]
     assert list(environment._candidates(tmp_path)) == []
+
+
+def test_a_cudart_major_past_pythons_digit_limit_is_no_runtime(
+    capplan_in: Any, tmp_path: Path
+) -> None:
+    # Issue 46: a libcudart.so.<5,000 digits> in DT_NEEDED (and as a SONAME) ended in
+    # "ValueError: Exceeds the limit (4300 digits)", exit 1.
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc is not installed")
+    soname = "libcudart.so." + "9" * 5000
+    lib = tmp_path / "env" / "lib"
+    lib.mkdir(parents=True)
+    source = b"int p(int x) { return x; }"
+    subprocess.run([gcc, "-shared", "-fPIC", "-x", "c", "-", "-o", str(lib / "libfake.so"),
+                    f"-Wl,-soname,{soname}"], input=source, check=True)  # fmt: skip
+    subprocess.run([gcc, "-shared", "-fPIC", "-x", "c", "-", "-o", str(lib / "libuser.so"),
+                    "-x", "none", "-Wl,--no-as-needed", str(lib / "libfake.so")],
+                   input=source, check=True)  # fmt: skip
+    result = capplan_in("doctor", str(tmp_path / "env"), "--device", "8.6")
+    assert result.exit_code == int(ExitCode.NOTHING_TO_DO), result.stderr
+    assert "2 ELF files read" in result.stderr
