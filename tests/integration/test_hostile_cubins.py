@@ -92,8 +92,10 @@ def test_the_issue_recipe_names_each_unreadable_cubin(
     _clean(result, (int(ExitCode.WONT_RUN),))
     verdict = _verdict(result)
     assert verdict["level"] == "cannot-run"
+    (lib,) = json.loads(result.stdout)["packages"][0]["libraries"]
     for arch in ("sm_80", "sm_86", "sm_90"):
         assert f"{arch} entry: not a readable cubin" in verdict["reason"]
+        assert any(p.startswith(f"{arch} entry: not a readable cubin") for p in lib["problems"])
     # Doctor's question is the environment: no note about the embedded default plan.
     assert "default plan" not in result.stderr
     text = capplan_in("doctor", str(tmp_path / "env"), "--device", "8.6")

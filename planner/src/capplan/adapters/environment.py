@@ -937,7 +937,7 @@ def _read_library(fd: int, path: str, shown: str, package: str, size: int) -> Li
     if not (uses_cuda or static or device.sass or device.ptx or device.stubs):
         hint = None
     amd = tuple(sorted({t for r in reports for c in r.code for t in getattr(c, "targets", ())}))
-    problems = tuple(p for r in reports for p in r.problems)
+    problems = (*(p for r in reports for p in r.problems), *device.unreadable)
     return Library(shown, package, device.sass, device.ptx, amd, needed, soname, size,
                    problems, major_hint=hint, cpu_level=level, unloadable=unloadable,
                    machine=machine, stubs=device.stubs, toolkit=device.toolkit,
