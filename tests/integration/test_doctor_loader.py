@@ -162,8 +162,10 @@ def test_linker_scripts_and_shell_scripts_are_no_libraries(capplan_in: Any, tmp_
     script = site / "pkg" / "run"
     script.write_text("#!/bin/sh\necho this script is long enough to be looked at by doctor\n")
     script.chmod(0o755)
-    code, _text, data = _doctor(capplan_in, site)
-    assert (code, data["unloadable"]) == (0, [])
+    # Neither is judged (no unloadable library): the folder holds no GPU code, exit 3.
+    result = capplan_in("doctor", str(site), "--device", "RTX 3090", "--driver", DRIVER)
+    assert result.exit_code == int(ExitCode.NOTHING_TO_DO), result.stderr
+    assert "holds no GPU code" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_truncated_library_in_a_wheel(capplan_in: Any, tmp_path: Path) -> None:

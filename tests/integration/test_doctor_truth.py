@@ -467,7 +467,8 @@ def test_rpath_to_a_cu13_folder_makes_a_cuda_13_library(capplan_in: Any, tmp_pat
     assert found["cuda_majors"] == [13]
     verdict = found["verdicts"][0]
     assert verdict["cause"] == "driver-runtime" and "RPATH" in verdict["reason"]
-    # Without the RPATH the same library says no CUDA major: it is not judged at all.
+    # Without the RPATH the same library says no CUDA major: it is not judged at all, and the
+    # folder holds no GPU code: nothing to check (exit 3).
     plain = tmp_path / "plain" / "x" / "libplugin.so"
     plain.parent.mkdir(parents=True)
     subprocess.run(
@@ -477,4 +478,5 @@ def test_rpath_to_a_cu13_folder_makes_a_cuda_13_library(capplan_in: Any, tmp_pat
     )  # fmt: skip
     result = capplan_in("doctor", str(plain.parent.parent), "--device", "A100",
                         "--driver", "570.172.08", "--json")  # fmt: skip
-    assert result.exit_code == 0 and json.loads(result.stdout)["packages"] == []
+    assert result.exit_code == int(ExitCode.NOTHING_TO_DO), result.stderr
+    assert "holds no GPU code" in result.stderr and not result.stdout

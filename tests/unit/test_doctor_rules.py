@@ -71,12 +71,16 @@ def test_cubin_without_text_section_has_no_kernel() -> None:
     )
     null = bytes(64)
     strtab = bytearray(64)
-    strtab[0:4] = (1).to_bytes(4, "little")
+    strtab[0:4] = (11).to_bytes(4, "little")  # named .nv.info: the table is its only section
+    strtab[4:8] = (3).to_bytes(4, "little")
     strtab[0x18:0x20] = (64).to_bytes(8, "little")
     strtab[0x20:0x28] = len(names).to_bytes(8, "little")
     stub = bytes(header) + names + null + bytes(strtab)
     assert not cubin_has_kernel(stub)
     assert cubin_has_kernel(stub.replace(b"\0.nv.info\0", b"\0.text.k\0\0"))
+    # A name that only appears in the table, no section carrying it, is no kernel (the reader
+    # used to search the bytes for "\0.text.").
+    assert not cubin_has_kernel(stub.replace(b"\0.shstrtab\0", b"\0.text.abc\0"))
 
 
 def test_toolkit_note() -> None:

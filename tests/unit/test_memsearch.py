@@ -68,3 +68,30 @@ def test_copy_on_write_mapping_leaves_the_file_alone(tmp_path: Path) -> None:
     with path.open("rb") as handle, map_file(handle) as mapped, finder(mapped) as find:
         assert find(b"\x55\xba\x50", 0, 16) == 2
     assert path.read_bytes() == b"\x50\xed\x55\xba" * 4
+
+
+_PAGE = 4096
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 63), st.binary(min_size=1, max_size=64)), max_size=6),
+    st.lists(st.tuples(needle_st, st.integers(0, 64 * _PAGE)), min_size=1, max_size=6),
+)
+def test_a_sparse_file_gives_the_same_answers(
+    chunks: list[tuple[int, bytes]], searches: list[tuple[bytes, int]]
+) -> None:
+    # Data at page-aligned offsets (some at a page's end, so a needle can cross into a hole),
+    # holes between: searching only the data extents answers as bytes.find does.
+    with tempfile.TemporaryFile() as handle:
+        handle.truncate(64 * _PAGE)
+        for page, data in chunks:
+            at = page * _PAGE + (_PAGE - len(data) if page % 2 else 0)
+            handle.seek(at)
+            handle.write(bytes(x % 4 for x in data))
+        handle.flush()
+        handle.seek(0)
+        whole = handle.read()
+        with map_file(handle) as mapped, finder(mapped, handle.fileno()) as find:
+            for needle, start in searches:
+                assert find(needle, start, len(whole)) == whole.find(needle, start)

@@ -34,7 +34,14 @@ from typing import Any
 from capplan.adapters.files import open_regular, read_bounded, special_kind
 from capplan.adapters.pool import map_files
 from capplan.adapters.zipmembers import ZIP_ERRORS, open_member
-from capplan.core.binaries.cubin import cubin_has_kernel, cubin_toolkit, lz4_block, ptx_has_code
+from capplan.core.binaries.cubin import (
+    CubinError,
+    cubin_has_kernel,
+    cubin_header_problem,
+    cubin_toolkit,
+    lz4_block,
+    ptx_has_code,
+)
 from capplan.core.binaries.doctor import (
     Group,
     Library,
@@ -73,6 +80,9 @@ _MACHINES = {62: "x86_64", 183: "aarch64", 3: "i386", 40: "arm", 21: "ppc64"}
 _PT_LOAD, _PT_DYNAMIC, _PT_INTERP = 1, 2, 3
 _MAX_DYNAMIC = 1 << 20  # a dynamic section is a few hundred entries
 _MAX_STRTAB = 16 << 20
+# A DT_NEEDED name or RPATH string is cut here (PATH_MAX), and at most this many of each read.
+_MAX_NAME = 4096
+_MAX_NEEDED = 1024
 _STORE = "/nix/store/"
 _STORE_NAME = re.compile(r"^[0-9a-df-np-sv-z]{32}-(.+)$")
 _PTX_KIND = 1
@@ -256,14 +266,26 @@ def _elf_dynamic(fd: int, found: _Headers) -> tuple[tuple[str, ...], str | None,
         return (), None, ()
     strings = _pread(fd, min(strsz, _MAX_STRTAB), file_off)
 
-    def text(index: int) -> str | None:
-        if not 0 <= index < len(strings):
-            return None
-        stop = strings.find(b"\0", index)
-        return strings[index : stop if stop >= 0 else len(strings)].decode("utf-8", "replace")
+    known: dict[int, str | None] = {}
 
-    names = tuple(n for n in (text(i) for i in needed) if n)
-    rpaths = tuple(p for t in (text(i) for i in paths) if t for p in t.split(":") if p)
+    def text(index: int) -> str | None:
+        # Each string once, and its NUL looked for within a bound: entries naming the same
+        # or overlapping 16 MiB without a NUL must not copy it each.
+        if index in known:
+            return known[index]
+        found = None
+        if 0 <= index < len(strings):
+            stop = strings.find(b"\0", index, index + _MAX_NAME)
+            raw = strings[index : stop if stop >= 0 else index + _MAX_NAME]
+            found = raw.decode("utf-8", "replace")
+        known[index] = found
+        return found
+
+    # A library links some tens of libraries: the rest of a longer list is not read.
+    names = tuple(n for n in (text(i) for i in needed[:_MAX_NEEDED]) if n)
+    rpaths = tuple(
+        p for t in (text(i) for i in paths[:_MAX_NEEDED]) if t for p in t.split(":") if p
+    )
     return names, text(soname) if soname is not None else None, rpaths
 
 
@@ -277,6 +299,9 @@ _NT_GNU_PROPERTY_TYPE_0 = 5
 _GNU_PROPERTY_X86_ISA_1_NEEDED = 0xC0008002
 _ISA_LEVELS = ((8, "x86-64-v4"), (4, "x86-64-v3"), (2, "x86-64-v2"), (1, "x86-64"))
 _MAX_NOTES = 64 << 10
+# Notes walked in one file, all its note segments together: a real library has a handful
+# (build id, ABI tag, GNU properties); the x86-64 level is in the first GNU property note.
+_MAX_NOTES_PER_FILE = 4096
 
 
 def elf_x86_isa_needed(fd: int) -> str | None:
@@ -288,16 +313,32 @@ def elf_x86_isa_needed(fd: int) -> str | None:
 
 
 def _elf_x86_isa_needed(fd: int, found: _Headers) -> str | None:
+    bits, _ = _note_bits(fd, found)
+    return next((name for bit, name in _ISA_LEVELS if bits & bit), None)
+
+
+def _note_bits(fd: int, found: _Headers) -> tuple[int, int]:
+    """(GNU_PROPERTY_X86_ISA_1_NEEDED's bits, the notes walked) of the ELF's note segments.
+    Each region (offset, size) is read and walked once however many program headers name it,
+    64 KiB of notes a region, 64 KiB read in all, and :data:`_MAX_NOTES_PER_FILE` notes walked in
+    all: 4,096 headers
+    pointing at one 64 KiB region were 16.7 M notes walked."""
     end, wide, headers, _ = found
     segments = [h for h in headers if h[0] == _PT_GNU_PROPERTY] or [
         h for h in headers if h[0] == _PT_NOTE
     ]
     align = 8 if wide else 4
     bits = 0
-    for _, offset, _, size in segments:
-        data = _pread(fd, min(size, _MAX_NOTES), offset)
+    walked = 0
+    left = _MAX_NOTES_PER_FILE * 16  # bytes read, all regions together
+    for offset, size in sorted({(h[1], min(h[3], _MAX_NOTES)) for h in segments}):
+        if walked >= _MAX_NOTES_PER_FILE or left <= 0:
+            break
+        data = _pread(fd, min(size, left), offset)
+        left -= len(data) or 1
         pos = 0
-        while pos + 12 <= len(data):
+        while pos + 12 <= len(data) and walked < _MAX_NOTES_PER_FILE:
+            walked += 1
             namesz, descsz, kind = struct.unpack_from(end + "III", data, pos)
             name_at = pos + 12
             # The descriptor and the next note start at the segment's alignment, counted from
@@ -309,7 +350,7 @@ def _elf_x86_isa_needed(fd: int, found: _Headers) -> str | None:
             if kind == _NT_GNU_PROPERTY_TYPE_0 and data[name_at : name_at + namesz] == b"GNU\0":
                 bits |= _isa_bits(data[desc_at : desc_at + descsz], end, align)
             pos = next_note
-    return next((name for bit, name in _ISA_LEVELS if bits & bit), None)
+    return bits, walked
 
 
 def _align(n: int, align: int) -> int:
@@ -363,7 +404,7 @@ def _conda_packages(prefix: Path, owners: dict[str, str], packages: dict[str, Pa
     for name in names:
         try:
             data = json.loads(read_bounded(meta / name, MAX_METADATA_BYTES).decode("utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # nested too deeply: unreadable too
             continue
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
             continue
@@ -475,7 +516,7 @@ def default_sources(environ: Mapping[str, str]) -> list[Source]:
         done = run_bounded([python, "-c", script], timeout=30, limit=64 << 10)
         dirs: object = []
         if not isinstance(done, str) and done.returncode == 0:
-            with contextlib.suppress(ValueError):  # not JSON, or not UTF-8
+            with contextlib.suppress(ValueError, RecursionError):  # not JSON, not UTF-8, too deep
                 dirs = json.loads(done.stdout)
         for entry in dirs if isinstance(dirs, list) else []:
             if isinstance(entry, str) and os.path.isdir(entry):
@@ -502,17 +543,33 @@ def default_sources(environ: Mapping[str, str]) -> list[Source]:
 # --- scanning ---------------------------------------------------------------------------------
 
 
-def _candidates(root: Path) -> Iterator[tuple[str, int]]:
+_PSEUDO_DIRS = frozenset({"/proc", "/sys", "/dev", "/run"})
+
+
+def _candidates(root: Path, store: bool = False) -> Iterator[tuple[str, int]]:
     """Library-like regular files under ``root`` (sorted walk, each inode once): names ending in
     ``.so``/``.so.N``, or executable files of 64 bytes or more; directory symlinks are not
-    followed."""
+    followed, file symlinks only to files under ``root`` (with ``store``, a Nix environment,
+    under /nix/store too)."""
     seen: set[tuple[int, int]] = set()
+    inside = os.path.join(os.path.realpath(root), "")
     for directory, dirs, files in os.walk(root, followlinks=False):
-        dirs.sort()
+        # The kernel's file systems hold no libraries, and reading their files can fail
+        # (EIO) or never end: ``doctor /`` does not walk them.
+        dirs[:] = sorted(
+            d for d in dirs if os.path.normpath(os.path.join(directory, d)) not in _PSEUDO_DIRS
+        )
         for name in sorted(files):
             path = os.path.join(directory, name)
             try:
                 info = os.stat(path)
+                # A link to a file outside the environment (a venv's bin/python3 -> /usr/bin)
+                # is not the environment's: not read, not counted. In a Nix environment (a
+                # profile, a buildEnv: symlink forests) the store it links into is.
+                if os.path.islink(path):
+                    real = os.path.realpath(path)
+                    if not real.startswith(inside) and not (store and real.startswith(_STORE)):
+                        continue
             except OSError:
                 continue
             if not stat.S_ISREG(info.st_mode):
@@ -540,6 +597,27 @@ _STUB_PLAIN_MAX = 16 << 10
 _CONTAINER_READ = 1 << 20
 # The toolkit note is read from the smallest cubin of a library, if it is at most this big.
 _NOTE_MAX = 4 << 20
+# What the compressed entries of one file may decode to, all together (docs/limits.md): stubs
+# are read up to 16 KiB each and one cubin for its toolkit note, so a real library needs a few
+# MiB; a file of LZ4 bombs stops here, and its further compressed entries count as code.
+DECODE_MAX = 64 << 20
+
+
+class _Budget:
+    """The bytes one file's compressed entries may still decode to (:data:`DECODE_MAX`)."""
+
+    __slots__ = ("left", "spent")
+
+    def __init__(self, total: int) -> None:
+        self.left = total
+        self.spent = 0
+
+    def take(self, size: int) -> bool:
+        if size > self.left:
+            return False
+        self.left -= size
+        self.spent += size
+        return True
 
 
 @functools.cache
@@ -563,11 +641,15 @@ def _zstd() -> Callable[[bytes, int], bytes] | None:
 
 
 def _payload(
-    read: Callable[[int, int], bytes], entry: Any, at: int, limit: int = 64 << 20
+    read: Callable[[int, int], bytes],
+    entry: Any,
+    at: int,
+    limit: int = 64 << 20,
+    budget: _Budget | None = None,
 ) -> bytes | None:
     """The plain bytes of the entry whose header is at file offset ``at`` (``read(offset,
     size)``); None when they cannot be had (an unknown compression, no zstd decoder, damaged
-    data) or are bigger than ``limit``."""
+    data), are bigger than ``limit``, or would decode past what ``budget`` has left."""
     data = read(at, entry.header_size + entry.payload_size)
     if len(data) < entry.header_size + entry.payload_size:
         return None
@@ -577,6 +659,8 @@ def _payload(
     (full,) = struct.unpack_from("<Q", data, 0x38) if entry.header_size >= 0x40 else (0,)
     if not 0 < full <= limit:
         return None
+    if entry.compression in ("lz4", "zstd") and budget is not None and not budget.take(full):
+        return None  # the file has decoded what one file may: no claim about the rest
     try:
         if entry.compression == "lz4":
             return lz4_block(payload, full)
@@ -595,9 +679,14 @@ class _Device:
     stubs: int
     toolkit: str | None
     groups: tuple[Group, ...]
+    unreadable: tuple[str, ...] = ()
 
 
-def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
+def _unreadable_cubin(entry: Any, why: str) -> str:
+    return f"{entry.capability.sm} entry: not a readable cubin ({why})"
+
+
+def _device_details(fd: int, reports: Sequence[Any], budget: _Budget | None = None) -> _Device:
     """The device code of a library as doctor judges it: entries with nothing to launch left
     out (counted in ``stubs``), PTX with ISA version and size (two 16-bit fields of the PTX
     entry header at 0x18 minor and 0x1A major; the decompressed size at 0x38), the toolkit the
@@ -608,6 +697,8 @@ def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
     stubs = 0
     smallest: tuple[int, Any, int] | None = None  # (payload size, entry, file offset)
     toolkit: str | None = None
+    unreadable: list[str] = []
+    budget = _Budget(DECODE_MAX) if budget is None else budget
     for report in reports:
         # The fatbin containers of each file's CUDA code (the registry's readers' codes).
         for loc in [x for code in report.code for x in getattr(code, "located", ())]:
@@ -621,17 +712,26 @@ def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
                 if kind not in ("sass", "ptx"):
                     continue
                 plain = (
-                    _payload(read, entry, at, _STUB_PLAIN_MAX)
+                    _payload(read, entry, at, _STUB_PLAIN_MAX, budget)
                     if entry.payload_size <= _STUB_MAX
                     else None
                 )
                 if kind == "sass":
                     if plain is not None:
                         toolkit = _newer(toolkit, cubin_toolkit(plain))
-                        if not cubin_has_kernel(plain):
-                            stubs += 1
+                        try:
+                            if not cubin_has_kernel(plain):
+                                stubs += 1
+                                continue
+                        except CubinError as error:
+                            unreadable.append(_unreadable_cubin(entry, str(error)))
                             continue
-                    elif smallest is None or entry.payload_size < smallest[0]:
+                    else:
+                        why = _stored_cubin_problem(read, entry, at)
+                        if why is not None:
+                            unreadable.append(_unreadable_cubin(entry, why))
+                            continue
+                    if plain is None and (smallest is None or entry.payload_size < smallest[0]):
                         smallest = (entry.payload_size, entry, at)
                     c_sass.add(entry.capability)
                     sass.add(entry.capability)
@@ -659,7 +759,8 @@ def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
             if len(c_sass | c_ptx) > 1:
                 groups.append((tuple(sorted(c_sass)), tuple(sorted(c_ptx))))
     if toolkit is None and smallest is not None and smallest[0] <= _NOTE_MAX:
-        plain = _payload(lambda at, size: _pread(fd, size, at), smallest[1], smallest[2])
+        read_all = functools.partial(_pread_at, fd)
+        plain = _payload(read_all, smallest[1], smallest[2], budget=budget)
         toolkit = cubin_toolkit(plain) if plain is not None else None
     caps = {p.capability for p in ptx.values()}
     for code in (code for report in reports for code in report.code):
@@ -672,7 +773,24 @@ def _device_details(fd: int, reports: Sequence[Any]) -> _Device:
         stubs,
         toolkit,
         tuple(sorted(groups)),
+        tuple(unreadable),
     )
+
+
+def _pread_at(fd: int, at: int, size: int) -> bytes:
+    return _pread(fd, size, at)
+
+
+def _stored_cubin_problem(read: Callable[[int, int], bytes], entry: Any, at: int) -> str | None:
+    """Why a cubin stored uncompressed, too big to read whole, cannot be read, from its ELF
+    header alone (its section table must lie inside the entry); None when it can, or when it is
+    no 64-bit little-endian ELF file (no claim)."""
+    if entry.compression != "none":
+        return None
+    head = read(at + entry.header_size, 64)
+    if head[:6] != b"\x7fELF\x02\x01":
+        return None
+    return cubin_header_problem(head, min(entry.payload_size, 1 << 62))
 
 
 def _container_reader(fd: int, container: Any, base: int) -> Callable[[int, int], bytes]:
@@ -786,51 +904,66 @@ def _machine(head: bytes) -> str | None:
 
 
 def _library(path: str, shown: str, package: str, size: int) -> Library:
-    from capplan.adapters.fatbin import inspect_paths
-
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as error:
         return Library(shown, package, size=size, problems=(f"cannot read: {error.strerror}",))
     try:
-        if _pread(fd, 4, 0) != _ELF:
-            # A file named as a library that is neither ELF nor a linker script: the loader
-            # refuses it ("invalid ELF header"); other non-ELF executables are scripts.
-            named = _LIB_NAME.search(os.path.basename(path))
-            if not named or _LD_SCRIPT.match(_pread(fd, 4096, 0)):
-                return Library(shown, package, size=size)
-            return Library(shown, package, size=size, unloadable=loader_problem(fd, size))
-        # The program headers are read once, for the loader's verdict and the ELF facts alike.
-        found = _read_headers(fd)
-        unloadable = _loader_problem(fd, size, found)
-        needed, soname, level, rpaths = _all_facts(fd, found)
-        machine = _machine(_pread(fd, 20, 0))
-        # A cuNN folder on its RPATH/RUNPATH ($ORIGIN/../nvidia/cu13/lib): the CUDA libraries
-        # it loads come from there. Only for a library that uses CUDA (device code, or a CUDA
-        # library among its DT_NEEDED): torch sets that RPATH on libgomp too.
-        hint = next((m for m in map(cuda_major_of_name, rpaths) if m is not None), None)
-        uses_cuda = any(n.startswith(_CUDA_LIBS) for n in needed)
-        try:
-            reports = inspect_paths([Path(path)])
-        except BinaryFormatError as error:
-            return Library(shown, package, needed=needed, soname=soname, size=size,
-                           problems=(error.one_line(),), cpu_level=level,
-                           unloadable=unloadable, machine=machine,
-                           major_hint=hint)  # fmt: skip
-        device = _device_details(fd, reports)
-        # Without device code of its own, a library may still hold cudart linked statically
-        # (cupy-cuda13x's runtime module): its symbol table says so, its package the major.
-        static = not (device.sass or device.ptx or device.stubs) and _static_cudart(fd, size)
-        if not (uses_cuda or static or device.sass or device.ptx or device.stubs):
-            hint = None
-        amd = tuple(sorted({t for r in reports for c in r.code for t in getattr(c, "targets", ())}))
-        problems = tuple(p for r in reports for p in r.problems)
-        return Library(shown, package, device.sass, device.ptx, amd, needed, soname, size,
-                       problems, major_hint=hint, cpu_level=level, unloadable=unloadable,
-                       machine=machine, stubs=device.stubs, toolkit=device.toolkit,
-                       groups=device.groups, static_cudart=static)  # fmt: skip
+        return _read_library(fd, path, shown, package, size)
+    except OSError as error:  # EIO from a failing disk, or a kernel file linked in
+        return Library(shown, package, size=size, problems=(f"cannot read: {error.strerror}",))
     finally:
         os.close(fd)
+
+
+def _read_library(fd: int, path: str, shown: str, package: str, size: int) -> Library:
+    from capplan.adapters.fatbin import inspect_paths
+
+    if _pread(fd, 4, 0) != _ELF:
+        # A file named as a library that is neither ELF nor a linker script: the loader
+        # refuses it ("invalid ELF header"); other non-ELF executables are scripts.
+        named = _LIB_NAME.search(os.path.basename(path))
+        if not named or _LD_SCRIPT.match(_pread(fd, 4096, 0)):
+            return Library(shown, package, size=size)
+        return Library(shown, package, size=size, unloadable=loader_problem(fd, size))
+    # The program headers are read once, for the loader's verdict and the ELF facts alike.
+    found = _read_headers(fd)
+    unloadable = _loader_problem(fd, size, found)
+    needed, soname, level, rpaths = _all_facts(fd, found)
+    machine = _machine(_pread(fd, 20, 0))
+    # A cuNN folder on its RPATH/RUNPATH ($ORIGIN/../nvidia/cu13/lib): the CUDA libraries
+    # it loads come from there. Only for a library that uses CUDA (device code, or a CUDA
+    # library among its DT_NEEDED): torch sets that RPATH on libgomp too.
+    hint = next((m for m in map(cuda_major_of_name, rpaths) if m is not None), None)
+    uses_cuda = any(n.startswith(_CUDA_LIBS) for n in needed)
+    if unloadable is not None:
+        # The loader refuses it: it runs nowhere, whatever device code it holds, so its
+        # bytes are not searched (a sparse 64 GiB file of zeros took minutes).
+        return Library(shown, package, needed=needed, soname=soname, size=size,
+                       cpu_level=level, unloadable=unloadable, machine=machine,
+                       major_hint=hint if uses_cuda else None)  # fmt: skip
+    try:
+        reports = inspect_paths([Path(path)])
+    except BinaryFormatError as error:
+        return Library(shown, package, needed=needed, soname=soname, size=size,
+                       problems=(error.one_line(),), cpu_level=level,
+                       unloadable=unloadable, machine=machine,
+                       major_hint=hint)  # fmt: skip
+    device = _device_details(fd, reports)
+    # Without device code of its own, a library may still hold cudart linked statically
+    # (cupy-cuda13x's runtime module): its symbol table says so, its package the major.
+    static = not (device.sass or device.ptx or device.stubs or device.unreadable) and (
+        _static_cudart(fd, size)
+    )
+    if not (uses_cuda or static or device.sass or device.ptx or device.stubs):
+        hint = None
+    amd = tuple(sorted({t for r in reports for c in r.code for t in getattr(c, "targets", ())}))
+    problems = (*(p for r in reports for p in r.problems), *device.unreadable)
+    return Library(shown, package, device.sass, device.ptx, amd, needed, soname, size,
+                   problems, major_hint=hint, cpu_level=level, unloadable=unloadable,
+                   machine=machine, stubs=device.stubs, toolkit=device.toolkit,
+                   groups=device.groups, static_cudart=static,
+                   unreadable=device.unreadable)  # fmt: skip
 
 
 def _owner_maps(root: Path) -> tuple[dict[str, str], dict[str, Package]]:
@@ -891,7 +1024,7 @@ def scan_sources(
                 owners, found = _owner_maps(root) if source.kind != "nix" else ({}, {})
                 packages.update(found)
                 shown_root = str(source.path) if root == source.path else str(root)
-                for path, size in _candidates(root):
+                for path, size in _candidates(root, source.kind == "nix"):
                     owner = owners.get(os.path.normpath(path))
                     if owner is None:
                         owner, package = _fallback_package(root, path, source.kind)

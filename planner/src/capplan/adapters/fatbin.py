@@ -89,7 +89,7 @@ def _file_report(
 def _mapped(handle: BinaryIO) -> Iterator[tuple[mmap.mmap, Access]]:
     """The file ``handle`` has open, mapped, with how to search it, read its headers and
     release the pages a scan is done with."""
-    with map_file(handle) as mapped, finder(mapped) as find:
+    with map_file(handle) as mapped, finder(mapped, handle.fileno()) as find:
         yield mapped, Access(find, _header_reader(handle), _release_for(mapped))
 
 
@@ -159,36 +159,35 @@ def _inspect_bare(
 def _archive_members(
     buf: Buffer, start: int, end: int, name: str
 ) -> Iterator[tuple[str, int, int]]:
-    """(member name, data start, data end) for each regular member of a System V/GNU/BSD ar."""
+    """(member name, data start, data end) for each regular member of a System V/GNU/BSD ar.
+    Sizes and name lengths are ASCII decimal digits (ar's format), so every member starts past
+    the one before it: a negative or non-ASCII number (``-60``, ``²``) is a corrupt header."""
     pos = start + len(_AR_MAGIC)
     long_names = b""
     while pos + 60 <= end:
         header = bytes(buf[pos : pos + 60])
         if header[58:60] != b"`\n":
-            raise BinaryFormatError(
-                f"corrupt static archive member header at {pos - start:#x} in {name}",
-                hint="the archive is truncated or not a Unix ar archive",
-            )
+            raise _corrupt_member(f"member header at {pos - start:#x}", name)
         raw_name = header[0:16].decode("latin-1").rstrip(" ")
-        try:
-            size = int(header[48:58].decode("ascii").strip() or "0")
-        except ValueError:
-            raise BinaryFormatError(
-                f"corrupt size in static archive member header at {pos - start:#x} in {name}",
-                hint="the archive is truncated or not a Unix ar archive",
-            ) from None
+        size = _ar_number(header[48:58].strip(b" "), "size", pos - start, name)
         data = pos + 60
         data_end = data + size
         member = raw_name
         if raw_name == "//":  # GNU long-name table
             long_names = bytes(buf[data : min(data_end, end)])
         elif raw_name.startswith("#1/"):  # BSD: the name leads the data
-            length = int(raw_name[3:] or "0")
-            member = bytes(buf[data : data + length]).decode("utf-8", "replace").rstrip("\0")
+            length = _ar_number(raw_name[3:].encode("latin-1"), "name length", pos - start, name)
+            if length > size:
+                raise _corrupt_member(f"name length {length} past its member at {pos - start:#x}",
+                                      name)  # fmt: skip
+            named = bytes(buf[data : data + min(length, _AR_NAME_MAX)])
+            member = named.decode("utf-8", "replace").rstrip("\0")
             data += length
-        elif raw_name.startswith("/") and raw_name[1:].isdigit():
-            index = int(raw_name[1:])
-            member = long_names[index:].split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("/")
+        elif raw_name.startswith("/") and raw_name[1:].isascii() and raw_name[1:].isdigit():
+            index = int(raw_name[1:])  # at most 15 ASCII digits
+            stop = long_names.find(b"\n", index, index + _AR_NAME_MAX)
+            entry = long_names[index : stop if stop >= 0 else index + _AR_NAME_MAX]
+            member = entry.decode("utf-8", "replace").rstrip("/")
         else:
             member = raw_name.rstrip("/")
         if raw_name not in ("/", "//", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED"):
@@ -196,6 +195,24 @@ def _archive_members(
         if data_end > end:
             return
         pos = data_end + (data_end - start) % 2  # members are 2-byte aligned
+
+
+# A member name is cut here (a GNU long name, a BSD name): names are a path at most.
+_AR_NAME_MAX = 4096
+
+
+def _ar_number(field: bytes, what: str, at: int, name: str) -> int:
+    """An ar header's decimal field (ASCII digits, 10 at most; empty is 0)."""
+    if field and not (field.isdigit() and len(field) <= 10):  # bytes.isdigit: ASCII only
+        raise _corrupt_member(f"{what} in member header at {at:#x}", name)
+    return int(field or b"0")
+
+
+def _corrupt_member(what: str, name: str) -> BinaryFormatError:
+    return BinaryFormatError(
+        f"corrupt static archive {name}: bad {what}",
+        hint="the archive is truncated or not a Unix ar archive",
+    )
 
 
 # --- Dispatch on content -----------------------------------------------------------------------

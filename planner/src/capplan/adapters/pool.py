@@ -9,9 +9,10 @@ runs in this process: starting workers would cost more than it saves.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["POOL_MIN_BYTES", "default_jobs", "map_files"]
 
@@ -61,14 +62,45 @@ def map_files(
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    # The stop-signal guard of the bounded runner: held while the workers run.
+    from capplan.runtime.selector import _Stopped, _Stops
+
     order = sorted(range(len(items)), key=lambda i: -sizes[i])
     found: dict[int, R] = {}
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(work, items[i]): i for i in order}
-        for future in as_completed(futures):
-            index = futures[future]
-            found[index] = future.result()
-            if on_done is not None:
-                on_done(sizes[index])
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    stopped = False
+    try:
+        # SIGTERM (a CI cancel, ``timeout``), SIGHUP or SIGINT ends the workers first, then acts
+        # on capplan as it would have (docs/limits.md: capplan's children end with it).
+        with _Stops() as stops:
+            try:
+                stops.child_started()
+                futures = {pool.submit(work, items[i]): i for i in order}
+                for future in as_completed(futures):
+                    index = futures[future]
+                    found[index] = future.result()
+                    if on_done is not None:
+                        on_done(sizes[index])
+            except _Stopped as stop:
+                stops.pending = stop.signum
+                stopped = True
+                _end_workers(pool)
+    finally:
+        if stopped:
+            pool.shutdown(wait=False, cancel_futures=True)
+        else:
+            pool.shutdown(wait=True, cancel_futures=True)
     return [found[i] for i in range(len(items))]
+
+
+def _end_workers(pool: Any) -> None:
+    """Kill the pool's worker processes and reap them (the executor keeps them in
+    ``_processes``; Python 3.14's ``terminate_workers`` does the same)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        with contextlib.suppress(OSError, ValueError):
+            process.kill()
+    for process in processes:
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            process.join(5)

@@ -25,8 +25,9 @@ from capplan.core.binaries.doctor import (
     Gpu,
     Package,
     diagnose,
+    judged,
 )
-from capplan.errors import ExitCode, InvalidInputError, NoGpuError, shorten
+from capplan.errors import ExitCode, InvalidInputError, NoGpuError, NothingToDo, shorten
 
 if TYPE_CHECKING:
     from capplan.adapters.environment import Scan, Source
@@ -111,10 +112,26 @@ def doctor(
                                 highlight=False, soft_wrap=True)  # fmt: skip
     kb = current_kb()
     cpu_facts, cpu_note = _cpu_facts(cpu)
-    gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
+    if devices:  # checked before the scan: a GPU capplan does not know is exit 4 at once
+        gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
+    scan = _scan(sources, jobs)
+    from capplan.adapters.variant_wheels import installed_variants
+
+    variants = installed_variants(sources)
+    if not any(judged(lib) or lib.cpu_level for lib in scan.libraries) and not any(variants):
+        # No library to judge on a GPU, none that records its x86-64 level, no variant wheel:
+        # whatever the machine's GPUs (none, too: exit 3 before "no GPU found", exit 10).
+        where = ", ".join(shorten(str(source.path)) for source in sources)
+        raise NothingToDo(
+            f"{where} holds no GPU code, nothing to check ({scan.files} ELF files read: no "
+            "device code, no CUDA or ROCm runtime linked)",
+            hint="give the environment that holds the GPU packages: a virtualenv, conda prefix, "
+            "store path or wheel",
+        )
+    if not devices:
+        gpus, detected_driver = _gpus(devices, kb, need_driver=driver is None)
     version = driver if driver is not None else detected_driver
     facts = doctor_driver(kb, version)
-    scan = _scan(sources, jobs)
     report = diagnose(scan.libraries, scan.packages, gpus, facts, cpu_facts)
     fixes = _plan_fixes(report, kb, facts)
     data = _json(
@@ -126,7 +143,7 @@ def doctor(
         scan,
     )
     data["cpu"] = _cpu_json(report, scan, cpu_note)
-    data["variants"] = _variants_json(sources, report.gpus)
+    data["variants"] = _variants_json(variants, report.gpus)
     data["driver_reach"] = reach_json(scan.libraries)  # issue 48: Nix-built code on other hosts
     data["ok"] = report.ok and data["driver_reach"]["ok"]
     if as_json:
@@ -291,7 +308,7 @@ def _plan_fixes(
     from capplan.adapters.nix import current_system
     from capplan.cli.planning import plan_with_settings
 
-    planned_config = plan_with_settings(None)
+    planned_config = plan_with_settings(None, quiet=True)
     plan = planned_config.plan
     system = os.environ.get("CAPPLAN_SYSTEM", "").strip() or current_system()
     picks = _cuda_picks(kb, system, driver)
@@ -475,12 +492,12 @@ def _print_cpu(data: dict[str, Any]) -> None:
         console.print(f"  fix: {escape(lib['fix'])}", highlight=False)
 
 
-def _variants_json(sources: Sequence[Source], gpus: Sequence[Gpu]) -> dict[str, Any]:
-    """PEP 825 variant wheels among the sources, each judged against every GPU (issue 35)."""
-    from capplan.adapters.variant_wheels import installed_variants
+def _variants_json(variants: tuple[Sequence[Any], Any], gpus: Sequence[Gpu]) -> dict[str, Any]:
+    """PEP 825 variant wheels among the sources (``installed_variants``: the wheels and the
+    problems), each judged against every GPU (issue 35)."""
     from capplan.core.binaries.variants import judge_variant
 
-    found, problems = installed_variants(sources)
+    found, problems = variants
     return {
         "installed": [
             {

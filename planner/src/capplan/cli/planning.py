@@ -169,14 +169,19 @@ def plan_with_settings(
     config_path: Path | None,
     flags: Mapping[str, Mapping[str, Any]] | None = None,
     environ: Mapping[str, str] | None = None,
+    *,
+    quiet: bool = False,
 ) -> Planned:
+    """The plan of the capplan.toml here or above (``config_path`` when given), else of the
+    embedded default plan, which is said on stderr unless ``quiet`` (doctor's fixes: the plan
+    is not what the user asked about)."""
     from capplan.adapters.config import load_config
     from capplan.core.planning.planner import make_plan
 
     config, found = load_config(
         config_path, cwd=Path.cwd(), environ=os.environ if environ is None else environ, flags=flags
     )
-    if found is None:
+    if found is None and not quiet:
         from capplan.adapters.config import default_plan_path
         from capplan.cli.output import err_console
 

@@ -625,6 +625,11 @@ class _Stops:
             signal.raise_signal(signum)
 
 
+# How long the pipes are read after the program exits, and how often it is looked at meanwhile.
+_LINGER = 1.0
+_POLL = 0.5
+
+
 def run_bounded(
     argv: list[str],
     *,
@@ -682,6 +687,7 @@ def _run_bounded(
     why: Unusable | None = None
     deadline = time.monotonic() + timeout
     late = Unusable(f"{program} did not answer within {timeout:g} s", "timeout")
+    lingering = False  # it exited, and something it started still holds its output open
     try:
         stops.child_started()
         with selectors.DefaultSelector() as chooser:
@@ -692,7 +698,15 @@ def _run_bounded(
                 if left <= 0:
                     why = late
                     break
-                for key, _ in chooser.select(left):
+                if proc.poll() is not None:
+                    # The program is done; a process it left in the background (a python3
+                    # that forks) may hold the pipes for ever: read what is there a moment
+                    # longer, then stop (its group is killed below).
+                    left = min(left, _LINGER)
+                    if not chooser.select(left):
+                        lingering = True
+                        break
+                for key, _ in chooser.select(min(left, _POLL)):
                     data = os.read(key.fd, 65536)
                     if not data:
                         chooser.unregister(key.fd)
@@ -711,7 +725,7 @@ def _run_bounded(
             except subprocess.TimeoutExpired:
                 why = late
     finally:
-        if why is not None or proc.returncode is None:
+        if why is not None or proc.returncode is None or lingering:
             try:
                 os.killpg(proc.pid, 9)
             except OSError:

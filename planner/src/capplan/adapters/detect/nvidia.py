@@ -465,7 +465,7 @@ def find_devices(kb: KnowledgeBase, *, board: bool = True) -> Found:
             tree = f"; {unusable}" if unusable else ""
             return Found((), missing=f"{error.message}{tree}", hint=error.hint or "")
         found = [module]
-    except (UnicodeError, ValueError) as error:
+    except (UnicodeError, ValueError, RecursionError) as error:
         raise DataError(
             f"nvidia-smi printed output that is not text: {error}",
             hint="check the driver installation, or point CAPPLAN_NVIDIA_SMI at a working one",

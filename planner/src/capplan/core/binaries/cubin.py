@@ -18,37 +18,86 @@ from __future__ import annotations
 import re
 import struct
 
-__all__ = ["cubin_has_kernel", "cubin_toolkit", "lz4_block", "ptx_has_code"]
+__all__ = [
+    "CubinError",
+    "cubin_has_kernel",
+    "cubin_header_problem",
+    "cubin_toolkit",
+    "lz4_block",
+    "ptx_has_code",
+]
 
 _ELF = b"\x7fELF"
 _TOOLKIT = re.compile(rb"Cuda compilation tools, release ([0-9]{1,2})\.([0-9]{1,2})")
 _SECTIONS_MAX = 1 << 16
+# sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size (the ELF gABI, 64-bit).
+_ROW = struct.Struct("<IIQQQQ")
+_SHT_NOBITS = 8  # .bss-like: no bytes in the file
+
+
+class CubinError(ValueError):
+    """A fatbin entry that starts as an ELF file cannot be read as a cubin (the message says
+    why: ``its section table lies past its end``)."""
+
+
+def cubin_header_problem(head: bytes, size: int) -> str | None:
+    """Why the 64-bit little-endian ELF header ``head`` (the first 64 bytes or more of a cubin of
+    ``size`` bytes) cannot be a readable cubin's; None when its section and program header tables
+    fit the cubin.
+    Reads nothing past the header, so it checks entries too big to read whole."""
+    if len(head) < 64 or size < 64:
+        return f"{size} bytes, shorter than an ELF header"
+    (shoff,) = struct.unpack_from("<Q", head, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
+    if shnum == 0:
+        return None  # no section table: nothing to name, no claim
+    if shentsize < 64:
+        return f"section header size {shentsize}, smaller than 64"
+    if shnum > _SECTIONS_MAX:
+        return f"{shnum} sections"
+    if shstrndx >= shnum:
+        return f"section-name table index {shstrndx} of {shnum} sections"
+    if shoff > size or shnum * shentsize > size - shoff:
+        return "its section table lies past its end"
+    (phoff,) = struct.unpack_from("<Q", head, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+    if phnum and (phoff > size or phnum * phentsize > size - phoff):
+        return "its program header table lies past its end"
+    return None
 
 
 def cubin_has_kernel(cubin: bytes) -> bool:
-    """Whether the cubin has a kernel: a ``.text.*`` section with bytes. Anything that is not a
-    readable 64-bit little-endian ELF is taken to hold code (no claim is made about it)."""
-    if len(cubin) < 64 or cubin[:4] != _ELF or cubin[4] != 2 or cubin[5] != 1:
+    """Whether the cubin has a kernel: a ``.text.*`` section with bytes. A payload that is no
+    64-bit little-endian ELF file is taken to hold code (no claim is made about it); one that is,
+    but whose header tables, sections or section names do not fit its bytes, raises
+    :class:`CubinError`. Every offset and count is checked against the cubin's length before
+    use, and no name is copied."""
+    if cubin[:4] != _ELF or len(cubin) < 6 or cubin[4] != 2 or cubin[5] != 1:
         return True
-    if b"\0.text." in cubin:
-        return True  # a section name starts with .text. (names are NUL-separated): a kernel
-    try:
-        (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-        if shentsize < 64 or not 0 < shnum <= _SECTIONS_MAX or shstrndx >= shnum:
-            return True
-        row = struct.Struct("<IIQQQQ")
-        headers = [row.unpack_from(cubin, shoff + i * shentsize) for i in range(shnum)]
-        names_at, names_size = headers[shstrndx][4], headers[shstrndx][5]
-        names = cubin[names_at : names_at + names_size]
-    except struct.error:
+    size = len(cubin)
+    problem = cubin_header_problem(cubin[:64], size)
+    if problem is not None:
+        raise CubinError(problem)
+    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    if shnum == 0:
         return True
-    for name_off, _, _, _, _, size in headers:
-        end = names.find(b"\0", name_off)
-        name = names[name_off : end if end >= 0 else len(names)]
-        if name.startswith(b".text.") and size > 0:
-            return True
-    return False
+    names_at, names_size = _ROW.unpack_from(cubin, shoff + shstrndx * shentsize)[4:6]
+    if names_at > size or names_size > size - names_at:
+        raise CubinError("its section-name table lies past its end")
+    if names_size == 0 or cubin[names_at + names_size - 1] != 0:
+        raise CubinError("its section-name table does not end in NUL")
+    kernel = False
+    for index in range(shnum):
+        name_off, kind, _, _, offset, length = _ROW.unpack_from(cubin, shoff + index * shentsize)
+        if name_off >= names_size:
+            raise CubinError(f"section {index}'s name lies past the section-name table")
+        if kind != _SHT_NOBITS and (offset > size or length > size - offset):
+            raise CubinError(f"section {index} lies past its end (truncated?)")
+        # The table ends in NUL, so ".text." found at the name's start is that name's prefix.
+        if length > 0 and cubin.startswith(b".text.", names_at + name_off):
+            kernel = True
+    return kernel
 
 
 def cubin_toolkit(cubin: bytes) -> str | None:
@@ -92,8 +141,11 @@ def ptx_has_code(ptx: bytes) -> bool:
 
 
 def lz4_block(data: bytes, size: int) -> bytes:
-    """Decode one LZ4 block into ``size`` bytes (fewer when the block ends early). Raises
-    ValueError on a match that points before the output's start."""
+    """Decode one LZ4 block into at most ``size`` bytes, the entry's declared decompressed size
+    (fewer when the block ends early): a literal run or a match is cut where the output reaches
+    ``size``, checked before anything is copied, so a block can never expand past it (a match
+    length of a million bytes in a 16-byte block costs nothing). Raises ValueError on a match
+    that points before the output's start."""
     out = bytearray()
     pos = 0
     end = len(data)
@@ -108,7 +160,7 @@ def lz4_block(data: bytes, size: int) -> bytes:
                 literal += extra
                 if extra != 255:
                     break
-        out += data[pos : pos + literal]
+        out += data[pos : pos + min(literal, size - len(out))]
         pos += literal
         if pos + 2 > end or len(out) >= size:
             break
@@ -124,7 +176,11 @@ def lz4_block(data: bytes, size: int) -> bytes:
                 length += extra
                 if extra != 255:
                     break
+        length = min(length, size - len(out))  # checked before copying: never past ``size``
         start = len(out) - offset
-        for i in range(length):  # may overlap itself: byte by byte
-            out.append(out[start + i])
-    return bytes(out[:size])
+        if offset >= length:
+            out += out[start : start + length]
+        else:  # overlaps itself: the last ``offset`` bytes repeated
+            pattern = bytes(out[start:])
+            out += (pattern * (length // offset + 1))[:length]
+    return bytes(out)

@@ -46,6 +46,7 @@ __all__ = [
     "diagnose",
     "isa_cuda",
     "isa_major",
+    "judged",
 ]
 
 # PTX ISA version -> the first CUDA release that emits it (NVIDIA, PTX ISA "Release Notes" table:
@@ -72,7 +73,9 @@ PTX_ISA_CUDA: Mapping[tuple[int, int], str] = {
 # another cannot (torch on a T4: libtorch_cuda_linalg.so's MAGMA kernels start at sm_80).
 LEVELS = ("runs", "native", "compatible", "ptx-jit", "other-vendor", "partly", "cannot-run")
 
-_CUDART = re.compile(r"^libcudart\.so\.([0-9]+)(?:\.|$)")
+# A major of at most 4 digits: a ``libcudart.so.<5,000 digits>`` is no CUDA runtime (and past
+# Python's 4,300-digit limit for int()).
+_CUDART = re.compile(r"^libcudart\.so\.([0-9]{1,4})(?:\.|$)")
 # cuNN in a path or distribution name (nvidia/cu13/lib, nvidia-cudnn-cu13), and the cudaNNx of
 # CuPy's distributions (cupy-cuda13x, cupy-cuda12x: PyPI project names).
 _CU_NAME = re.compile(r"(?:^|[-_/])cu(?:da)?([0-9]{2})x?(?:$|[-_./])")
@@ -193,6 +196,9 @@ class Library:
     # cudart linked statically (``libcudart_static_*`` symbols): it needs its CUDA major's
     # driver though no DT_NEEDED says which; its package name (cupy-cuda13x) may.
     static_cudart: bool = False
+    # Device-code entries that cannot be read ("sm_90 entry: not a readable cubin (...)"): a
+    # damaged file, whose module the CUDA driver refuses to load; such a library never runs.
+    unreadable: tuple[str, ...] = ()
 
     @property
     def has_cuda_code(self) -> bool:
@@ -309,6 +315,14 @@ def _unloadable_cell(lib: Library) -> Cell:
     """A library the dynamic loader refuses runs on no GPU: dlopen fails before any kernel."""
     name = lib.path.rsplit("/", 1)[-1]
     return Cell("cannot-run", None, f"the loader cannot load {name}: {lib.unloadable}",
+                "reinstall the package (the file is damaged)", "unloadable")  # fmt: skip
+
+
+def _unreadable_cell(lib: Library) -> Cell:
+    """A library with a damaged device-code entry: the driver refuses its module (the file is
+    damaged), whatever the GPU."""
+    name = lib.path.rsplit("/", 1)[-1]
+    return Cell("cannot-run", None, f"{name} is damaged: {'; '.join(lib.unreadable)}",
                 "reinstall the package (the file is damaged)", "unloadable")  # fmt: skip
 
 
@@ -467,6 +481,21 @@ class DoctorReport:
         return tuple(sorted(majors))
 
 
+def judged(lib: Library) -> bool:
+    """Whether doctor judges ``lib`` on the GPUs: it holds device code (stubs included: judged,
+    and said to run), links or embeds a CUDA runtime, or cannot be loaded or read at all. An
+    environment with none such holds no GPU code: nothing to check."""
+    return bool(
+        lib.has_cuda_code
+        or lib.stubs
+        or lib.static_cudart
+        or lib.amd
+        or lib.cuda_majors
+        or lib.unloadable is not None
+        or lib.unreadable
+    )
+
+
 def diagnose(
     libraries: Sequence[Library],
     packages: Mapping[str, Package],
@@ -480,16 +509,7 @@ def diagnose(
     ``packages`` maps each library's ``package`` key to the package; the report keeps packages
     in name order and libraries in path order.
     """
-    relevant = [
-        lib
-        for lib in libraries
-        if lib.has_cuda_code
-        or lib.stubs  # device code with nothing to launch: judged, and said to run
-        or lib.static_cudart
-        or lib.amd
-        or lib.cuda_majors
-        or lib.unloadable is not None
-    ]
+    relevant = [lib for lib in libraries if judged(lib)]
     by_package: dict[str, list[Library]] = {}
     for lib in relevant:
         pkg = packages.get(lib.package)
@@ -510,6 +530,8 @@ def diagnose(
                 row.append(gpu.cell(lib, driver))
             if lib.unloadable is not None:
                 row = [_unloadable_cell(lib) for _ in gpus]
+            elif lib.unreadable:
+                row = [_unreadable_cell(lib) for _ in gpus]
             elif row and all(c.level == "other-vendor" for c in row):
                 row = [_no_gpu_of_its_vendor(lib, c) for c in row]
             cells[lib.path] = tuple(row)

@@ -16,6 +16,8 @@ from typing import NamedTuple
 from capplan.core.binaries.buffers import Buffer
 
 __all__ = [
+    "NAMES_MAX",
+    "NAME_MAX",
     "NO_SECTION",
     "ElfError",
     "ElfSections",
@@ -107,6 +109,11 @@ class SectionHeader(NamedTuple):
 _SHDR = {1: "IIIIIIIIII", 2: "IIQQQQIIQQ"}
 _SHN_XINDEX = 0xFFFF
 _MAX_SECTIONS = 1 << 20  # far above any real file; a corrupt count must not loop for ages
+# A section name is cut at this many bytes (nvcc's longest, a template kernel's mangled
+# ``.text._Z...``, are some hundreds): one file's names then hold at most 1 KiB per section.
+NAME_MAX = 1024
+# All of one file's section names together: past this the table is taken as unreadable.
+NAMES_MAX = 16 << 20
 
 
 def section_headers(buf: Buffer, start: int, end: int) -> list[SectionHeader]:
@@ -158,11 +165,21 @@ def section_headers(buf: Buffer, start: int, end: int) -> list[SectionHeader]:
     if names_offset + names_size > size:
         raise ElfError("the section-name table lies past the end of the file")
     names = bytes(buf[start + names_offset : start + names_offset + names_size])
+    known: dict[int, str] = {}
+    total = [0]
 
     def name_of(at: int) -> str:
-        stop = names.find(b"\0", at)
-        text = names[at : stop if stop >= 0 else len(names)] if at < len(names) else b""
-        return text.decode("utf-8", errors="replace") or "?"
+        # The NUL is looked for within NAME_MAX bytes, and each offset is decoded once: 2,500
+        # sections naming 256 KiB without a NUL no longer copy the table's tail each.
+        name = known.get(at)
+        if name is None:
+            stop = names.find(b"\0", at, at + NAME_MAX)
+            text = names[at : stop if stop >= 0 else at + NAME_MAX] if at < len(names) else b""
+            total[0] += len(text)
+            if total[0] > NAMES_MAX:
+                raise ElfError(f"its section names hold more than {NAMES_MAX >> 20} MiB")
+            name = known[at] = text.decode("utf-8", errors="replace") or "?"
+        return name
 
     return [SectionHeader(name_of(h[0]), h[1], h[2], h[4], h[5]) for h in headers]
 

@@ -106,7 +106,7 @@ class NvidiaGpu:
 
 
 # PEP 825's nvidia provider: ``86_real`` is SASS for 8.6, ``90_virtual`` PTX for 9.0.
-_SM = re.compile(r"([0-9]+)([af]?)_(real|virtual)")
+_SM = re.compile(r"([0-9]{1,4})([af]?)_(real|virtual)")  # 4 digits: int() never sees 5,000
 
 
 def _sm_arch(values: Sequence[str]) -> tuple[list[Capability], list[Capability], list[str]]:
