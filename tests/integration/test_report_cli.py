@@ -19,26 +19,22 @@ HOSTILE = 'evil<script>console.error("ran")</script>\u202e"\'`|*_[x](y)'
 
 
 def hostile_folder(folder: Path) -> dict[str, str]:
-    """A knowledge base with a package named HOSTILE and a capplan.toml planning it beside
-    torch for an NVIDIA and an AMD GPU; returns the environment that names the KB."""
+    """A knowledge base with a GPU model named HOSTILE (an A100 by another name: package names
+    are refused where the knowledge base is loaded, GPU names are shown as they are) and a
+    capplan.toml planning torch and torchvision for it and an AMD GPU; returns the environment
+    that names the KB."""
     kb = folder / "kb"
     kb.mkdir()
     for path in KB.iterdir():
         if path.is_file():
             shutil.copy(path, kb / path.name)
-    data = json.loads((KB / "packages.json").read_text())
-    data["packages"][HOSTILE] = {
-        "attr": "python3Packages.evil", "kind": "capability-dependent", "depends": [],
-        "ptx": "forward-compat",
-        "limits": {"allow_from": None, "allow": None, "exclude": [], "min": None, "max": None,
-                   "suffixes": ["", "a", "f"], "cuda": None, "source": "test"},
-        "cost": {"base_minutes": 5, "per_target_minutes": 3, "base_size_mb": 10,
-                 "per_target_size_mb": 5, "source": "test"},
-        "big_parallel": False, "note": "", "source": "test",
-    }  # fmt: skip
-    (kb / "packages.json").write_text(json.dumps(data))
+    data = json.loads((KB / "gpus.json").read_text())
+    a100 = next(gpu for gpu in data["gpus"] if gpu["name"] == "NVIDIA A100-SXM4-80GB")
+    data["gpus"].append({**a100, "name": HOSTILE, "aliases": []})
+    (kb / "gpus.json").write_text(json.dumps(data))
     (folder / "capplan.toml").write_text(
-        f'[fleet]\ngpus = ["A100", "MI300X"]\n[packages.torch]\n[packages.{json.dumps(HOSTILE)}]\n'
+        f"[fleet]\ngpus = [{json.dumps(HOSTILE)}, \"MI300X\"]\n"
+        "[packages.torch]\n[packages.torchvision]\n"
     )
     return {"CAPPLAN_KB_DIR": str(kb)}
 

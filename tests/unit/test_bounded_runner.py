@@ -130,6 +130,13 @@ def test_endless_nix_is_a_nix_error(tmp_path: Path) -> None:
     assert caught.value.message.startswith("nix eval is unusable: nix printed more than")
 
 
+# The two modules that start programs the bounded runner cannot: `capplan run` replaces capplan
+# with the user's program (exec: nothing of capplan is left to bound it), and `capplan build`
+# keeps several `nix build` process groups running at once for hours, reading their events as
+# they come, with its own stop on SIGINT/SIGTERM (tests/nix/test_build.py).
+_OWN_STARTERS = {"cli/run.py": ("os.exec",), "adapters/nix_build.py": ("import subprocess",)}
+
+
 def test_no_other_module_starts_programs() -> None:
     """The runner stays the only one: no module of capplan but the selector imports subprocess
     (or starts programs another way), so every new helper program gets the same bounds."""
@@ -140,7 +147,8 @@ def test_no_other_module_starts_programs() -> None:
         if path.name == "selector.py" and path.parent.name == "runtime":
             continue
         text = path.read_text(encoding="utf-8")
-        offenders += [f"{path.relative_to(src)}: {s}" for s in starters if s in text]
+        own = _OWN_STARTERS.get(path.relative_to(src).as_posix(), ())
+        offenders += [f"{path.relative_to(src)}: {s}" for s in starters if s in text and s not in own]
     assert offenders == []
 
 
