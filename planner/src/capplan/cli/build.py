@@ -16,7 +16,12 @@ import click
 
 from capplan.cli.build_view import BuildView
 from capplan.cli.output import AsciiIntRange
-from capplan.cli.planning import config_option, plan_with_settings, planned_costs
+from capplan.cli.planning import (
+    config_option,
+    override_input_option,
+    plan_with_settings,
+    planned_costs,
+)
 from capplan.core.planning.build import BuildEvent, BuildJob, BuildSummary
 from capplan.core.planning.plan import Plan, Variant
 from capplan.errors import InvalidInputError, NothingToDo, shorten
@@ -75,14 +80,7 @@ __all__ = ["build"]
 @click.option(
     "--flake", default=".", show_default=True, help="Flake whose legacyPackages hold the jobs."
 )
-@click.option(
-    "--override-input",
-    "override_inputs",
-    nargs=2,
-    multiple=True,
-    metavar="INPUT REF",
-    help="Passed to nix eval.",
-)
+@override_input_option
 def build(
     config_path: Path | None,
     skip_cached: bool,

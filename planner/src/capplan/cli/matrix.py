@@ -23,6 +23,7 @@ from capplan.cli.output import (
     progress,
 )
 from capplan.cli.planning import (
+    cache_query_options,
     config_option,
     current_kb,
     flag_layer,
@@ -76,38 +77,7 @@ __all__ = ["matrix", "report_data"]
     show_default=True,
     help='Jobs per GitHub matrix; more jobs give {"matrices": [...]}, one matrix each.',
 )
-@click.option(
-    "--cache", "caches", multiple=True, metavar="URL", help="Binary cache to query (repeatable)."
-)
-@click.option(
-    "--skip-cached", is_flag=True, help="Drop jobs whose outputs every --cache check finds present."
-)
-@click.option(
-    "--trusted-key",
-    "trusted_keys",
-    multiple=True,
-    metavar="NAME:KEY",
-    help="Only count narinfos signed by these keys.",
-)
-@click.option(
-    "--jobs",
-    "jobs_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="nix-eval-jobs JSON lines with the output paths (instead of nix eval).",
-)
-@click.option(
-    "--flake", default=".", show_default=True, help="Flake whose packages give the output paths."
-)
-@click.option(
-    "--override-input",
-    "override_inputs",
-    nargs=2,
-    multiple=True,
-    metavar="INPUT REF",
-    help="Passed to nix eval.",
-)
-@click.option("--offline", is_flag=True, help="Skip every cache check.")
+@cache_query_options("Drop jobs whose outputs every --cache check finds present.")
 @click.option(
     "--failures",
     "failures_file",

@@ -90,6 +90,63 @@ def nix_eval_seconds_option(func: F) -> F:
     )(func)
 
 
+def override_input_option(func: F) -> F:
+    """``--override-input INPUT REF`` (repeatable) of a command that evaluates a flake."""
+    return click.option(
+        "--override-input",
+        "override_inputs",
+        nargs=2,
+        multiple=True,
+        metavar="INPUT REF",
+        help="Passed to nix eval.",
+    )(func)
+
+
+def cache_query_options(skip_help: str) -> Callable[[F], F]:
+    """The options of a command that asks binary caches which jobs they hold, as ``matrix
+    --skip-cached`` does: the caches, the keys, and where the output paths come from."""
+
+    def decorate(func: F) -> F:
+        for option in reversed(
+            [
+                click.option(
+                    "--cache",
+                    "caches",
+                    multiple=True,
+                    metavar="URL",
+                    help="Binary cache to query (repeatable).",
+                ),
+                click.option("--skip-cached", is_flag=True, help=skip_help),
+                click.option(
+                    "--trusted-key",
+                    "trusted_keys",
+                    multiple=True,
+                    metavar="NAME:KEY",
+                    help="Only count narinfos signed by these keys.",
+                ),
+                click.option(
+                    "--jobs",
+                    "jobs_file",
+                    type=click.Path(dir_okay=False, path_type=Path),
+                    default=None,
+                    help="nix-eval-jobs JSON lines with the output paths (instead of nix eval).",
+                ),
+                click.option(
+                    "--flake",
+                    default=".",
+                    show_default=True,
+                    help="Flake whose packages give the output paths.",
+                ),
+                override_input_option,
+                click.option("--offline", is_flag=True, help="Skip every cache check."),
+            ]
+        ):
+            func = option(func)
+        return func
+
+    return decorate
+
+
 def policy_options(func: F) -> F:
     """Flags that override [policy] keys (the last layer of the config cascade)."""
     for option in reversed(

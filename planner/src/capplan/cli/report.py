@@ -10,6 +10,7 @@ import click
 
 from capplan.cli.output import AsciiIntRange, err_console
 from capplan.cli.planning import (
+    cache_query_options,
     config_option,
     flag_layer,
     plan_with_settings,
@@ -37,38 +38,7 @@ __all__ = ["report"]
     default=None,
     help="CI runners in each system's pool (default: policy.runners).",
 )
-@click.option(
-    "--cache", "caches", multiple=True, metavar="URL", help="Binary cache to query (repeatable)."
-)
-@click.option(
-    "--skip-cached", is_flag=True, help="Leave out of the schedule what every --cache holds."
-)
-@click.option(
-    "--trusted-key",
-    "trusted_keys",
-    multiple=True,
-    metavar="NAME:KEY",
-    help="Only count narinfos signed by these keys.",
-)
-@click.option(
-    "--jobs",
-    "jobs_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="nix-eval-jobs JSON lines with the output paths (instead of nix eval).",
-)
-@click.option(
-    "--flake", default=".", show_default=True, help="Flake whose packages give the output paths."
-)
-@click.option(
-    "--override-input",
-    "override_inputs",
-    nargs=2,
-    multiple=True,
-    metavar="INPUT REF",
-    help="Passed to nix eval.",
-)
-@click.option("--offline", is_flag=True, help="Skip every cache check.")
+@cache_query_options("Leave out of the schedule what every --cache holds.")
 @click.option(
     "--failures",
     "failures_file",
