@@ -24,6 +24,7 @@ import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from capplan.adapters.files import (
     INT_DIGITS_MESSAGE,
@@ -40,6 +41,9 @@ from capplan.core.planning.failures import (
 )
 from capplan.errors import DataError, InvalidInputError, WriteError, json_printable, shorten
 
+if TYPE_CHECKING:
+    from capplan.core.planning.plan import Plan
+
 __all__ = [
     "MAX_LOG_BYTES",
     "MAX_RECORD_BYTES",
@@ -47,6 +51,7 @@ __all__ = [
     "JobDerivation",
     "flake_derivations",
     "locked",
+    "plan_derivations",
     "read_buildbot_failures",
     "read_job_derivations",
     "read_log_tail",
@@ -466,3 +471,20 @@ def flake_derivations(
             ) from None
         out[name] = (drv, [str(p) for p in outputs])
     return out
+
+
+def plan_derivations(
+    plan: Plan, flake: str, override_inputs: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Each planned variant's derivation and output paths in ``flake``: one nix eval per
+    system (:func:`flake_derivations`)."""
+    drvs: dict[str, str] = {}
+    outputs: dict[str, list[str]] = {}
+    for system in plan.systems:
+        here = [v.name for v in plan.variants if v.system == system]
+        if here:
+            for name, (drv, outs) in flake_derivations(
+                flake, here, override_inputs, system=system
+            ).items():
+                drvs[name], outputs[name] = drv, outs
+    return drvs, outputs

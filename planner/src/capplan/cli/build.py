@@ -164,7 +164,9 @@ def build(
                 hint="add a builder for the systems and features listed (--builders)",
             )
         costs = planned_costs(planned, plan)
-        drvs, outputs = _derivations(plan, flake, overrides)
+        from capplan.adapters.failures import plan_derivations
+
+        drvs, outputs = plan_derivations(plan, flake, overrides)
         jobs = {
             v.name: BuildJob(
                 name=v.name,
@@ -264,24 +266,6 @@ def _features(v: Variant) -> tuple[str, ...]:
     if feature is not None:
         out.append(feature)
     return tuple(out)
-
-
-def _derivations(
-    plan: Plan, flake: str, overrides: dict[str, str]
-) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """Each job's derivation and output paths: one nix eval per system."""
-    from capplan.adapters.failures import flake_derivations
-
-    drvs: dict[str, str] = {}
-    outputs: dict[str, list[str]] = {}
-    for system in plan.systems:
-        here = [v.name for v in plan.variants if v.system == system]
-        if here:
-            for name, (drv, outs) in flake_derivations(
-                flake, here, overrides, system=system
-            ).items():
-                drvs[name], outputs[name] = drv, outs
-    return drvs, outputs
 
 
 def _cached(

@@ -377,16 +377,9 @@ def prepare_matrix_failures(
         for attr, job in read_job_derivations(jobs_file).items():
             drvs.setdefault(variant_of_attr(attr), job.drv)
     elif not offline and (bool(record) or (github and not retry)):
-        from capplan.adapters.failures import flake_derivations
+        from capplan.adapters.failures import plan_derivations
 
-        outputs = {}
-        for system in plan.systems:
-            here = [v.name for v in plan.variants if v.system == system]
-            if here:
-                for name, (drv, outs) in flake_derivations(
-                    flake, here, overrides, system=system
-                ).items():
-                    drvs[name], outputs[name] = drv, outs
+        drvs, outputs = plan_derivations(plan, flake, overrides)
     return MatrixFailures(record, drvs, outputs, retry)
 
 
