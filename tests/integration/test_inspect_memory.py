@@ -3,7 +3,7 @@
 A sparse file holds a fatbin container at each end and holes in between; reading the holes
 fills page-cache pages that count towards a process's RSS while they stay mapped, so a reader
 that keeps its mapping resident peaks near the file size. Each size is inspected in a fresh
-subprocess whose own peak RSS (ru_maxrss of RUSAGE_SELF, printed by the child) is compared.
+subprocess whose own peak RSS (VmHWM, printed by the child) is compared.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ reports = cuda_code(inspect_paths([Path(sys.argv[1])]))
 print(json.dumps({
     "sass": sorted(str(c) for r in reports for c in r.sass),
     "containers": sum(r.containers for r in reports),
-    "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    # VmHWM: this program's own peak (ru_maxrss would count the test process it came from,
+    # which Linux keeps across fork and exec).
+    "rss_kib": int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1]),
 }))
 """
 

@@ -97,7 +97,12 @@ def map_files(
 def _end_workers(pool: Any) -> None:
     """Kill the pool's worker processes and reap them (the executor keeps them in
     ``_processes``; Python 3.14's ``terminate_workers`` does the same)."""
+    import multiprocessing
+
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    # A signal that lands while submit() is still starting workers finds the last one forked
+    # but not yet in ``_processes``; multiprocessing's own list of children has it.
+    processes += [p for p in multiprocessing.active_children() if p not in processes]
     for process in processes:
         with contextlib.suppress(OSError, ValueError):
             process.kill()
