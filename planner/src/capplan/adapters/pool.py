@@ -63,7 +63,7 @@ def map_files(
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     # The stop-signal guard of the bounded runner: held while the workers run.
-    from capplan.runtime.selector import _Stopped, _Stops
+    from capplan.runtime.selector import Stopped, Stops
 
     order = sorted(range(len(items)), key=lambda i: -sizes[i])
     found: dict[int, R] = {}
@@ -73,7 +73,7 @@ def map_files(
     try:
         # SIGTERM (a CI cancel, ``timeout``), SIGHUP or SIGINT ends the workers first, then acts
         # on capplan as it would have (docs/limits.md: capplan's children end with it).
-        with _Stops() as stops:
+        with Stops() as stops:
             try:
                 stops.child_started()
                 futures = {pool.submit(work, items[i]): i for i in order}
@@ -82,7 +82,7 @@ def map_files(
                     found[index] = future.result()
                     if on_done is not None:
                         on_done(sizes[index])
-            except _Stopped as stop:
+            except Stopped as stop:
                 stops.pending = stop.signum
                 stopped = True
                 _end_workers(pool)

@@ -278,10 +278,10 @@ def _cached(
     outputs: dict[str, list[str]],
 ) -> dict[str, str]:
     """The jobs whose outputs a cache holds (the narinfo query of ``matrix --skip-cached``)."""
-    from capplan.cli.matrix import _cached_jobs
+    from capplan.cli.matrix import cached_jobs
 
     here = replace(plan, variants=tuple(v for v in plan.variants if v.name in left))
-    return _cached_jobs(here, caches, trusted, None, flake, overrides, outputs)
+    return cached_jobs(here, caches, trusted, None, flake, overrides, outputs)
 
 
 def _known_failures(

@@ -37,7 +37,7 @@ from capplan.core.planning.build import (
     BuildQueue,
     BuildSummary,
 )
-from capplan.runtime.selector import _Stopped, _Stops
+from capplan.runtime.selector import Stopped, Stops
 
 __all__ = ["PUSH_ATTEMPTS", "BuildRun", "push_present"]
 
@@ -92,11 +92,11 @@ class BuildRun:
 
     def run(self) -> None:
         begun = time.monotonic()
-        with _Stops() as stops:
+        with Stops() as stops:
             try:
                 stops.child_started()
                 self._loop()
-            except _Stopped as stopped:
+            except Stopped as stopped:
                 self._interrupted()
                 stops.pending = stopped.signum
             except BaseException:

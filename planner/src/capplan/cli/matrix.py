@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from capplan.core.planning.runners import JobCost
     from capplan.core.report.data import Report
 
-__all__ = ["matrix", "report_data"]
+__all__ = ["cached_jobs", "matrix", "report_data"]
 
 
 @click.command()
@@ -192,7 +192,7 @@ def matrix(
             overrides=dict(override_inputs),
         )  # fmt: skip
     if skip_cached and not offline:
-        cached = _cached_jobs(
+        cached = cached_jobs(
             plan, caches, trusted_keys, jobs_file, flake, dict(override_inputs),
             failures.outputs if failures else None,
         )  # fmt: skip
@@ -305,7 +305,7 @@ def _without(plan: Plan, drop: set[str]) -> Plan:
     return replace(plan, variants=kept)
 
 
-def _cached_jobs(
+def cached_jobs(
     plan: Plan,
     caches: tuple[str, ...],
     trusted_keys: tuple[str, ...],

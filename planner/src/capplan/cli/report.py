@@ -75,7 +75,7 @@ def report(
     picture has a table beside it with the same facts.
     """
     from capplan.adapters.files import atomic_write_text
-    from capplan.cli.matrix import _cached_jobs, report_data
+    from capplan.cli.matrix import cached_jobs, report_data
     from capplan.core.report.html import render_html
 
     if skip_cached and not caches:
@@ -100,7 +100,7 @@ def report(
         )  # fmt: skip
     cached: dict[str, str] = {}
     if skip_cached and not offline:
-        cached = _cached_jobs(
+        cached = cached_jobs(
             plan, caches, trusted_keys, jobs_file, flake, dict(override_inputs),
             failures.outputs if failures else None,
         )  # fmt: skip

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Finished",
     "Selection",
+    "Stopped",
+    "Stops",
     "Unusable",
     "choose",
     "detect",
@@ -570,15 +572,15 @@ def _size(n: int) -> str:
 _STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
 
 
-class _Stopped(BaseException):
+class Stopped(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
 
 
-class _Stops:
+class Stops:
     """While active (main thread only: Python runs handlers there), a stop signal raises
-    :class:`_Stopped` once a child is started, and is held until then."""
+    :class:`Stopped` once a child is started, and is held until then."""
 
     def __init__(self) -> None:
         self.started = False
@@ -591,9 +593,9 @@ class _Stops:
         # Raised once: a second signal (a CI that cancels twice) must not cut short the
         # cleanup the first started, which kills the child's group.
         if self.started and first:
-            raise _Stopped(signum)
+            raise Stopped(signum)
 
-    def __enter__(self) -> _Stops:
+    def __enter__(self) -> Stops:
         import signal
         import threading
 
@@ -610,7 +612,7 @@ class _Stops:
     def child_started(self) -> None:
         self.started = True
         if self.pending is not None:
-            raise _Stopped(self.pending)
+            raise Stopped(self.pending)
 
     def __exit__(self, *exc: object) -> None:
         import signal
@@ -642,10 +644,10 @@ def run_bounded(
     found, not executable, no answer within ``timeout`` seconds, more than ``limit`` bytes of
     output on stdout and stderr together). Nothing past ``limit`` is ever held in memory, and
     SIGTERM, SIGHUP or SIGINT to capplan kills the program's process group before it acts."""
-    with _Stops() as stops:
+    with Stops() as stops:
         try:
             return _run_bounded(argv, stops, timeout=timeout, limit=limit, cwd=cwd, env=env)
-        except _Stopped as stopped:
+        except Stopped as stopped:
             stops.pending = stopped.signum  # acted on as the block ends, the child dead
     # Reached only when the signal's own handler let capplan go on.
     return Unusable(f"{argv[0]}: stopped by signal {stops.pending}", "failed")
@@ -653,7 +655,7 @@ def run_bounded(
 
 def _run_bounded(
     argv: list[str],
-    stops: _Stops,
+    stops: Stops,
     *,
     timeout: float,
     limit: int,
