@@ -241,3 +241,24 @@ def test_sigint_mid_build_stops_nix_and_records_nothing_half(
 def _sleeping() -> bool:
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
     return any(line.strip() == f"/bin/sleep {SLEEP}" for line in ps.stdout.splitlines())
+
+
+def test_a_push_that_fails_is_exit_19_and_keeps_the_build(
+    first: tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], Path],
+    repo: NixRunner,
+    tmp_path: Path,
+) -> None:
+    # Built but not in the cache: capplan build's job is filling the cache, so a run whose
+    # push never lands must not end as a success (a cron job would never hear of it).
+    target = tmp_path / "not-a-folder"
+    target.write_text("a file where the cache should be")
+    proc, events = run_build(repo, "--push", f"file://{target}", "--only", "cupy")
+    assert proc.returncode == 19, proc.stderr
+    failed = by_event(events, "push-failed")  # cupy and the jobs it needs
+    assert "cupy" in failed
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("capplan: error: ")]
+    assert f"{len(failed)} job(s) built but not pushed to file://" in line
+    assert line.endswith("(the builds stay in the local store; fix the target and run capplan "
+                         "build again, which pushes them)")  # fmt: skip
+    assert "cupy" in by_event(events, "present") + by_event(events, "built")
+    assert not by_event(events, "failed")

@@ -121,7 +121,7 @@ class ExitCode(IntEnum):
     WONT_RUN = 16  # `capplan doctor`: a library of the environment cannot run on a GPU given
     NIXPKGS_DRIFT = 17  # `capplan nixpkgs check`: nixpkgs disagrees with the knowledge base
     NOT_CACHED = 18  # `capplan cache status` / `cache why`: a path the machine wants is not cached
-    BUILD_FAILED = 19  # `capplan build`: some jobs failed (their dependants blocked)
+    BUILD_FAILED = 19  # `capplan build`: some jobs failed (dependants blocked) or were not pushed
 
 
 class CapplanError(Exception):

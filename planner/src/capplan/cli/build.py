@@ -100,8 +100,9 @@ def build(
     record failures, push successes.
 
     Nix places each derivation (--builders, --max-jobs); capplan reads the builders only to say
-    up front which jobs no builder can take. Exit 0: all built or cached; 19: some failed;
-    3: nothing to build here; 14: Nix missing, too old or failing.
+    up front which jobs no builder can take. Exit 0: all built or cached (and pushed); 19: some
+    failed, or were built but not pushed; 3: nothing to build here; 14: Nix missing, too old or
+    failing.
     """
     from capplan.adapters.nix_build import (
         builders_text,
@@ -224,8 +225,19 @@ def build(
                 f"; {len(summary.blocked)} blocked behind them or no builder"
                 if summary.blocked
                 else ""
-            ),
+            )
+            + (f"; {len(summary.push_failed)} not pushed" if summary.push_failed else ""),
             hint="read each failure's log with nix log, or capplan failures list",
+        )
+    if summary.push_failed:
+        from capplan.errors import BuildFailedError
+
+        # Built is not cached: a cron job or CI that fills a cache must see that it did not.
+        raise BuildFailedError(
+            f"{len(summary.push_failed)} job(s) built but not pushed to "
+            f"{shorten(push_target or '')}: {shorten(', '.join(summary.push_failed))}",
+            hint="the builds stay in the local store; fix the target and run capplan build "
+            "again, which pushes them",
         )
 
 
