@@ -734,6 +734,12 @@ def _build_steps() -> list[dict[str, Any]]:
     ]
 
 
+def _plan_runs_on(settings: WorkflowSettings) -> str | list[str]:
+    """The plan, record and summary jobs' runs-on: one label as a string, several as a list."""
+    runner = settings.plan_runner
+    return runner[0] if len(runner) == 1 else list(runner)
+
+
 def _record_job(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[str, Any]:
     """The last job: this run's failures merged into the record, which is saved for the next."""
     return {
@@ -742,11 +748,7 @@ def _record_job(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[str
         # After every build job, whatever they did; not when the run was cancelled or the plan
         # failed (then nothing was tried, and the restored record is still the newest).
         "if": "${{ !cancelled() && needs.plan.result == 'success' }}",
-        "runs-on": (
-            settings.plan_runner[0]
-            if len(settings.plan_runner) == 1
-            else list(settings.plan_runner)
-        ),
+        "runs-on": _plan_runs_on(settings),
         "timeout-minutes": 30,
         "steps": [
             *_nix_steps(),
@@ -803,11 +805,7 @@ def _summary_job(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[st
         "name": "summary",
         "needs": ["plan", *(s.key for s in shards)],
         "if": "${{ always() }}",
-        "runs-on": (
-            settings.plan_runner[0]
-            if len(settings.plan_runner) == 1
-            else list(settings.plan_runner)
-        ),
+        "runs-on": _plan_runs_on(settings),
         "timeout-minutes": 30,
         "steps": [
             *_nix_steps(),
@@ -865,11 +863,7 @@ def build_workflow(settings: WorkflowSettings, shards: Sequence[Shard]) -> dict[
     jobs: dict[str, Any] = {
         "plan": {
             "name": "plan",
-            "runs-on": (
-                settings.plan_runner[0]
-                if len(settings.plan_runner) == 1
-                else list(settings.plan_runner)
-            ),
+            "runs-on": _plan_runs_on(settings),
             "timeout-minutes": 60,
             "outputs": outputs,
             "steps": [
