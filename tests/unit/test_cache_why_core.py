@@ -248,7 +248,7 @@ def test_bottom_line_and_minutes() -> None:
 
 
 def test_package_of_reads_a_word_of_the_name() -> None:
-    from capplan.cli.cache_why import package_of
+    from capplan.core.caches.drvgraph import package_of
 
     spellings = {"torch": ("torch",), "torchvision": ("torchvision",), "cublas": ("libcublas",)}
     assert package_of("python3.13-torchvision-0.27.0", spellings) == "torchvision"

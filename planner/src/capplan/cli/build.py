@@ -22,8 +22,14 @@ from capplan.cli.planning import (
     plan_with_settings,
     planned_costs,
 )
-from capplan.core.planning.build import BuildEvent, BuildJob, BuildSummary
-from capplan.core.planning.plan import Plan, Variant
+from capplan.core.planning.build import (
+    BuildEvent,
+    BuildJob,
+    BuildSummary,
+    derivation_features,
+    with_needs,
+)
+from capplan.core.planning.plan import Plan
 from capplan.errors import InvalidInputError, NothingToDo, shorten
 
 __all__ = ["build"]
@@ -131,7 +137,7 @@ def build(
                 "--skip-cached needs a --cache URL, or [cache] substituters in capplan.toml",
                 hint="add --cache https://...",
             )
-    plan = _selected(planned.plan, only)
+    plan = with_needs(planned.plan, only)
     if not plan.variants:
         raise NothingToDo("the plan has no jobs", hint="add GPUs or packages to capplan.toml")
     overrides = dict(override_inputs)
@@ -144,7 +150,9 @@ def build(
     with BuildView(progress, as_json=as_json) as view:
         # Placed before evaluating: a system no machine builds is never evaluated.
         systems = {v.name: v.system for v in plan.variants}
-        cannot = unplaceable([(v.name, v.system, _features(v)) for v in plan.variants], machines)
+        cannot = unplaceable(
+            [(v.name, v.system, derivation_features(v)) for v in plan.variants], machines
+        )
         for name, why in sorted(cannot.items()):
             view.event(BuildEvent("unbuildable", name, systems[name], why))
         behind = blocked_behind({v.name: v.needs for v in plan.variants}, cannot)
@@ -174,7 +182,7 @@ def build(
                 system=v.system,
                 needs=tuple(v.needs),
                 minutes=costs[v.name].minutes if v.name in costs else float(v.minutes),
-                features=_features(v),
+                features=derivation_features(v),
                 drv=drvs[v.name],
                 outputs=tuple(outputs[v.name]),
             )
@@ -239,45 +247,6 @@ def build(
             hint="the builds stay in the local store; fix the target and run capplan build "
             "again, which pushes them",
         )
-
-
-def _selected(plan: Plan, only: tuple[str, ...]) -> Plan:
-    """The plan, or with ``--only`` those jobs and every job they need."""
-    if not only:
-        return plan
-    names = {v.name for v in plan.variants}
-    for name in only:
-        if name not in names:
-            import difflib
-
-            close = difflib.get_close_matches(name, sorted(names), n=3)
-            raise InvalidInputError(
-                f"--only {shorten(name)!r} is not a job of the plan",
-                hint=("did you mean " + " or ".join(close) + "?")
-                if close
-                else "list the jobs with capplan matrix",
-            )
-    keep: set[str] = set()
-    todo = list(only)
-    by_name = {v.name: v for v in plan.variants}
-    while todo:
-        name = todo.pop()
-        if name not in keep:
-            keep.add(name)
-            todo.extend(by_name[name].needs)
-    return replace(plan, variants=tuple(v for v in plan.variants if v.name in keep))
-
-
-def _features(v: Variant) -> tuple[str, ...]:
-    """What the job's derivation requires of a machine: big-parallel (the knowledge base's
-    packages that nixpkgs marks so) and a CPU level's gccarch feature."""
-    from capplan.core.families.registry import gccarch_feature
-
-    out = ["big-parallel"] if v.big_parallel else []
-    feature = gccarch_feature(v)
-    if feature is not None:
-        out.append(feature)
-    return tuple(out)
 
 
 def _cached(

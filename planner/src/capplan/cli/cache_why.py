@@ -4,7 +4,6 @@ been, the walk of both derivation graphs, the causes in words and the nearest ca
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,20 +11,7 @@ from typing import Any
 from capplan.cli.output import emit_json, out_console
 from capplan.errors import InvalidInputError, printable, shorten
 
-__all__ = ["explain_why", "package_of"]
-
-_TOKEN = re.compile(r"[-_.]?[0-9][^-]*$")
-
-
-def package_of(name: str, packages: Mapping[str, Sequence[str]]) -> str | None:
-    """The planned package a derivation name is a build of: a dash-separated word of the name
-    (python3.13-torch-2.12.0, cuda12.9-nccl-2.28.3) equal to the package's name or its
-    attribute's last part (libcublas for cublas)."""
-    words = set(name.split("-"))
-    for package, spellings in sorted(packages.items()):
-        if words & {package, *spellings}:
-            return package
-    return None
+__all__ = ["explain_why"]
 
 
 def explain_why(
@@ -54,7 +40,7 @@ def explain_why(
         read_failure_record,
     )
     from capplan.cli.planning import current_kb, plan_with_settings
-    from capplan.core.caches.drvgraph import Drv, find_named, walk
+    from capplan.core.caches.drvgraph import Drv, find_named, package_of, walk
     from capplan.core.caches.status import minutes_here
 
     kb = current_kb()

@@ -29,6 +29,7 @@ __all__ = [
     "diff_drvs",
     "drv_stem",
     "find_named",
+    "package_of",
     "parse_show",
     "walk",
 ]
@@ -412,3 +413,14 @@ def find_named(
         frontier = nxt
         depth += 1
     return found
+
+
+def package_of(name: str, packages: Mapping[str, Sequence[str]]) -> str | None:
+    """The planned package a derivation name is a build of: a dash-separated word of the name
+    (python3.13-torch-2.12.0, cuda12.9-nccl-2.28.3) equal to the package's name or its
+    attribute's last part (libcublas for cublas)."""
+    words = set(name.split("-"))
+    for package, spellings in sorted(packages.items()):
+        if words & {package, *spellings}:
+            return package
+    return None

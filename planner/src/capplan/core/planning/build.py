@@ -8,15 +8,28 @@ the small jobs and the makespan comes close to the schedule ``matrix`` prints.
 
 from __future__ import annotations
 
+import difflib
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
+from capplan.core.families.registry import gccarch_feature
 from capplan.core.planning.schedule import bottom_levels, schedule_jobs
-from capplan.errors import ExitCode, printable
+from capplan.errors import ExitCode, InvalidInputError, printable, shorten
 
-__all__ = ["BuildEvent", "BuildJob", "BuildProgress", "BuildQueue", "BuildSummary"]
+if TYPE_CHECKING:
+    from capplan.core.planning.plan import Plan, Variant
+
+__all__ = [
+    "BuildEvent",
+    "BuildJob",
+    "BuildProgress",
+    "BuildQueue",
+    "BuildSummary",
+    "derivation_features",
+    "with_needs",
+]
 
 
 @dataclass(frozen=True)
@@ -310,3 +323,39 @@ class BuildSummary:
             if names:
                 out.append(printable(f"{label}: {', '.join(names)}"))
         return out
+
+
+def with_needs(plan: Plan, only: Sequence[str]) -> Plan:
+    """The plan, or with ``only`` (``capplan build --only``) those jobs and every job they
+    need."""
+    if not only:
+        return plan
+    names = {v.name for v in plan.variants}
+    for name in only:
+        if name not in names:
+            close = difflib.get_close_matches(name, sorted(names), n=3)
+            raise InvalidInputError(
+                f"--only {shorten(name)!r} is not a job of the plan",
+                hint=("did you mean " + " or ".join(close) + "?")
+                if close
+                else "list the jobs with capplan matrix",
+            )
+    keep: set[str] = set()
+    todo = list(only)
+    by_name = {v.name: v for v in plan.variants}
+    while todo:
+        name = todo.pop()
+        if name not in keep:
+            keep.add(name)
+            todo.extend(by_name[name].needs)
+    return replace(plan, variants=tuple(v for v in plan.variants if v.name in keep))
+
+
+def derivation_features(v: Variant) -> tuple[str, ...]:
+    """What the job's derivation requires of a machine: big-parallel (the knowledge base's
+    packages that nixpkgs marks so) and a CPU level's gccarch feature."""
+    out = ["big-parallel"] if v.big_parallel else []
+    feature = gccarch_feature(v)
+    if feature is not None:
+        out.append(feature)
+    return tuple(out)
